@@ -1,0 +1,3 @@
+from memsearch.cli.app import main
+
+main()

@@ -1,0 +1,253 @@
+"""Rendering of library results: Rich tables for people, JSON / JSONL / CSV for scripts.
+
+Only data goes to stdout; messages go to stderr (see `messages`).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+
+if TYPE_CHECKING:
+    from memsearch.models import Memory
+    from memsearch.retrieval.candidates import Candidate
+    from memsearch.retrieval.pipeline import SearchOutcome
+
+FORMATS = ("table", "json", "jsonl", "csv")
+_TEXT_PREVIEW = 160
+
+messages = Console(stderr=True, highlight=False)
+
+
+def stdout_console() -> Console:
+    return Console(highlight=False)
+
+
+def write_json(document: Any, *, compact: bool = False) -> None:
+    text = json.dumps(
+        document, ensure_ascii=False, separators=(",", ":") if compact else None, indent=None if compact else 2
+    )
+    sys.stdout.write(text + "\n")
+
+
+def _preview(text: str) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= _TEXT_PREVIEW else flat[: _TEXT_PREVIEW - 1] + "…"
+
+
+def _short_time(iso: str) -> str:
+    return iso[:16].replace("T", " ")
+
+
+# -- memories (get, list) ------------------------------------------------------------------
+
+MEMORY_CSV_COLUMNS = (
+    "id",
+    "key",
+    "created_at",
+    "project",
+    "namespace",
+    "session",
+    "role",
+    "tags",
+    "importance",
+    "priority",
+    "pinned",
+    "text",
+)
+
+
+def render_memories(memories: Sequence[Memory], fmt: str, *, single: bool = False) -> None:
+    if fmt == "json":
+        write_json(memories[0].to_dict() if single else [m.to_dict() for m in memories])
+    elif fmt == "jsonl":
+        for memory in memories:
+            write_json(memory.to_dict(), compact=True)
+    elif fmt == "csv":
+        writer = csv.writer(sys.stdout)
+        writer.writerow(MEMORY_CSV_COLUMNS)
+        for memory in memories:
+            row = memory.to_dict()
+            row["tags"] = ";".join(memory.tags)
+            writer.writerow([row[column] for column in MEMORY_CSV_COLUMNS])
+    elif single:
+        stdout_console().print(_memory_detail(memories[0]))
+    else:
+        table = Table(show_lines=False)
+        for column in ("id", "created", "key", "project", "tags", "text"):
+            table.add_column(column, overflow="fold" if column == "text" else "ellipsis", no_wrap=column != "text")
+        for m in memories:
+            table.add_row(
+                str(m.id),
+                _short_time(m.to_dict()["created_at"]),
+                m.key or "",
+                m.project or "",
+                ", ".join(m.tags),
+                _preview(m.text),
+            )
+        stdout_console().print(table)
+
+
+def _memory_detail(memory: Memory) -> Table:
+    table = Table(show_header=False, box=None)
+    table.add_column(style="bold")
+    table.add_column(overflow="fold")
+    for name, value in memory.to_dict().items():
+        if isinstance(value, list | dict):
+            value = json.dumps(value, ensure_ascii=False)
+        table.add_row(name, Text("" if value is None else str(value)))
+    return table
+
+
+def render_stats(stats: dict[str, Any], fmt: str) -> None:
+    if fmt in ("json", "jsonl"):
+        write_json(stats, compact=fmt == "jsonl")
+        return
+    if fmt == "csv":
+        writer = csv.writer(sys.stdout)
+        writer.writerow(("name", "value"))
+        for name, value in stats.items():
+            writer.writerow((name, json.dumps(value) if isinstance(value, dict) else value))
+        return
+    table = Table(show_header=False, box=None)
+    table.add_column(style="bold")
+    table.add_column()
+    for name, value in stats.items():
+        if isinstance(value, dict):
+            value = ", ".join(f"{k or '(none)'}: {n}" for k, n in value.items()) or "—"
+        table.add_row(name.replace("_", " "), "—" if value is None else str(value))
+    stdout_console().print(table)
+
+
+# -- search --------------------------------------------------------------------------------
+
+SEARCH_CSV_COLUMNS = ("query", "rank", "id", "key", "score", "created_at", "tags", "text")
+
+
+def render_search(outcomes: Sequence[SearchOutcome], fmt: str, *, raw: bool, explain: bool, batch: bool) -> None:
+    if fmt == "json":
+        documents = [o.to_dict(raw=raw) for o in outcomes]
+        write_json(documents if batch else documents[0])
+    elif fmt == "jsonl":
+        for outcome in outcomes:
+            write_json(outcome.to_dict(raw=raw), compact=True)
+    elif fmt == "csv":
+        _search_csv(outcomes, raw=raw)
+    else:
+        console = stdout_console()
+        for outcome in outcomes:
+            _search_tables(console, outcome, raw=raw, explain=explain)
+
+
+def _search_csv(outcomes: Sequence[SearchOutcome], *, raw: bool) -> None:
+    writer = csv.writer(sys.stdout)
+    writer.writerow((*SEARCH_CSV_COLUMNS, "dropped") if raw else SEARCH_CSV_COLUMNS)
+    for outcome in outcomes:
+        document = outcome.to_dict(raw=raw)
+        rows = document["candidates"] if raw else document["results"]
+        for position, row in enumerate(rows, start=1):
+            values = [
+                outcome.request.query,
+                row.get("rank", position),
+                row["id"],
+                row["key"],
+                repr(row["score"]),
+                row["created_at"],
+                ";".join(row["tags"]),
+                row["text"],
+            ]
+            writer.writerow((*values, row["dropped"] or "") if raw else values)
+
+
+def _search_tables(console: Console, outcome: SearchOutcome, *, raw: bool, explain: bool) -> None:
+    route = outcome.route
+    title = Text.assemble((outcome.request.query, "bold"), "  →  ", (route.strategy, "cyan"), f"  ({route.reason})")
+    results = outcome.results
+    table = Table(title=title, title_justify="left")
+    for column, justify in (
+        ("#", "right"),
+        ("id", "right"),
+        ("score", "right"),
+        ("created", "left"),
+        ("tags", "left"),
+        ("text", "left"),
+    ):
+        table.add_column(
+            column, justify=justify, overflow="fold" if column == "text" else "ellipsis", no_wrap=column != "text"
+        )
+    for rank, candidate in enumerate(results, start=1):
+        memory = candidate.memory
+        table.add_row(
+            str(rank),
+            str(memory.id),
+            f"{candidate.final:.4f}",
+            _short_time(memory.created_at.isoformat()),
+            ", ".join(memory.tags),
+            _preview(memory.text),
+        )
+    if results:
+        console.print(table)
+    else:
+        console.print(Text.assemble(title, "\n", ("no results", "yellow")))
+    if explain:
+        for rank, candidate in enumerate(results, start=1):
+            console.print(explain_table(rank, candidate, outcome))
+    if raw:
+        console.print(_raw_table(outcome))
+
+
+def explain_table(rank: int, candidate: Candidate, outcome: SearchOutcome) -> Table:
+    """Each leg's rank and score, the fused score, every factor in order, and the final score."""
+    profile = outcome.profile
+    table = Table(title=f"#{rank}  id {candidate.id}: {_preview(candidate.memory.text)[:70]}", title_justify="left")
+    table.add_column("stage")
+    table.add_column("rank", justify="right")
+    table.add_column("value", justify="right")
+    table.add_column("detail")
+    for leg, hit in sorted(candidate.legs.items()):
+        measure = "cosine" if leg == "vector" else "bm25"
+        table.add_row(f"{leg} leg", str(hit.rank), f"{hit.score:.4g}", measure)
+    terms = " + ".join(
+        f"{profile.leg_weights.get(leg, 1.0):g}/({profile.rrf_k:g}+{candidate.legs[leg].rank}) [{leg}]"
+        for leg in sorted(candidate.fusion_terms)
+    )
+    table.add_row(f"rrf (k={profile.rrf_k:g})", "", f"{candidate.fusion:.6f}", escape(terms))
+    for factor in candidate.factors:
+        symbol = "×" if factor.op == "mul" else "+"
+        detail = ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in factor.detail.items())
+        table.add_row(f"{symbol} {factor.name}", "", f"{factor.value:.6f}", escape(detail))
+    table.add_row(Text("final", style="bold"), "", Text(f"{candidate.final:.6f}", style="bold"), "")
+    return table
+
+
+def _raw_table(outcome: SearchOutcome) -> Table:
+    legs = sorted({leg for c in outcome.candidates for leg in c.legs})
+    title = f"all {len(outcome.candidates)} candidates before filtering (columns per leg: its rank)"
+    table = Table(title=title, title_justify="left")
+    table.add_column("id", justify="right", min_width=3)
+    for leg in legs:
+        table.add_column(leg, justify="right", min_width=len(leg))
+    table.add_column("fused", justify="right", min_width=8)
+    table.add_column("final", justify="right", min_width=8)
+    table.add_column("dropped", min_width=7)
+    table.add_column("text")
+    for candidate in outcome.candidates:
+        ranks = [str(candidate.legs[leg].rank) if leg in candidate.legs else "—" for leg in legs]
+        dropped = Text(candidate.dropped or "kept", style="dim" if candidate.dropped else "green")
+        table.add_row(
+            str(candidate.id),
+            *ranks,
+            f"{candidate.fusion:.6f}",
+            f"{candidate.final:.6f}",
+            dropped,
+            _preview(candidate.memory.text),
+        )
+    return table

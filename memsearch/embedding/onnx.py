@@ -1,0 +1,162 @@
+"""The fast route: an ONNX export of a sentence-transformers model, run with onnxruntime.
+
+The export (model graph with pooling and normalisation inside, plus its fast tokenizer and a
+manifest) is made once per model with sentence-transformers and cached under the user cache
+dir, keyed by a fingerprint of the model's files. Later processes load it in a fraction of a
+second and never import torch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from memsearch.embedding import ModelSpec, Progress
+from memsearch.errors import EmbeddingError
+from memsearch.paths import cache_dir
+from memsearch.store import EmbeddingModelInfo
+
+EXPORT_FORMAT = 1
+BATCH_SIZE = 32
+_OPSET = 17
+
+
+def model_fingerprint(spec: ModelSpec) -> str:
+    """Changes when any file of the model changes, or when the export format does."""
+    digest = hashlib.sha256(f"{EXPORT_FORMAT}\0{spec.path}".encode())
+    for file in sorted(p for p in spec.path.rglob("*") if p.is_file()):
+        stat = file.stat()
+        digest.update(f"\0{file.relative_to(spec.path)}\0{stat.st_size}\0{stat.st_mtime_ns}".encode())
+    return digest.hexdigest()[:24]
+
+
+def export_dir(spec: ModelSpec) -> Path:
+    return cache_dir() / "onnx" / model_fingerprint(spec)
+
+
+def export_model(spec: ModelSpec, target: Path) -> None:
+    """Write model.onnx, tokenizer.json and manifest.json for `spec` into `target` (atomically)."""
+    import torch
+
+    from memsearch.embedding.reference import embedding_dimension, load_sentence_transformer
+
+    model = load_sentence_transformer(spec).eval()
+    tokenizer = model.tokenizer
+    if not getattr(tokenizer, "is_fast", False):
+        raise EmbeddingError(f"{spec.name} has no fast tokenizer; use MEMSEARCH_ENCODER=sentence-transformers")
+    probe = tokenizer(
+        ["memsearch export probe", "a second and longer probe sentence"], padding=True, return_tensors="pt"
+    )
+    input_names = [name for name in ("input_ids", "attention_mask", "token_type_ids") if name in probe]
+
+    class SentenceEmbedding(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = model
+
+        def forward(self, *tensors: Any) -> Any:
+            return self.model(dict(zip(input_names, tensors, strict=True)))["sentence_embedding"]
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".export-", dir=target.parent))
+    dynamic = {name: {0: "batch", 1: "sequence"} for name in input_names}
+    with torch.no_grad():
+        torch.onnx.export(
+            SentenceEmbedding(),
+            tuple(probe[name] for name in input_names),
+            str(staging / "model.onnx"),
+            input_names=input_names,
+            output_names=["sentence_embedding"],
+            dynamic_axes={**dynamic, "sentence_embedding": {0: "batch"}},
+            opset_version=_OPSET,
+            dynamo=False,
+        )
+    (staging / "tokenizer.json").write_text(tokenizer.backend_tokenizer.to_str(), encoding="utf-8")
+    manifest = {
+        "model": spec.name,
+        "dim": embedding_dimension(model),
+        "max_seq_length": int(model.max_seq_length),
+        "do_lower_case": bool(getattr(model[0], "do_lower_case", False)),
+        "pad_token_id": int(tokenizer.pad_token_id or 0),
+        "inputs": input_names,
+    }
+    # The manifest is written last: its presence marks a complete export.
+    (staging / "manifest.json").write_text(json.dumps(manifest, indent=2), encoding="utf-8")
+    try:
+        os.replace(staging, target)
+    except OSError:
+        # Another process finished the same export first; theirs is as good as ours.
+        import shutil
+
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def ensure_export(spec: ModelSpec) -> Path:
+    target = export_dir(spec)
+    if not (target / "manifest.json").is_file():
+        try:
+            export_model(spec, target)
+        except EmbeddingError:
+            raise
+        except Exception as error:
+            raise EmbeddingError(f"could not export {spec.name} to ONNX in {target.parent}: {error}") from error
+    return target
+
+
+class OnnxEncoder:
+    def __init__(self, spec: ModelSpec) -> None:
+        import onnxruntime
+        from tokenizers import Tokenizer
+
+        folder = ensure_export(spec)
+        manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+        self.info = EmbeddingModelInfo(spec.name, int(manifest["dim"]))
+        self._lower = bool(manifest["do_lower_case"])
+        self._pad_id = int(manifest["pad_token_id"])
+        self._inputs: list[str] = list(manifest["inputs"])
+        self._tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+        # The saved tokenizer pads and truncates to its own length; the model's is what counts.
+        self._tokenizer.no_padding()
+        self._tokenizer.enable_truncation(max_length=int(manifest["max_seq_length"]))
+        options = onnxruntime.SessionOptions()
+        options.log_severity_level = 3
+        self._session = onnxruntime.InferenceSession(
+            str(folder / "model.onnx"), options, providers=["CPUExecutionProvider"]
+        )
+
+    def encode(self, texts: Sequence[str], *, progress: Progress | None = None) -> np.ndarray:
+        out = np.zeros((len(texts), self.info.dim), dtype=np.float32)
+        if not texts:
+            return out
+        encodings = self._tokenizer.encode_batch([t.lower() if self._lower else t for t in texts])
+        # Batches of similar length waste little work on padding.
+        order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
+        for start in range(0, len(order), BATCH_SIZE):
+            rows = order[start : start + BATCH_SIZE]
+            out[rows] = self._run([encodings[i] for i in rows])
+            if progress:
+                progress(min(start + BATCH_SIZE, len(order)))
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        return out / np.maximum(norms, 1e-12)
+
+    def _run(self, encodings: list[Any]) -> np.ndarray:
+        width = max(len(e.ids) for e in encodings)
+        arrays = {
+            "input_ids": np.full((len(encodings), width), self._pad_id, dtype=np.int64),
+            "attention_mask": np.zeros((len(encodings), width), dtype=np.int64),
+            "token_type_ids": np.zeros((len(encodings), width), dtype=np.int64),
+        }
+        for row, encoding in enumerate(encodings):
+            n = len(encoding.ids)
+            arrays["input_ids"][row, :n] = encoding.ids
+            arrays["attention_mask"][row, :n] = encoding.attention_mask
+            arrays["token_type_ids"][row, :n] = encoding.type_ids
+        feeds = {name: arrays[name] for name in self._inputs}
+        return self._session.run(None, feeds)[0]

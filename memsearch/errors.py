@@ -1,0 +1,56 @@
+"""Typed errors of the core. The CLI turns them into one-line messages and exit codes."""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    OK = 0
+    ERROR = 1
+    USAGE = 2
+    INTERRUPTED = 130
+
+
+class MemsearchError(Exception):
+    """Base of every error memsearch raises on purpose; its message is one line for the user."""
+
+    exit_code: ExitCode = ExitCode.ERROR
+
+
+class InvalidInputError(MemsearchError):
+    """A value given on the command line or to the API is out of range or malformed."""
+
+    exit_code = ExitCode.USAGE
+
+
+class ImportLineError(MemsearchError):
+    """A line of an import or queries file is malformed; nothing of the file was used."""
+
+    def __init__(self, source: str, line_number: int, problem: str) -> None:
+        super().__init__(f"{source}, line {line_number}: {problem}; nothing from this file was stored")
+        self.line_number = line_number
+
+
+class StoreNotFoundError(MemsearchError):
+    pass
+
+
+class StoreCorruptError(MemsearchError):
+    pass
+
+
+class MemoryNotFoundError(MemsearchError):
+    pass
+
+
+class DuplicateKeyError(MemsearchError):
+    pass
+
+
+class ModelMismatchError(MemsearchError):
+    pass
+
+
+class EmbeddingError(MemsearchError):
+    pass

@@ -1,0 +1,145 @@
+"""The memory record and the validated input that creates one."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from memsearch.errors import InvalidInputError
+from memsearch.timeutil import parse_time, to_iso
+
+DEFAULT_IMPORTANCE = 0.5
+DEFAULT_PRIORITY = 1.0
+
+# Fields of a JSONL import line, with the Python types each accepts.
+_STRING_FIELDS = ("key", "project", "namespace", "session", "role")
+IMPORT_FIELDS = frozenset(
+    {"text", "tags", "importance", "priority", "pinned", "created_at", "metadata", *_STRING_FIELDS}
+)
+
+
+def content_hash(text: str) -> str:
+    """Hash of the text with white space folded, so re-adds of the same note are recognised."""
+    return hashlib.sha256(" ".join(text.split()).encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class Memory:
+    id: int
+    key: str | None
+    text: str
+    created_at: datetime
+    last_accessed_at: datetime
+    access_count: int
+    importance: float
+    priority: float
+    pinned: bool
+    project: str | None
+    namespace: str | None
+    session: str | None
+    role: str | None
+    tags: tuple[str, ...]
+    metadata: Mapping[str, Any]
+    content_hash: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "key": self.key,
+            "text": self.text,
+            "created_at": to_iso(self.created_at),
+            "last_accessed_at": to_iso(self.last_accessed_at),
+            "access_count": self.access_count,
+            "importance": self.importance,
+            "priority": self.priority,
+            "pinned": self.pinned,
+            "project": self.project,
+            "namespace": self.namespace,
+            "session": self.session,
+            "role": self.role,
+            "tags": list(self.tags),
+            "metadata": dict(self.metadata),
+            "content_hash": self.content_hash,
+        }
+
+
+def _check_range(name: str, value: float, low: float, high: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
+        raise InvalidInputError(f"{name} must be a number from {low:g} to {high:g}, not {value!r}")
+    if not low <= value <= high:
+        raise InvalidInputError(f"{name} must be from {low:g} to {high:g}, not {value:g}")
+    return float(value)
+
+
+def normalise_tags(tags: Iterable[str]) -> tuple[str, ...]:
+    """Trimmed, de-duplicated, in first-seen order; empty tags are dropped."""
+    seen: dict[str, None] = {}
+    for tag in tags:
+        if not isinstance(tag, str):
+            raise InvalidInputError(f"tags must be strings, not {tag!r}")
+        cleaned = tag.strip()
+        if cleaned:
+            seen.setdefault(cleaned, None)
+    return tuple(seen)
+
+
+@dataclass(frozen=True)
+class NewMemory:
+    """A memory to be stored; constructing one validates every field."""
+
+    text: str
+    key: str | None = None
+    tags: tuple[str, ...] = ()
+    importance: float = DEFAULT_IMPORTANCE
+    priority: float = DEFAULT_PRIORITY
+    pinned: bool = False
+    project: str | None = None
+    namespace: str | None = None
+    session: str | None = None
+    role: str | None = None
+    created_at: datetime | None = None
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.text, str) or not self.text.strip():
+            raise InvalidInputError("memory text is empty")
+        object.__setattr__(self, "importance", _check_range("importance", self.importance, 0.0, 1.0))
+        object.__setattr__(self, "priority", _check_range("priority", self.priority, 1.0, 2.0))
+        object.__setattr__(self, "tags", normalise_tags(self.tags))
+        if not isinstance(self.pinned, bool):
+            raise InvalidInputError(f"pinned must be true or false, not {self.pinned!r}")
+        for name in _STRING_FIELDS:
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, str) or not value.strip()):
+                raise InvalidInputError(f"{name} must be a non-empty string, not {value!r}")
+        if not isinstance(self.metadata, Mapping):
+            raise InvalidInputError(f"metadata must be an object, not {self.metadata!r}")
+
+    @classmethod
+    def from_json(cls, obj: Any) -> NewMemory:
+        """Build from one decoded JSONL object; raises InvalidInputError naming the bad field."""
+        if not isinstance(obj, dict):
+            raise InvalidInputError('expected a JSON object with a "text" field')
+        unknown = sorted(set(obj) - IMPORT_FIELDS)
+        if unknown:
+            raise InvalidInputError(f"unknown field {unknown[0]!r} (known: {', '.join(sorted(IMPORT_FIELDS))})")
+        if "text" not in obj:
+            raise InvalidInputError('missing field "text"')
+        fields = dict(obj)
+        tags = fields.pop("tags", None) or ()
+        if isinstance(tags, str) or not isinstance(tags, list):
+            raise InvalidInputError(f"tags must be a list of strings, not {tags!r}")
+        created = fields.pop("created_at", None)
+        if created is not None and not isinstance(created, str):
+            raise InvalidInputError(f"created_at must be an ISO-8601 string, not {created!r}")
+        metadata = fields.pop("metadata", None)
+        return cls(
+            tags=tuple(tags),
+            created_at=parse_time(created, what="created_at") if created is not None else None,
+            metadata=metadata if metadata is not None else {},
+            **fields,
+        )

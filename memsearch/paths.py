@@ -1,0 +1,33 @@
+"""Where memsearch keeps its files (see the contract in the README)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+APP_NAME = "memsearch"
+DB_FILENAME = "memsearch.db"
+
+
+def resolve_db_path(explicit: str | os.PathLike[str] | None = None) -> Path:
+    """`--db PATH` > `MEMSEARCH_DB` > `$MEMSEARCH_HOME/memsearch.db` > the user data dir."""
+    if explicit:
+        return Path(explicit).expanduser().absolute()
+    if env_db := os.environ.get("MEMSEARCH_DB"):
+        return Path(env_db).expanduser().absolute()
+    if home := os.environ.get("MEMSEARCH_HOME"):
+        return Path(home).expanduser().absolute() / DB_FILENAME
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir(APP_NAME, appauthor=False)) / DB_FILENAME
+
+
+def cache_dir() -> Path:
+    """`MEMSEARCH_CACHE_DIR` > `$MEMSEARCH_HOME/cache` > the user cache dir."""
+    if env_cache := os.environ.get("MEMSEARCH_CACHE_DIR"):
+        return Path(env_cache).expanduser().absolute()
+    if home := os.environ.get("MEMSEARCH_HOME"):
+        return Path(home).expanduser().absolute() / "cache"
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir(APP_NAME, appauthor=False))

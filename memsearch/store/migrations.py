@@ -1,0 +1,49 @@
+"""Numbered schema migrations. The schema changes only by appending to MIGRATIONS.
+
+`PRAGMA user_version` holds the number of migrations applied; each runs in the transaction
+that also bumps the version, so a store is never left half-migrated.
+"""
+
+from __future__ import annotations
+
+MIGRATIONS: tuple[str, ...] = (
+    # 1: memories, their full-text index, their vectors, and store-level facts.
+    """
+    CREATE TABLE memories (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        key TEXT UNIQUE,
+        text TEXT NOT NULL,
+        content_hash TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        last_accessed_at TEXT NOT NULL,
+        access_count INTEGER NOT NULL DEFAULT 0,
+        importance REAL NOT NULL DEFAULT 0.5 CHECK (importance BETWEEN 0 AND 1),
+        priority REAL NOT NULL DEFAULT 1.0 CHECK (priority BETWEEN 1 AND 2),
+        pinned INTEGER NOT NULL DEFAULT 0 CHECK (pinned IN (0, 1)),
+        project TEXT,
+        namespace TEXT,
+        session TEXT,
+        role TEXT,
+        tags TEXT NOT NULL DEFAULT '[]',
+        metadata TEXT NOT NULL DEFAULT '{}'
+    );
+    CREATE INDEX memories_created_at ON memories (created_at);
+    CREATE INDEX memories_project ON memories (project);
+    CREATE INDEX memories_namespace ON memories (namespace);
+    CREATE INDEX memories_session ON memories (session);
+    CREATE INDEX memories_content_hash ON memories (content_hash);
+    CREATE VIRTUAL TABLE memories_fts USING fts5 (
+        text, tags, tokenize = 'porter unicode61 remove_diacritics 2'
+    );
+    CREATE TABLE vectors (
+        memory_id INTEGER PRIMARY KEY REFERENCES memories (id) ON DELETE CASCADE,
+        vector BLOB NOT NULL
+    );
+    CREATE TABLE meta (
+        key TEXT PRIMARY KEY,
+        value TEXT NOT NULL
+    );
+    """,
+)
+
+SCHEMA_VERSION = len(MIGRATIONS)

@@ -1,0 +1,460 @@
+"""The SQLite store: every SQL statement memsearch runs lives in this module."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from memsearch.errors import (
+    DuplicateKeyError,
+    MemoryNotFoundError,
+    ModelMismatchError,
+    StoreCorruptError,
+    StoreNotFoundError,
+)
+from memsearch.models import Memory, NewMemory, content_hash
+from memsearch.store.migrations import MIGRATIONS, SCHEMA_VERSION
+from memsearch.timeutil import from_iso, to_iso
+
+if TYPE_CHECKING:
+    import numpy as np
+
+# "MSRC" in the SQLite header marks the file as a memsearch store.
+APPLICATION_ID = 0x4D535243
+BUSY_TIMEOUT_MS = 10_000
+
+_MEMORY_COLUMNS = (
+    "id, key, text, created_at, last_accessed_at, access_count, importance, priority, pinned, "
+    "project, namespace, session, role, tags, metadata, content_hash"
+)
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Which memories a read may see. Every field narrows; tags must all be present."""
+
+    project: str | None = None
+    namespace: str | None = None
+    tags: tuple[str, ...] = ()
+    since: datetime | None = None
+    until: datetime | None = None
+
+    @property
+    def is_everything(self) -> bool:
+        return self == EVERYTHING
+
+    def where(self, alias: str = "m") -> tuple[str, list[Any]]:
+        """A SQL condition over the memories table (under `alias`) and its parameters."""
+        clauses: list[str] = []
+        params: list[Any] = []
+        if self.project is not None:
+            clauses.append(f"{alias}.project = ?")
+            params.append(self.project)
+        if self.namespace is not None:
+            clauses.append(f"{alias}.namespace = ?")
+            params.append(self.namespace)
+        for tag in self.tags:
+            clauses.append(f"EXISTS (SELECT 1 FROM json_each({alias}.tags) WHERE json_each.value = ?)")
+            params.append(tag)
+        if self.since is not None:
+            clauses.append(f"{alias}.created_at >= ?")
+            params.append(to_iso(self.since))
+        if self.until is not None:
+            clauses.append(f"{alias}.created_at <= ?")
+            params.append(to_iso(self.until))
+        return (" AND ".join(clauses) or "1"), params
+
+
+EVERYTHING = Scope()
+
+
+@dataclass(frozen=True)
+class EmbeddingModelInfo:
+    name: str
+    dim: int
+
+
+@dataclass(frozen=True)
+class VectorIndex:
+    """All stored vectors as one contiguous matrix, row i belonging to memory ids[i]."""
+
+    ids: np.ndarray
+    matrix: np.ndarray
+
+
+def _row_to_memory(row: sqlite3.Row | tuple[Any, ...]) -> Memory:
+    return Memory(
+        id=row[0],
+        key=row[1],
+        text=row[2],
+        created_at=from_iso(row[3]),
+        last_accessed_at=from_iso(row[4]),
+        access_count=row[5],
+        importance=row[6],
+        priority=row[7],
+        pinned=bool(row[8]),
+        project=row[9],
+        namespace=row[10],
+        session=row[11],
+        role=row[12],
+        tags=tuple(json.loads(row[13])),
+        metadata=json.loads(row[14]),
+        content_hash=row[15],
+    )
+
+
+def _create_private_file(path: Path) -> None:
+    """Create the store file (and its folder) readable by the owner only."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    os.close(fd)
+
+
+class SQLiteStore:
+    """One memsearch store file. Open with `SQLiteStore.open`; close when done."""
+
+    def __init__(self, path: Path, connection: sqlite3.Connection) -> None:
+        self.path = path
+        self._db = connection
+        self._vector_cache: tuple[int, VectorIndex] | None = None
+
+    # -- opening -------------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, path: Path, *, create: bool = False) -> SQLiteStore:
+        """Open the store at `path`, creating it when `create` is set, migrating it to the latest schema."""
+        if not path.exists():
+            if not create:
+                raise StoreNotFoundError(f"no memsearch store at {path}; add a memory first or pass --db")
+            _create_private_file(path)
+        if path.is_dir():
+            raise StoreCorruptError(f"{path} is a directory, not a memsearch store file")
+        try:
+            connection = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
+        except sqlite3.Error as error:
+            raise StoreCorruptError(f"cannot open {path}: {error}") from None
+        store = cls(path, connection)
+        try:
+            store._configure()
+            store._migrate()
+        except sqlite3.DatabaseError as error:
+            connection.close()
+            raise StoreCorruptError(f"{path} is not a usable memsearch store ({error})") from None
+        except BaseException:
+            connection.close()
+            raise
+        return store
+
+    def _configure(self) -> None:
+        self._db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        self._db.execute("PRAGMA journal_mode = WAL")
+        self._db.execute("PRAGMA synchronous = NORMAL")
+        self._db.execute("PRAGMA foreign_keys = ON")
+
+    def _migrate(self) -> None:
+        (app_id,) = self._db.execute("PRAGMA application_id").fetchone()
+        (version,) = self._db.execute("PRAGMA user_version").fetchone()
+        if app_id != APPLICATION_ID:
+            (tables,) = self._db.execute("SELECT count(*) FROM sqlite_schema").fetchone()
+            if app_id != 0 or tables:
+                raise StoreCorruptError(f"{self.path} is an SQLite file of another program, not a memsearch store")
+        if version > SCHEMA_VERSION:
+            raise StoreCorruptError(
+                f"{self.path} has schema version {version}, newer than this memsearch's {SCHEMA_VERSION}; "
+                "upgrade memsearch"
+            )
+        for number in range(version + 1, SCHEMA_VERSION + 1):
+            with self.transaction():
+                for statement in _split_statements(MIGRATIONS[number - 1]):
+                    self._db.execute(statement)
+                self._db.execute(f"PRAGMA user_version = {number}")
+                self._db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+
+    def close(self) -> None:
+        self._db.close()
+
+    def __enter__(self) -> SQLiteStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # -- transactions and store facts -----------------------------------------------------
+
+    def transaction(self) -> _Transaction:
+        return _Transaction(self._db)
+
+    @property
+    def schema_version(self) -> int:
+        return self._db.execute("PRAGMA user_version").fetchone()[0]
+
+    def _meta(self, key: str) -> str | None:
+        row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return row[0] if row else None
+
+    def _set_meta(self, key: str, value: str) -> None:
+        self._db.execute(
+            "INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            (key, value),
+        )
+
+    def _bump_generation(self) -> None:
+        """Every write moves the generation on, so cached vector matrices know they are stale."""
+        self._db.execute(
+            "INSERT INTO meta (key, value) VALUES ('generation', '1') "
+            "ON CONFLICT (key) DO UPDATE SET value = CAST(value AS INTEGER) + 1"
+        )
+
+    def generation(self) -> int:
+        return int(self._meta("generation") or 0)
+
+    def embedding_model(self) -> EmbeddingModelInfo | None:
+        name, dim = self._meta("embedding_model"), self._meta("embedding_dim")
+        return EmbeddingModelInfo(name, int(dim)) if name and dim else None
+
+    def check_model(self, model: EmbeddingModelInfo) -> None:
+        """Refuse to mix vectors of two models in one store."""
+        stored = self.embedding_model()
+        if stored is not None and stored != model and self.vector_count():
+            raise ModelMismatchError(
+                f"this store's vectors come from {stored.name} ({stored.dim}-d) but the model in use is "
+                f"{model.name} ({model.dim}-d); run `memsearch reindex` to re-embed the store with it, "
+                "or pass the store's model with --model"
+            )
+
+    # -- writes ---------------------------------------------------------------------------
+
+    def insert(
+        self,
+        memories: Sequence[NewMemory],
+        vectors: np.ndarray | None,
+        model: EmbeddingModelInfo | None,
+        now: datetime,
+        *,
+        replace: bool = False,
+    ) -> list[int]:
+        """Store the memories with their FTS rows and vectors in one transaction; return their ids.
+
+        A key that exists already is an error unless `replace`, which rewrites that memory in place.
+        """
+        if vectors is not None and model is None:
+            raise ValueError("vectors need the model that made them")
+        ids: list[int] = []
+        with self.transaction():
+            if model is not None:
+                self.check_model(model)
+                self._set_meta("embedding_model", model.name)
+                self._set_meta("embedding_dim", str(model.dim))
+            for index, memory in enumerate(memories):
+                existing = self._id_for_key(memory.key) if memory.key is not None else None
+                if existing is not None and not replace:
+                    raise DuplicateKeyError(
+                        f"a memory with key {memory.key!r} exists already (id {existing}); "
+                        "pass --replace to overwrite it"
+                    )
+                created = to_iso(memory.created_at or now)
+                values = (
+                    memory.key,
+                    memory.text,
+                    content_hash(memory.text),
+                    created,
+                    memory.importance,
+                    memory.priority,
+                    int(memory.pinned),
+                    memory.project,
+                    memory.namespace,
+                    memory.session,
+                    memory.role,
+                    json.dumps(list(memory.tags), ensure_ascii=False),
+                    json.dumps(dict(memory.metadata), ensure_ascii=False),
+                )
+                if existing is not None:
+                    self._db.execute(
+                        "UPDATE memories SET key = ?, text = ?, content_hash = ?, created_at = ?, importance = ?, "
+                        "priority = ?, pinned = ?, project = ?, namespace = ?, session = ?, role = ?, tags = ?, "
+                        "metadata = ?, last_accessed_at = created_at WHERE id = ?",
+                        (*values, existing),
+                    )
+                    self._db.execute("DELETE FROM memories_fts WHERE rowid = ?", (existing,))
+                    memory_id = existing
+                else:
+                    cursor = self._db.execute(
+                        "INSERT INTO memories (key, text, content_hash, created_at, importance, priority, pinned, "
+                        "project, namespace, session, role, tags, metadata, last_accessed_at) "
+                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        (*values, created),
+                    )
+                    memory_id = int(cursor.lastrowid or 0)
+                self._db.execute(
+                    "INSERT INTO memories_fts (rowid, text, tags) VALUES (?, ?, ?)",
+                    (memory_id, memory.text, " ".join(memory.tags)),
+                )
+                if vectors is not None:
+                    self._db.execute(
+                        "INSERT INTO vectors (memory_id, vector) VALUES (?, ?) "
+                        "ON CONFLICT (memory_id) DO UPDATE SET vector = excluded.vector",
+                        (memory_id, vectors[index].astype("<f4").tobytes()),
+                    )
+                ids.append(memory_id)
+            self._bump_generation()
+        return ids
+
+    def delete(self, ids: Sequence[int]) -> None:
+        """Delete all of the memories or, if any id is unknown, none of them."""
+        with self.transaction():
+            for memory_id in ids:
+                if self._db.execute("DELETE FROM memories WHERE id = ?", (memory_id,)).rowcount == 0:
+                    raise MemoryNotFoundError(f"no memory with id {memory_id}; nothing was deleted")
+                self._db.execute("DELETE FROM memories_fts WHERE rowid = ?", (memory_id,))
+            self._bump_generation()
+
+    def replace_vectors(self, ids: Sequence[int], vectors: np.ndarray, model: EmbeddingModelInfo) -> None:
+        """Swap every vector for one of `model` in one transaction (reindex)."""
+        with self.transaction():
+            self._db.execute("DELETE FROM vectors")
+            self._db.executemany(
+                "INSERT INTO vectors (memory_id, vector) VALUES (?, ?)",
+                ((memory_id, vectors[row].astype("<f4").tobytes()) for row, memory_id in enumerate(ids)),
+            )
+            self._set_meta("embedding_model", model.name)
+            self._set_meta("embedding_dim", str(model.dim))
+            self._bump_generation()
+
+    # -- reads ----------------------------------------------------------------------------
+
+    def _id_for_key(self, key: str) -> int | None:
+        row = self._db.execute("SELECT id FROM memories WHERE key = ?", (key,)).fetchone()
+        return row[0] if row else None
+
+    def get(self, memory_id: int) -> Memory:
+        row = self._db.execute(f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE id = ?", (memory_id,)).fetchone()
+        if row is None:
+            raise MemoryNotFoundError(f"no memory with id {memory_id}")
+        return _row_to_memory(row)
+
+    def get_by_key(self, key: str) -> Memory:
+        memory_id = self._id_for_key(key)
+        if memory_id is None:
+            raise MemoryNotFoundError(f"no memory with key {key!r}")
+        return self.get(memory_id)
+
+    def get_many(self, ids: Sequence[int]) -> dict[int, Memory]:
+        found: dict[int, Memory] = {}
+        unique = list(dict.fromkeys(int(i) for i in ids))
+        for start in range(0, len(unique), 500):
+            chunk = unique[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            for row in self._db.execute(f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE id IN ({marks})", chunk):
+                found[row[0]] = _row_to_memory(row)
+        return found
+
+    def list(self, scope: Scope = EVERYTHING, *, limit: int | None = None, offset: int = 0) -> list[Memory]:
+        """Memories in scope, newest first."""
+        where, params = scope.where()
+        rows = self._db.execute(
+            f"SELECT {_MEMORY_COLUMNS} FROM memories m WHERE {where} ORDER BY m.created_at DESC, m.id DESC "
+            "LIMIT ? OFFSET ?",
+            (*params, -1 if limit is None else limit, offset),
+        )
+        return [_row_to_memory(row) for row in rows]
+
+    def iter_texts(self) -> Iterator[tuple[int, str]]:
+        yield from self._db.execute("SELECT id, text FROM memories ORDER BY id")
+
+    def count(self, scope: Scope = EVERYTHING) -> int:
+        where, params = scope.where()
+        return self._db.execute(f"SELECT count(*) FROM memories m WHERE {where}", params).fetchone()[0]
+
+    def vector_count(self) -> int:
+        return self._db.execute("SELECT count(*) FROM vectors").fetchone()[0]
+
+    def scoped_ids(self, scope: Scope) -> list[int]:
+        where, params = scope.where()
+        return [row[0] for row in self._db.execute(f"SELECT m.id FROM memories m WHERE {where}", params)]
+
+    def lexical_search(self, match: str, scope: Scope, limit: int) -> list[tuple[int, float]]:
+        """FTS5 BM25 over text and tags, best first, as (id, score) with higher scores better."""
+        if scope.is_everything:
+            sql = (
+                "SELECT rowid, -bm25(memories_fts) FROM memories_fts WHERE memories_fts MATCH ? "
+                "ORDER BY bm25(memories_fts) LIMIT ?"
+            )
+            params: list[Any] = [match, limit]
+        else:
+            where, scope_params = scope.where()
+            sql = (
+                "SELECT f.rowid, -bm25(memories_fts) FROM memories_fts f JOIN memories m ON m.id = f.rowid "
+                f"WHERE memories_fts MATCH ? AND {where} ORDER BY bm25(memories_fts) LIMIT ?"
+            )
+            params = [match, *scope_params, limit]
+        return [(int(row[0]), float(row[1])) for row in self._db.execute(sql, params)]
+
+    def vector_index(self) -> VectorIndex:
+        """The stored vectors as one matrix, cached until the store's next write."""
+        import numpy as np
+
+        generation = self.generation()
+        if self._vector_cache is not None and self._vector_cache[0] == generation:
+            return self._vector_cache[1]
+        model = self.embedding_model()
+        dim = model.dim if model else 0
+        rows = self._db.execute("SELECT memory_id, vector FROM vectors ORDER BY memory_id").fetchall()
+        ids = np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
+        matrix = np.frombuffer(b"".join(row[1] for row in rows), dtype="<f4").astype(np.float32, copy=False)
+        index = VectorIndex(ids=ids, matrix=matrix.reshape(len(rows), dim) if rows else np.zeros((0, dim), np.float32))
+        self._vector_cache = (generation, index)
+        return index
+
+    def stats(self) -> dict[str, Any]:
+        db = self._db
+        (total,) = db.execute("SELECT count(*) FROM memories").fetchone()
+        oldest, newest = db.execute("SELECT min(created_at), max(created_at) FROM memories").fetchone()
+        model = self.embedding_model()
+
+        def counts(column: str) -> dict[str, int]:
+            rows = db.execute(
+                f"SELECT coalesce({column}, ''), count(*) FROM memories GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT 50"
+            )
+            return {name: n for name, n in rows}
+
+        size = sum(os.path.getsize(p) for p in (self.path, Path(f"{self.path}-wal")) if os.path.exists(p))
+        return {
+            "path": str(self.path),
+            "memories": total,
+            "vectors": self.vector_count(),
+            "embedding_model": model.name if model else None,
+            "embedding_dim": model.dim if model else None,
+            "schema_version": self.schema_version,
+            "oldest": oldest,
+            "newest": newest,
+            "projects": counts("project"),
+            "namespaces": counts("namespace"),
+            "size_bytes": size,
+        }
+
+
+def _split_statements(script: str) -> list[str]:
+    """Split a migration into statements; migrations contain no semicolons inside literals."""
+    return [part.strip() for part in script.split(";") if part.strip()]
+
+
+class _Transaction:
+    """BEGIN IMMEDIATE … COMMIT, rolled back on any exception, so a failed write leaves nothing."""
+
+    def __init__(self, connection: sqlite3.Connection) -> None:
+        self._db = connection
+
+    def __enter__(self) -> None:
+        self._db.execute("BEGIN IMMEDIATE")
+
+    def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
+        if exc_type is None:
+            self._db.execute("COMMIT")
+        else:
+            self._db.execute("ROLLBACK")

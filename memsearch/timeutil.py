@@ -1,0 +1,41 @@
+"""Timestamps: parsed from ISO-8601, stored as canonical UTC text that sorts chronologically."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from memsearch.errors import InvalidInputError
+
+SECONDS_PER_DAY = 86_400.0
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def parse_time(value: str, *, what: str = "time") -> datetime:
+    """Parse an ISO-8601 date or date-time; a value without an offset is taken as UTC."""
+    text = value.strip()
+    try:
+        parsed = datetime.fromisoformat(text)
+    except ValueError:
+        raise InvalidInputError(
+            f"{what} {value!r} is not an ISO-8601 date or date-time (for example 2024-05-01 or 2024-05-01T13:56:00Z)"
+        ) from None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    return parsed.astimezone(UTC)
+
+
+def to_iso(moment: datetime) -> str:
+    """Canonical storage form: UTC, microseconds, explicit offset; lexical order is time order."""
+    return moment.astimezone(UTC).isoformat(timespec="microseconds")
+
+
+def from_iso(text: str) -> datetime:
+    return datetime.fromisoformat(text)
+
+
+def age_seconds(moment: datetime, now: datetime) -> float:
+    """How long before `now` the moment lies; a moment after `now` has age 0."""
+    return max(0.0, (now - moment).total_seconds())
