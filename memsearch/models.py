@@ -130,8 +130,10 @@ class NewMemory:
         if "text" not in obj:
             raise InvalidInputError('missing field "text"')
         fields = dict(obj)
-        tags = fields.pop("tags", None) or ()
-        if isinstance(tags, str) or not isinstance(tags, list):
+        tags = fields.pop("tags", None)
+        if tags is None:
+            tags = []
+        if not isinstance(tags, list):
             raise InvalidInputError(f"tags must be a list of strings, not {tags!r}")
         created = fields.pop("created_at", None)
         if created is not None and not isinstance(created, str):

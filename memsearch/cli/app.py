@@ -7,6 +7,7 @@ fast and never import torch.
 from __future__ import annotations
 
 import json
+import logging
 import sys
 import traceback
 from collections.abc import Iterator
@@ -107,8 +108,24 @@ def _root(
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks of errors.")] = False,
 ) -> None:
     _state["debug"] = debug
+    _log_to_stderr(debug)
     if context.invoked_subcommand is None:
         typer.echo(context.get_help())
+
+
+class _StderrHandler(logging.Handler):
+    """Writes to whatever sys.stderr is at the time (test runners swap it)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        sys.stderr.write(f"memsearch: {record.getMessage()}\n")
+
+
+def _log_to_stderr(debug: bool) -> None:
+    """Library notices (such as the one-time model export) as plain lines on stderr."""
+    logger = logging.getLogger("memsearch")
+    if not any(isinstance(h, _StderrHandler) for h in logger.handlers):
+        logger.addHandler(_StderrHandler())
+    logger.setLevel(logging.DEBUG if debug else logging.INFO)
 
 
 # -- options shared by several commands (declared once) ------------------------------------

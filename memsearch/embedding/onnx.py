@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import tempfile
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -22,6 +24,8 @@ from memsearch.embedding import ModelSpec, Progress
 from memsearch.errors import EmbeddingError
 from memsearch.paths import cache_dir
 from memsearch.store import EmbeddingModelInfo
+
+log = logging.getLogger(__name__)
 
 EXPORT_FORMAT = 1
 BATCH_SIZE = 32
@@ -67,7 +71,10 @@ def export_model(spec: ModelSpec, target: Path) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".export-", dir=target.parent))
     dynamic = {name: {0: "batch", 1: "sequence"} for name in input_names}
-    with torch.no_grad():
+    # The legacy TorchScript exporter is used on purpose (no onnxscript needed); its tracer
+    # warnings concern branches that are constant for this graph.
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
         torch.onnx.export(
             SentenceEmbedding(),
             tuple(probe[name] for name in input_names),
@@ -101,6 +108,7 @@ def export_model(spec: ModelSpec, target: Path) -> None:
 def ensure_export(spec: ModelSpec) -> Path:
     target = export_dir(spec)
     if not (target / "manifest.json").is_file():
+        log.info("preparing the fast encoder for %s (once, about 10 s) in %s", spec.name, target)
         try:
             export_model(spec, target)
         except EmbeddingError:

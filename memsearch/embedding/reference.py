@@ -21,7 +21,10 @@ def load_sentence_transformer(spec: ModelSpec) -> Any:
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     try:
         from sentence_transformers import SentenceTransformer
+        from transformers.utils import logging as transformers_logging
 
+        transformers_logging.disable_progress_bar()
+        transformers_logging.set_verbosity_error()
         return SentenceTransformer(str(spec.path), device="cpu")
     except Exception as error:  # any failure to load is reported the same way
         raise EmbeddingError(f"cannot load the model {spec.name} from {spec.path}: {error}") from error

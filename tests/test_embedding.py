@@ -1,0 +1,74 @@
+"""The bundled model, on both routes: the fast ONNX route must give the reference vectors."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from memsearch.embedding import BUNDLED_MODEL_NAME, Encoder, bundled_model_path, load_encoder, resolve_model
+from memsearch.errors import InvalidInputError
+
+TEXTS = [
+    "hello",
+    "Fixed null-deref when JWT was malformed in the auth middleware",
+    "parseConfig() throws on an empty YAML file: TypeError: cannot read 'keys' of undefined",
+    "Émilie prefers oat milk ☕ and visits 東京 every spring 🌸",
+    "deploy " * 400,  # far past the model's 256-token window: truncated the same way
+    "a",
+    "The quick brown fox jumps over the lazy dog. " * 20,
+]
+
+
+@pytest.fixture(scope="module")
+def reference() -> Encoder:
+    return load_encoder(resolve_model(), "sentence-transformers")
+
+
+def test_fast_route_matches_sentence_transformers(encoder: Encoder, reference: Encoder) -> None:
+    fast = encoder.encode(TEXTS)
+    slow = reference.encode(TEXTS)
+    assert fast.shape == slow.shape == (len(TEXTS), 384)
+    cosines = (fast * slow).sum(axis=1)
+    assert cosines.min() >= 0.9999, cosines
+
+
+def test_vectors_do_not_depend_on_batching(encoder: Encoder) -> None:
+    together = encoder.encode(TEXTS)
+    alone = np.stack([encoder.encode([text])[0] for text in TEXTS])
+    np.testing.assert_allclose(together, alone, atol=1e-5)
+    np.testing.assert_allclose(np.linalg.norm(together, axis=1), 1.0, atol=1e-5)
+
+
+def test_similar_texts_are_closer_than_unrelated(encoder: Encoder) -> None:
+    query, near, far = encoder.encode(["malformed auth tokens", TEXTS[1], "my cat likes tuna"])
+    assert float(query @ near) > float(query @ far) + 0.1
+
+
+def test_empty_input_gives_an_empty_matrix(encoder: Encoder) -> None:
+    assert encoder.encode([]).shape == (0, 384)
+
+
+def test_bundled_model_is_found_by_its_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert resolve_model().name == BUNDLED_MODEL_NAME
+    assert resolve_model("all-MiniLM-L6-v2").path == bundled_model_path()
+    monkeypatch.setenv("MEMSEARCH_MODEL", "bundled")
+    assert resolve_model().name == BUNDLED_MODEL_NAME
+
+
+def test_model_must_be_a_local_directory(tmp_path: Path) -> None:
+    with pytest.raises(InvalidInputError, match="local directory"):
+        resolve_model("sentence-transformers/some-hub-model")
+    with pytest.raises(InvalidInputError):
+        resolve_model(str(tmp_path))
+
+
+def test_another_model_directory_is_accepted(tmp_path: Path) -> None:
+    copy = tmp_path / "my-model"
+    shutil.copytree(bundled_model_path(), copy)
+    spec = resolve_model(str(copy))
+    assert spec.name == str(copy.resolve())
+    encoder = load_encoder(spec, "sentence-transformers")
+    assert encoder.info.name == spec.name and encoder.info.dim == 384

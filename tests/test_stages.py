@@ -1,0 +1,133 @@
+"""The pure retrieval stages, checked with the numbers the seed documents print."""
+
+from __future__ import annotations
+
+import math
+from datetime import timedelta
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from memsearch.models import Memory, content_hash
+from memsearch.retrieval.candidates import Candidate, Factor, LegHit
+from memsearch.retrieval.fusion import rrf
+from memsearch.retrieval.recall import rank_hits, vector_top
+from memsearch.retrieval.scoring import apply_time_decay, exponential_decay
+from memsearch.retrieval.select import drop_exact_duplicates, rank_by_final, take_top
+from memsearch.store import VectorIndex
+from memsearch.timeutil import SECONDS_PER_DAY
+from tests.conftest import T0
+
+
+def memory(memory_id: int, text: str = "x", days_old: float = 0.0) -> Memory:
+    created = T0 - timedelta(days=days_old)
+    return Memory(
+        id=memory_id, key=None, text=text, created_at=created, last_accessed_at=created, access_count=0,
+        importance=0.5, priority=1.0, pinned=False, project=None, namespace=None, session=None, role=None,
+        tags=(), metadata={}, content_hash=content_hash(text),
+    )  # fmt: skip
+
+
+def test_siftcoder_worked_example() -> None:
+    # BM25 rank 1 + vector rank 4 beats BM25 rank 12 + vector rank 1 (siftcoder, "Worked example").
+    legs = {"lexical": {1: LegHit(1, 9.0), 2: LegHit(12, 2.0)}, "vector": {1: LegHit(4, 0.7), 2: LegHit(1, 0.9)}}
+    fused = rrf(legs, 60, {"lexical": 1.0, "vector": 1.0})
+    assert fused[1][0] == pytest.approx(1 / 61 + 1 / 64)
+    assert round(fused[1][0], 4) == 0.0320
+    assert round(fused[2][0], 4) == 0.0303
+    assert fused[1][0] > fused[2][0]
+    assert fused[1][1] == {"lexical": 1 / 61, "vector": 1 / 64}
+
+
+def test_rrf_weights_scale_each_leg() -> None:
+    fused = rrf({"lexical": {7: LegHit(1, 1.0)}, "vector": {7: LegHit(2, 0.5)}}, 60, {"lexical": 2.0, "vector": 0.5})
+    assert fused[7][0] == pytest.approx(2 / 61 + 0.5 / 62)
+
+
+def test_a_hit_found_by_one_leg_gets_that_term_only() -> None:
+    fused = rrf({"lexical": {3: LegHit(1, 1.0)}, "vector": {}}, 60, {})
+    assert fused == {3: (1 / 61, {"lexical": 1 / 61})}
+
+
+@given(st.permutations(["lexical", "vector", "facet", "extra"]), st.integers(1, 100))
+def test_rrf_does_not_depend_on_the_order_of_its_lists(order: list[str], k: int) -> None:
+    legs = {name: {i: LegHit(((i * (n + 3)) % 17) + 1, 0.0) for i in range(1, 9)} for n, name in enumerate(order)}
+    reordered = {name: legs[name] for name in order}
+    forward = rrf(legs, k, {})
+    backward = rrf(dict(reversed(list(reordered.items()))), k, {})
+    assert {key: value[0] for key, value in forward.items()} == pytest.approx(
+        {key: value[0] for key, value in backward.items()}
+    )
+
+
+def test_siftcoder_decay_numbers() -> None:
+    tau = 7 * SECONDS_PER_DAY
+    assert exponential_decay(1 * SECONDS_PER_DAY, tau) == pytest.approx(0.87, abs=0.005)  # "yesterday gets 0.87"
+    assert exponential_decay(30 * SECONDS_PER_DAY, tau) == pytest.approx(0.013, abs=0.001)  # "a month ago 0.013"
+    assert exponential_decay(tau, tau) == pytest.approx(1 / math.e)
+    assert exponential_decay(0, tau) == 1.0
+
+
+def test_decay_uses_created_at_against_now() -> None:
+    candidates = [
+        Candidate(memory(1, days_old=1), {}, fusion=0.032),
+        Candidate(memory(2, days_old=30), {}, fusion=0.032),
+    ]
+    decayed = apply_time_decay(candidates, T0, 7)
+    assert decayed[0].final == pytest.approx(0.032 * math.exp(-1 / 7))
+    assert decayed[1].final == pytest.approx(0.032 * math.exp(-30 / 7))
+    assert decayed[0].factors[0].detail == {"age_days": pytest.approx(1.0), "tau_days": 7}
+
+
+def test_memory_from_the_future_is_not_boosted() -> None:
+    (decayed,) = apply_time_decay([Candidate(memory(1, days_old=-3), {}, fusion=1.0)], T0, 7)
+    assert decayed.final == 1.0
+
+
+@given(
+    st.floats(0, 1, allow_nan=False),
+    st.lists(st.tuples(st.sampled_from(["mul", "add"]), st.floats(0, 3, allow_nan=False)), max_size=6),
+)
+def test_explained_factors_compose_to_the_final_score(fusion: float, factors: list[tuple[str, float]]) -> None:
+    candidate = Candidate(memory(1), {}, fusion=fusion)
+    expected = fusion
+    for index, (op, value) in enumerate(factors):
+        candidate = candidate.with_factor(Factor(f"f{index}", op, value))  # type: ignore[arg-type]
+        expected = expected * value if op == "mul" else expected + value
+    assert candidate.final == pytest.approx(expected)
+
+
+def test_duplicates_and_limit_are_marked_not_removed() -> None:
+    ranked = rank_by_final(
+        [
+            Candidate(memory(1, "same words"), {}, fusion=0.5),
+            Candidate(memory(2, "same  words"), {}, fusion=0.4),
+            Candidate(memory(3, "other"), {}, fusion=0.3),
+            Candidate(memory(4, "fourth"), {}, fusion=0.2),
+        ]
+    )
+    selected = take_top(drop_exact_duplicates(ranked), 2)
+    assert [(c.id, c.dropped) for c in selected] == [
+        (1, None),
+        (2, "duplicate of id 1"),
+        (3, None),
+        (4, "limit"),
+    ]
+
+
+def test_ties_are_broken_deterministically() -> None:
+    ranked = rank_by_final([Candidate(memory(5), {}, fusion=0.1), Candidate(memory(2), {}, fusion=0.1)])
+    assert [c.id for c in ranked] == [2, 5]
+
+
+def test_vector_top_ranks_by_cosine_and_respects_the_mask() -> None:
+    matrix = np.eye(4, dtype=np.float32)
+    index = VectorIndex(ids=np.array([10, 11, 12, 13]), matrix=matrix)
+    query = np.array([0.1, 0.9, 0.3, 0.0], dtype=np.float32)
+    assert [i for i, _ in vector_top(index, query, 3)] == [11, 12, 10]
+    mask = np.array([True, False, True, True])
+    assert [i for i, _ in vector_top(index, query, 2, mask)] == [12, 10]
+    assert vector_top(index, query, 5, np.zeros(4, bool)) == []
+    assert rank_hits([(11, 0.9), (12, 0.3)]) == {11: LegHit(1, 0.9), 12: LegHit(2, 0.3)}

@@ -1,0 +1,145 @@
+"""The SQLite store: file, schema, transactions, model bookkeeping and scope."""
+
+from __future__ import annotations
+
+import sqlite3
+import stat
+from datetime import timedelta
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from memsearch.errors import (
+    DuplicateKeyError,
+    MemoryNotFoundError,
+    ModelMismatchError,
+    StoreCorruptError,
+    StoreNotFoundError,
+)
+from memsearch.models import NewMemory
+from memsearch.store import EmbeddingModelInfo, Scope, SQLiteStore
+from memsearch.store.migrations import SCHEMA_VERSION
+from tests.conftest import T0
+
+MODEL = EmbeddingModelInfo("test-model", 3)
+
+
+def vectors(n: int) -> np.ndarray:
+    rows = np.random.default_rng(n).normal(size=(n, 3)).astype(np.float32)
+    return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+
+
+@pytest.fixture
+def store(db_path: Path) -> SQLiteStore:
+    return SQLiteStore.open(db_path, create=True)
+
+
+def test_new_store_is_private_wal_and_migrated(store: SQLiteStore, db_path: Path) -> None:
+    assert stat.S_IMODE(db_path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(db_path.parent.stat().st_mode) == 0o700
+    assert store.schema_version == SCHEMA_VERSION
+    db = sqlite3.connect(db_path)
+    assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_missing_store_is_not_created_by_reads(tmp_path: Path) -> None:
+    with pytest.raises(StoreNotFoundError, match="no memsearch store"):
+        SQLiteStore.open(tmp_path / "nope.db")
+    assert not (tmp_path / "nope.db").exists()
+
+
+def test_garbage_file_and_foreign_database_are_refused(tmp_path: Path) -> None:
+    garbage = tmp_path / "garbage.db"
+    garbage.write_bytes(b"this is not sqlite at all" * 100)
+    with pytest.raises(StoreCorruptError):
+        SQLiteStore.open(garbage)
+    assert garbage.read_bytes() == b"this is not sqlite at all" * 100
+    foreign = tmp_path / "foreign.db"
+    sqlite3.connect(foreign).execute("CREATE TABLE t (x)")
+    with pytest.raises(StoreCorruptError, match="another program"):
+        SQLiteStore.open(foreign)
+
+
+def test_reopening_keeps_data_and_schema(store: SQLiteStore, db_path: Path) -> None:
+    store.insert([NewMemory("kept")], vectors(1), MODEL, T0)
+    store.close()
+    again = SQLiteStore.open(db_path)
+    assert [m.text for m in again.list()] == ["kept"]
+    assert again.schema_version == SCHEMA_VERSION
+
+
+def test_insert_writes_memory_fts_and_vector_together(store: SQLiteStore) -> None:
+    (memory_id,) = store.insert([NewMemory("alpha beta", tags=("greek",))], vectors(1), MODEL, T0)
+    assert store.lexical_search('"greek"', Scope(), 5)[0][0] == memory_id
+    assert store.vector_index().ids.tolist() == [memory_id]
+    memory = store.get(memory_id)
+    assert memory.created_at == T0 and memory.last_accessed_at == T0 and memory.access_count == 0
+
+
+def test_a_failing_batch_stores_nothing(store: SQLiteStore) -> None:
+    store.insert([NewMemory("first", key="k1")], vectors(1), MODEL, T0)
+    with pytest.raises(DuplicateKeyError, match="--replace"):
+        store.insert([NewMemory("second"), NewMemory("third", key="k1")], vectors(2), MODEL, T0)
+    assert [m.text for m in store.list()] == ["first"]
+    assert store.lexical_search('"second"', Scope(), 5) == []
+    assert store.vector_count() == 1
+
+
+def test_replace_rewrites_in_place(store: SQLiteStore) -> None:
+    (first,) = store.insert([NewMemory("old text", key="k")], vectors(1), MODEL, T0)
+    (second,) = store.insert([NewMemory("new text", key="k")], vectors(1), MODEL, T0, replace=True)
+    assert first == second
+    assert store.get_by_key("k").text == "new text"
+    assert store.lexical_search('"old"', Scope(), 5) == []
+    assert store.vector_count() == 1
+
+
+def test_models_are_never_mixed(store: SQLiteStore) -> None:
+    store.insert([NewMemory("one")], vectors(1), MODEL, T0)
+    other = EmbeddingModelInfo("other-model", 3)
+    with pytest.raises(ModelMismatchError, match="memsearch reindex"):
+        store.insert([NewMemory("two")], vectors(1), other, T0)
+    assert store.count() == 1
+    store.replace_vectors([1], vectors(1), other)
+    assert store.embedding_model() == other
+    store.insert([NewMemory("two")], vectors(1), other, T0)
+
+
+def test_delete_is_all_or_nothing_and_ids_are_not_reused(store: SQLiteStore) -> None:
+    ids = store.insert([NewMemory("a"), NewMemory("b")], vectors(2), MODEL, T0)
+    with pytest.raises(MemoryNotFoundError):
+        store.delete([ids[0], 999])
+    assert store.count() == 2
+    store.delete([ids[1]])
+    assert store.vector_index().ids.tolist() == [ids[0]]
+    assert store.lexical_search('"b"', Scope(), 5) == []
+    (new_id,) = store.insert([NewMemory("c")], vectors(1), MODEL, T0)
+    assert new_id > ids[1]
+
+
+def test_vector_cache_follows_writes(store: SQLiteStore) -> None:
+    store.insert([NewMemory("a")], vectors(1), MODEL, T0)
+    first = store.vector_index()
+    assert store.vector_index() is first  # cached while nothing changes
+    store.insert([NewMemory("b")], vectors(1), MODEL, T0)
+    assert store.vector_index().ids.size == 2
+
+
+def test_scope_filters(store: SQLiteStore) -> None:
+    store.insert(
+        [
+            NewMemory("deploy one", project="web", tags=("ops", "prod"), created_at=T0 - timedelta(days=10)),
+            NewMemory("deploy two", project="api", namespace="team", tags=("ops",), created_at=T0),
+        ],
+        vectors(2),
+        MODEL,
+        T0,
+    )
+    texts = lambda scope: sorted(m.text for m in store.list(scope))  # noqa: E731
+    assert texts(Scope(project="web")) == ["deploy one"]
+    assert texts(Scope(namespace="team")) == ["deploy two"]
+    assert texts(Scope(tags=("ops", "prod"))) == ["deploy one"]
+    assert texts(Scope(since=T0 - timedelta(days=1))) == ["deploy two"]
+    assert texts(Scope(until=T0 - timedelta(days=1))) == ["deploy one"]
+    assert [i for i, _ in store.lexical_search('"deploy"', Scope(project="api"), 5)] == [2]
