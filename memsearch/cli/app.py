@@ -149,7 +149,7 @@ FormatOption = Annotated[Format, typer.Option("--format", "-f", help="Output for
 ProjectOption = Annotated[str | None, typer.Option("--project", help="Only memories of this project.")]
 NamespaceOption = Annotated[str | None, typer.Option("--namespace", help="Only memories of this namespace.")]
 TagOption = Annotated[
-    list[str] | None, typer.Option("--tag", help="Only memories with this tag (repeat: all of them).")
+    list[str] | None, typer.Option("--tag", "-t", help="Only memories with this tag (repeat: all of them).")
 ]
 SinceOption = Annotated[
     str | None, typer.Option("--since", help="Only memories created at or after this ISO-8601 time.")
@@ -463,6 +463,20 @@ def reindex(db: DbOption = None, model: ModelOption = None) -> None:
             count = ms.reindex(progress=lambda done: bar.update(task, completed=done))
         model_name = ms.encoder().info.name
     messages.print(f"re-embedded {count} memories with {model_name}", markup=False)
+
+
+class Shell(StrEnum):
+    bash = "bash"
+    zsh = "zsh"
+    fish = "fish"
+
+
+@app.command()
+def completions(shell: Annotated[Shell, typer.Argument(help="bash, zsh or fish.")]) -> None:
+    """Print the shell-completion script (static: tab completion never starts Python)."""
+    from memsearch.cli.completions import generate
+
+    sys.stdout.write(generate(shell.value))
 
 
 def main() -> None:

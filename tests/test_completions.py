@@ -1,0 +1,120 @@
+"""The committed completion scripts match the CLI, and they work."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import typer.main
+from typer.core import TyperGroup, TyperOption
+
+from memsearch.cli.app import app
+from memsearch.cli.completions import FILES, SHELLS, generate, main
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPTS = {shell: ROOT / "completions" / FILES[shell] for shell in SHELLS}
+GROUP = typer.main.get_command(app)
+assert isinstance(GROUP, TyperGroup)
+COMMANDS = GROUP.commands
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_committed_script_is_current(shell: str) -> None:
+    path = SCRIPTS[shell]
+    assert path.exists(), f"{path} is missing: run `python -m memsearch.cli.completions`"
+    assert path.read_text(encoding="utf-8") == generate(shell), (
+        f"{path} is stale: run `python -m memsearch.cli.completions` and commit the result"
+    )
+
+
+def test_check_mode_agrees() -> None:
+    assert main(["--check"]) == 0
+
+
+def test_output_does_not_depend_on_hash_seed() -> None:
+    # Typer names the help option from a set; the generator must not let that order leak out.
+    code = "from memsearch.cli.completions import generate; print(''.join(map(generate, ('bash', 'zsh', 'fish'))))"
+    expected = "".join(map(generate, SHELLS)) + "\n"
+    for seed in ("1", "2", "3"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+        assert out.stdout == expected, f"output differs with PYTHONHASHSEED={seed}"
+
+
+def _section(shell: str, script: str, command: str | None) -> str:
+    """The part of `script` that completes `command` (None: the top level)."""
+    if shell == "fish":
+        condition = "-n __fish_memsearch_using " if command is None else f"-n '__fish_memsearch_using {command}'"
+        return "\n".join(line for line in script.splitlines() if condition in line)
+    function = "_memsearch" if command is None else f"_memsearch_{command}"
+    match = re.search(rf"^{function}\(\) \{{\n(.*?)^\}}", script, re.M | re.S)
+    assert match, f"no function {function} in the {shell} script"
+    return match.group(1)
+
+
+def _mentions(shell: str, section: str, option: str) -> bool:
+    if shell == "fish":  # fish spells options as `-l mode` and `-s m`
+        option = f"-l {option[2:]}" if option.startswith("--") else f"-s {option[1:]}"
+    return re.search(rf"(?<![\w-]){re.escape(option)}(?![\w-])", section) is not None
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_script_covers_every_command_and_option(shell: str) -> None:
+    # Walks the app independently of the generator, so a command or option it drops is caught.
+    script = generate(shell)
+    top = _section(shell, script, None)
+    for option in ("--help", "-h", "--version", "--debug"):
+        assert _mentions(shell, top, option), f"{shell}: global option {option} missing"
+    for name, command in COMMANDS.items():
+        assert re.search(rf"(?<![\w-]){name}(?![\w-])", top), f"{shell}: subcommand {name} not offered"
+        section = _section(shell, script, name)
+        assert _mentions(shell, section, "--help"), f"{shell}: {name} --help missing"
+        for param in command.params:
+            if not isinstance(param, TyperOption):
+                continue
+            for option in [*param.opts, *param.secondary_opts]:
+                assert _mentions(shell, section, option), f"{shell}: {name} {option} missing"
+            for choice in param.type_descriptor.choices or ():
+                assert re.search(rf"\b{choice.value}\b", section), f"{shell}: {name} {param.opts[0]} {choice.value}"
+
+
+def _bash_complete(*words: str) -> list[str]:
+    """What the bash script offers for `words`, the last one being completed."""
+    line = " ".join(f"'{w}'" for w in words)
+    program = (
+        f"source {SCRIPTS['bash']}; COMP_WORDS=({line}); COMP_CWORD={len(words) - 1}; "
+        'complete -p memsearch >/dev/null; _memsearch; printf "%s\\n" "${COMPREPLY[@]}"'
+    )
+    out = subprocess.run(["bash", "-c", program], cwd=ROOT, capture_output=True, text=True, check=True)
+    return [line for line in out.stdout.splitlines() if line]
+
+
+def test_bash_completes_subcommands() -> None:
+    assert _bash_complete("memsearch", "sea") == ["search"]
+    assert "search" in _bash_complete("memsearch", "--debug", "")
+
+
+def test_bash_completes_choices() -> None:
+    assert _bash_complete("memsearch", "search", "--mode", "") == ["auto", "vector", "hybrid", "lexical"]
+    assert _bash_complete("memsearch", "search", "--mode", "=", "h") == ["hybrid"]  # --mode=h
+    assert _bash_complete("memsearch", "list", "-f", "json") == ["json", "jsonl"]
+
+
+def test_bash_completes_options_and_paths() -> None:
+    assert "--explain" in _bash_complete("memsearch", "search", "--mode", "hybrid", "--ex")
+    assert _bash_complete("memsearch", "add", "--key", "") == []  # a free value is not an option
+    assert "pyproject.toml" in _bash_complete("memsearch", "import", "py")
+    assert "memsearch" in _bash_complete("memsearch", "search", "--model", "mem")
+
+
+@pytest.mark.parametrize("shell", SHELLS)
+def test_script_syntax(shell: str) -> None:
+    if shell != "bash" and shutil.which(shell) is None:  # bash is always there and always checked
+        pytest.skip(f"{shell} is not installed, so `{shell} -n` cannot check the {shell} script")
+    result = subprocess.run([shell, "-n", str(SCRIPTS[shell])], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
