@@ -8,17 +8,18 @@ _memsearch_add() {
     case $prev in
         --db) _memsearch_paths -f; return ;;
         --model) _memsearch_paths -d; return ;;
-        --key|-t|--tag|--importance|--priority|--project|--namespace|--session|--role|--at|--meta) return ;;
+        --key|-t|--tag|--importance|--priority|--project|--namespace|--session|--role|--at|--meta|-p|--profile) return ;;
     esac
-    if [[ $cur == -* ]]; then _memsearch_reply -W '--key -t --tag --importance --priority --pin --project --namespace --session --role --at --meta --replace --db --model -h --help'; fi
+    if [[ $cur == -* ]]; then _memsearch_reply -W '--key -t --tag --importance --priority --pin --project --namespace --session --role --at --meta --replace -p --profile --db --model -h --help'; fi
 }
 
 _memsearch_import() {
     case $prev in
         --db) _memsearch_paths -f; return ;;
         --model) _memsearch_paths -d; return ;;
+        -p|--profile) return ;;
     esac
-    if [[ $cur == -* ]]; then _memsearch_reply -W '--replace --db --model -h --help'
+    if [[ $cur == -* ]]; then _memsearch_reply -W '--replace -p --profile --db --model -h --help'
     else _memsearch_paths -f; fi
 }
 
@@ -29,9 +30,9 @@ _memsearch_search() {
         -f|--format) _memsearch_reply -W 'table json jsonl csv'; return ;;
         --db) _memsearch_paths -f; return ;;
         --model) _memsearch_paths -d; return ;;
-        -k|--limit|--as-of|--tau|--project|--namespace|-t|--tag|--since|--until) return ;;
+        -k|--limit|--as-of|--tau|-p|--profile|--max-tokens|--project|--namespace|-t|--tag|--since|--until) return ;;
     esac
-    if [[ $cur == -* ]]; then _memsearch_reply -W '-k --limit -m --mode --raw --explain --as-of --tau --queries --project --namespace -t --tag --since --until -f --format --db --model -h --help'; fi
+    if [[ $cur == -* ]]; then _memsearch_reply -W '-k --limit -m --mode --raw --explain --as-of --tau -p --profile --max-tokens --no-touch --queries --project --namespace -t --tag --since --until -f --format --db --model -h --help'; fi
 }
 
 _memsearch_get() {
@@ -81,10 +82,49 @@ _memsearch_reindex() {
     _memsearch_reply -W '--db --model -h --help'
 }
 
+_memsearch_set() {
+    case $prev in
+        -f|--format) _memsearch_reply -W 'table json jsonl csv'; return ;;
+        --db) _memsearch_paths -f; return ;;
+        --importance|--priority|--memory-score|--project|--namespace|-t|--tag) return ;;
+    esac
+    if [[ $cur == -* ]]; then _memsearch_reply -W '--importance --priority --memory-score --derived-score --project --namespace -t --tag --key -f --format --db -h --help'; fi
+}
+
+_memsearch_pin() {
+    case $prev in
+        --db) _memsearch_paths -f; return ;;
+    esac
+    if [[ $cur == -* ]]; then _memsearch_reply -W '--key --db -h --help'; fi
+}
+
+_memsearch_unpin() {
+    case $prev in
+        --db) _memsearch_paths -f; return ;;
+    esac
+    if [[ $cur == -* ]]; then _memsearch_reply -W '--key --db -h --help'; fi
+}
+
+_memsearch_consolidate() {
+    case $prev in
+        -f|--format) _memsearch_reply -W 'table json jsonl csv'; return ;;
+        --db) _memsearch_paths -f; return ;;
+        --duplicate|--related) return ;;
+    esac
+    _memsearch_reply -W '--duplicate --related --dry-run -f --format --db -h --help'
+}
+
 _memsearch_completions() {
     case $prev in
     esac
     if [[ $cur == -* ]]; then _memsearch_reply -W '-h --help'; fi
+}
+
+_memsearch_profiles() {
+    case $prev in
+        -f|--format) _memsearch_reply -W 'table json jsonl csv'; return ;;
+    esac
+    _memsearch_reply -W '-f --format -h --help'
 }
 
 _memsearch() {
@@ -99,7 +139,7 @@ _memsearch() {
     case $cmd in
         '')
             if [[ $cur == -* ]]; then _memsearch_reply -W '--version --debug -h --help'
-            else _memsearch_reply -W 'add import search get list delete stats path reindex completions'; fi ;;
+            else _memsearch_reply -W 'add import search get list delete stats path reindex set pin unpin consolidate completions profiles'; fi ;;
         add) _memsearch_add ;;
         import) _memsearch_import ;;
         search) _memsearch_search ;;
@@ -109,7 +149,12 @@ _memsearch() {
         stats) _memsearch_stats ;;
         path) _memsearch_path ;;
         reindex) _memsearch_reindex ;;
+        set) _memsearch_set ;;
+        pin) _memsearch_pin ;;
+        unpin) _memsearch_unpin ;;
+        consolidate) _memsearch_consolidate ;;
         completions) _memsearch_completions ;;
+        profiles) _memsearch_profiles ;;
     esac
 }
 

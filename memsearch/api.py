@@ -4,25 +4,76 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from memsearch.consolidate import ConsolidationPlan, plan
 from memsearch.embedding import Encoder, Progress, load_encoder, resolve_model
 from memsearch.errors import InvalidInputError
-from memsearch.models import Memory, NewMemory
+from memsearch.models import Memory, NewMemory, check_range, normalise_tags
 from memsearch.paths import resolve_db_path
+from memsearch.profiles import Profile
 from memsearch.retrieval.pipeline import (
-    DEFAULT_PROFILE,
-    Profile,
     SearchOutcome,
     SearchRequest,
     encoder_query_vector,
+    resolve_profile,
     run_search,
     with_tau,
 )
 from memsearch.store import EVERYTHING, Scope, SQLiteStore
 from memsearch.timeutil import utc_now
+
+if TYPE_CHECKING:
+    import numpy as np
+
+
+@dataclass(frozen=True)
+class AddOutcome:
+    """What became of one memory given to `add`: stored under `id`, or not stored because it is a
+    near-duplicate of memory `duplicate_of` (then `id` is that memory's)."""
+
+    id: int
+    stored: bool = True
+    duplicate_of: int | None = None
+    similarity: float | None = None
+
+
+def near_duplicates(
+    store: SQLiteStore, memories: Sequence[NewMemory], vectors: np.ndarray, threshold: float
+) -> dict[int, tuple[tuple[bool, int], float]]:
+    """Batch position → ((in batch?, stored id or earlier batch position), cosine) for each memory
+    whose best match, among stored memories and earlier kept ones of the batch, reaches `threshold`.
+    A memory being replaced by key is not its own duplicate."""
+    import numpy as np
+
+    index = store.vector_index()
+    replaced = {store.id_for_key(m.key) for m in memories if m.key is not None} - {None}
+    excluded = np.isin(index.ids, np.asarray(sorted(replaced), np.int64)) if replaced else None
+    found: dict[int, tuple[tuple[bool, int], float]] = {}
+    kept: list[int] = []
+    for start in range(0, len(vectors), 256):
+        chunk = vectors[start : start + 256]
+        scores = chunk @ index.matrix.T if index.ids.size else np.zeros((len(chunk), 0), np.float32)
+        if excluded is not None:
+            scores[:, excluded] = -np.inf
+        for offset, row in enumerate(scores):
+            position = start + offset
+            best: tuple[tuple[bool, int], float] | None = None
+            if row.size:
+                column = int(np.argmax(row))
+                best = ((False, int(index.ids[column])), float(row[column]))
+            for earlier in kept:
+                similarity = float(vectors[earlier] @ vectors[position])
+                if best is None or similarity > best[1]:
+                    best = ((True, earlier), similarity)
+            if best is not None and best[1] >= threshold:
+                found[position] = best
+            else:
+                kept.append(position)
+    return found
 
 
 class Memsearch:
@@ -77,24 +128,47 @@ class Memsearch:
 
     # -- writes ---------------------------------------------------------------------------
 
-    def add(self, memory: NewMemory, *, replace: bool = False) -> int:
-        return self.add_many([memory], replace=replace)[0]
+    def add(self, memory: NewMemory, *, replace: bool = False, dedup: float | None = None) -> AddOutcome:
+        return self.add_many([memory], replace=replace, dedup=dedup)[0]
 
     def add_many(
-        self, memories: Sequence[NewMemory], *, replace: bool = False, progress: Progress | None = None
-    ) -> list[int]:
-        """Embed and store all memories in one transaction: all of them are stored, or none."""
+        self,
+        memories: Sequence[NewMemory],
+        *,
+        replace: bool = False,
+        dedup: float | None = None,
+        progress: Progress | None = None,
+    ) -> list[AddOutcome]:
+        """Embed and store all memories in one transaction: all of them are stored, or none.
+
+        With `dedup`, a memory whose cosine with a stored one (or an earlier one of the batch)
+        reaches it is not stored and is reported as that memory's duplicate.
+        """
         if not memories:
             return []
         keys = [m.key for m in memories if m.key is not None]
         if len(keys) != len(set(keys)):
             duplicate = next(key for key in keys if keys.count(key) > 1)
             raise InvalidInputError(f"key {duplicate!r} is given twice")
+        if dedup is not None:
+            check_range("dedup threshold", dedup, 0.0, 1.0)
         encoder = self.encoder()
         store = self.store(create=True)
         store.check_model(encoder.info)  # before the slow part, not after it
         vectors = encoder.encode([m.text for m in memories], progress=progress)
-        return store.insert(memories, vectors, encoder.info, utc_now(), replace=replace)
+        duplicates = near_duplicates(store, memories, vectors, dedup) if dedup is not None else {}
+        kept = [i for i in range(len(memories)) if i not in duplicates]
+        stored = store.insert([memories[i] for i in kept], vectors[kept], encoder.info, utc_now(), replace=replace)
+        new_ids = dict(zip(kept, stored, strict=True))
+        outcomes = []
+        for position in range(len(memories)):
+            if position in duplicates:
+                (in_batch, ref), similarity = duplicates[position]
+                target = new_ids[ref] if in_batch else ref
+                outcomes.append(AddOutcome(target, stored=False, duplicate_of=target, similarity=similarity))
+            else:
+                outcomes.append(AddOutcome(new_ids[position]))
+        return outcomes
 
     def delete(self, ids: Sequence[int]) -> None:
         self.store().delete(ids)
@@ -122,7 +196,7 @@ class Memsearch:
         return self.store().stats()
 
     def search(
-        self, request: SearchRequest, *, profile: Profile = DEFAULT_PROFILE, tau_days: float | None = None
+        self, request: SearchRequest, *, profile: Profile | str | None = None, tau_days: float | None = None
     ) -> SearchOutcome:
         return self.search_many([request], profile=profile, tau_days=tau_days)[0]
 
@@ -130,14 +204,65 @@ class Memsearch:
         self,
         requests: Iterable[SearchRequest],
         *,
-        profile: Profile = DEFAULT_PROFILE,
+        profile: Profile | str | None = None,
         tau_days: float | None = None,
     ) -> list[SearchOutcome]:
-        """Run several searches in this process, loading the encoder at most once."""
+        """Run several searches in this process, loading the encoder at most once.
+
+        Each search records the access on the memories it returns (last_accessed_at,
+        access_count) unless the request has `as_of` or `touch=False`.
+        """
         store = self.store()
-        chosen = with_tau(profile, tau_days)
+        chosen = with_tau(resolve_profile(profile), tau_days)
         embed = encoder_query_vector(self.encoder, store)
-        return [run_search(store, request, embed, chosen) for request in requests]
+        outcomes = []
+        for request in requests:
+            outcome = run_search(store, request, embed, chosen)
+            if request.records_access:
+                store.touch([c.id for c in outcome.results], utc_now())
+            outcomes.append(outcome)
+        return outcomes
+
+    # -- curation ---------------------------------------------------------------------------
+
+    def update(self, ref: int | str, **changes: object) -> Memory:
+        """Change importance, priority, pinned, project, namespace, memory_score or tags of a memory."""
+        memory = self.get(ref)
+        checked: dict[str, object] = {}
+        for name, value in changes.items():
+            match name:
+                case "importance":
+                    checked[name] = check_range(name, value, 0, 1)  # type: ignore[arg-type]
+                case "memory_score":  # None goes back to the score derived from importance and use
+                    checked[name] = None if value is None else check_range(name, value, 0, 1)  # type: ignore[arg-type]
+                case "priority":
+                    checked[name] = check_range(name, value, 1, 2)  # type: ignore[arg-type]
+                case "pinned":
+                    checked[name] = bool(value)
+                case "tags":
+                    checked[name] = normalise_tags(value)  # type: ignore[arg-type]
+                case "project" | "namespace":
+                    if value is not None and (not isinstance(value, str) or not value.strip()):
+                        raise InvalidInputError(f"{name} must be a non-empty string")
+                    checked[name] = value
+                case _:
+                    raise InvalidInputError(f"cannot set {name!r}")
+        return self.store().update(memory.id, checked)
+
+    def consolidate(
+        self, *, duplicate: float = 0.95, related: float = 0.80, dry_run: bool = False
+    ) -> ConsolidationPlan:
+        """Mark older near-duplicates (cosine ≥ duplicate) superseded by the newest one and group
+        related memories (cosine ≥ related); every earlier mark is replaced."""
+        check_range("duplicate threshold", duplicate, 0, 1)
+        check_range("related threshold", related, 0, 1)
+        store = self.store()
+        index = store.vector_index()
+        order = [m.id for m in sorted(store.list(), key=lambda m: (m.created_at, m.id))]
+        result = plan(index.ids, index.matrix, order, duplicate, related)
+        if not dry_run:
+            store.set_consolidation(result.superseded, result.groups)
+        return result
 
     @staticmethod
     def now() -> datetime:

@@ -45,6 +45,16 @@ class Memory:
     tags: tuple[str, ...]
     metadata: Mapping[str, Any]
     content_hash: str
+    memory_score: float | None = None  # None: derived from importance and use
+    superseded_by: int | None = None
+    group_id: int | None = None
+
+    @property
+    def quality(self) -> float:
+        """The stored memory score, or one derived from importance and use when none is set."""
+        if self.memory_score is not None:
+            return self.memory_score
+        return derived_memory_score(self.importance, self.access_count)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -64,10 +74,19 @@ class Memory:
             "tags": list(self.tags),
             "metadata": dict(self.metadata),
             "content_hash": self.content_hash,
+            "memory_score": self.quality,
+            "memory_score_set": self.memory_score is not None,
+            "superseded_by": self.superseded_by,
+            "group_id": self.group_id,
         }
 
 
-def _check_range(name: str, value: float, low: float, high: float) -> float:
+def derived_memory_score(importance: float, access_count: int) -> float:
+    """0.6 · importance + 0.4 · use, where use = 1 − exp(−accesses / 5) saturates after ~15 searches."""
+    return 0.6 * importance + 0.4 * (1.0 - math.exp(-access_count / 5.0))
+
+
+def check_range(name: str, value: float, low: float, high: float) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
         raise InvalidInputError(f"{name} must be a number from {low:g} to {high:g}, not {value!r}")
     if not low <= value <= high:
@@ -107,8 +126,8 @@ class NewMemory:
     def __post_init__(self) -> None:
         if not isinstance(self.text, str) or not self.text.strip():
             raise InvalidInputError("memory text is empty")
-        object.__setattr__(self, "importance", _check_range("importance", self.importance, 0.0, 1.0))
-        object.__setattr__(self, "priority", _check_range("priority", self.priority, 1.0, 2.0))
+        object.__setattr__(self, "importance", check_range("importance", self.importance, 0.0, 1.0))
+        object.__setattr__(self, "priority", check_range("priority", self.priority, 1.0, 2.0))
         object.__setattr__(self, "tags", normalise_tags(self.tags))
         if not isinstance(self.pinned, bool):
             raise InvalidInputError(f"pinned must be true or false, not {self.pinned!r}")

@@ -75,7 +75,7 @@ def test_raw_json_lists_every_candidate_with_a_reason(filled: None) -> None:
 
 
 def test_as_of_sets_now_for_decay(filled: None) -> None:
-    document = json.loads(run("search", "parseConfig", "-f", "json", "--as-of", "2024-05-07", "--tau", "7").stdout)
+    document = json.loads(run("search", "parseConfig", "-f", "json", "--as-of", "2024-05-07", "-p", "siftcoder").stdout)
     assert document["as_of"] == "2024-05-07T00:00:00.000000+00:00"
     (parse_config,) = [r for r in document["results"] if r["id"] == 2]
     decay = parse_config["explain"]["factors"][0]

@@ -76,7 +76,7 @@ def test_new_memories_are_found_right_after_adding(notes: Memsearch) -> None:
 
 
 def test_decay_is_computed_from_as_of(notes: Memsearch) -> None:
-    outcome = notes.search(SearchRequest("python upgrade", k=1, as_of=T0), tau_days=7)
+    outcome = notes.search(SearchRequest("python upgrade", k=1, as_of=T0), profile="siftcoder", tau_days=7)
     best = outcome.results[0]
     assert best.memory.text == NOTES[5].text
     (decay,) = best.factors
@@ -93,7 +93,9 @@ def test_every_candidate_is_kept_with_a_reason(notes: Memsearch) -> None:
 
 
 def test_identical_texts_are_shown_once(ms: Memsearch) -> None:
-    first, second = ms.add_many([NewMemory("rotate the API keys monthly"), NewMemory("rotate the API keys  monthly")])
+    first, second = (
+        o.id for o in ms.add_many([NewMemory("rotate the API keys monthly"), NewMemory("rotate the API keys  monthly")])
+    )
     outcome = ms.search(SearchRequest("rotate keys", k=5))
     assert [c.id for c in outcome.results] == [first]
     assert [c.dropped for c in outcome.candidates if c.id == second] == [f"duplicate of id {first}"]

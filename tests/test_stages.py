@@ -11,10 +11,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from memsearch.models import Memory, content_hash
+from memsearch.profiles import Adjustment
 from memsearch.retrieval.candidates import Candidate, Factor, LegHit
 from memsearch.retrieval.fusion import rrf
 from memsearch.retrieval.recall import rank_hits, vector_top
-from memsearch.retrieval.scoring import apply_time_decay, exponential_decay
+from memsearch.retrieval.scoring import apply_adjustments, exponential_decay
 from memsearch.retrieval.select import drop_exact_duplicates, rank_by_final, take_top
 from memsearch.store import VectorIndex
 from memsearch.timeutil import SECONDS_PER_DAY
@@ -75,14 +76,14 @@ def test_decay_uses_created_at_against_now() -> None:
         Candidate(memory(1, days_old=1), {}, fusion=0.032),
         Candidate(memory(2, days_old=30), {}, fusion=0.032),
     ]
-    decayed = apply_time_decay(candidates, T0, 7)
+    decayed = apply_adjustments(candidates, [Adjustment("decay", tau_days=7)], T0)
     assert decayed[0].final == pytest.approx(0.032 * math.exp(-1 / 7))
     assert decayed[1].final == pytest.approx(0.032 * math.exp(-30 / 7))
-    assert decayed[0].factors[0].detail == {"age_days": pytest.approx(1.0), "tau_days": 7}
+    assert decayed[0].factors[0].detail == {"clock": "created_at", "age_days": pytest.approx(1.0), "tau_days": 7}
 
 
 def test_memory_from_the_future_is_not_boosted() -> None:
-    (decayed,) = apply_time_decay([Candidate(memory(1, days_old=-3), {}, fusion=1.0)], T0, 7)
+    (decayed,) = apply_adjustments([Candidate(memory(1, days_old=-3), {}, fusion=1.0)], [Adjustment("decay")], T0)
     assert decayed.final == 1.0
 
 

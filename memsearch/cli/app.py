@@ -145,6 +145,9 @@ ModelOption = Annotated[
         help="A sentence-transformers model directory. Default: $MEMSEARCH_MODEL, else the bundled all-MiniLM-L6-v2.",
     ),
 ]
+ProfileOption = Annotated[
+    str | None, typer.Option("--profile", "-p", help="Ranking profile (see `memsearch profiles`). Default: default.")
+]
 FormatOption = Annotated[Format, typer.Option("--format", "-f", help="Output format.")]
 ProjectOption = Annotated[str | None, typer.Option("--project", help="Only memories of this project.")]
 NamespaceOption = Annotated[str | None, typer.Option("--namespace", help="Only memories of this namespace.")]
@@ -228,10 +231,11 @@ def add(
     at: Annotated[str | None, typer.Option("--at", help="Creation time, ISO-8601 (default: now).")] = None,
     meta: Annotated[list[str] | None, typer.Option("--meta", help="Metadata as key=value (repeatable).")] = None,
     replace: Annotated[bool, typer.Option("--replace", help="Overwrite the memory that has the same --key.")] = False,
+    profile: ProfileOption = None,
     db: DbOption = None,
     model: ModelOption = None,
 ) -> None:
-    """Add one memory and print its id."""
+    """Add one memory and print its id (a profile with ingest dedup may find it is a near-duplicate)."""
     from memsearch.models import NewMemory
     from memsearch.timeutil import parse_time
 
@@ -256,8 +260,24 @@ def add(
         created_at=parse_time(at, what="--at") if at else None,
         metadata=metadata,
     )
+    dedup = _ingest_dedup(profile)
     with _memsearch(db, model) as ms:
-        typer.echo(ms.add(memory, replace=replace))
+        outcome = ms.add(memory, replace=replace, dedup=dedup)
+    if not outcome.stored:
+        messages.print(
+            f"not stored: a near-duplicate of id {outcome.duplicate_of} (cosine {outcome.similarity:.3f} ≥ {dedup:g}, "
+            f"profile {profile}); its id is printed",
+            markup=False,
+        )
+    typer.echo(outcome.id)
+
+
+def _ingest_dedup(profile: str | None) -> float | None:
+    if profile is None:
+        return None
+    from memsearch.profiles import load_profile
+
+    return load_profile(profile).ingest_dedup
 
 
 def parse_jsonl(content: str, source: str) -> list[tuple[int, Any]]:
@@ -273,9 +293,11 @@ def parse_jsonl(content: str, source: str) -> list[tuple[int, Any]]:
     return rows
 
 
-def parse_memories(content: str, source: str) -> list[NewMemory]:
+def parse_memories(content: str, source: str) -> tuple[list[int], list[NewMemory]]:
+    """The memories of a JSONL text and their line numbers; the first bad line is an error."""
     from memsearch.models import NewMemory
 
+    numbers = []
     memories = []
     seen_keys: dict[str, int] = {}
     for number, obj in parse_jsonl(content, source):
@@ -287,33 +309,46 @@ def parse_memories(content: str, source: str) -> list[NewMemory]:
             if memory.key in seen_keys:
                 raise ImportLineError(source, number, f"key {memory.key!r} is used on line {seen_keys[memory.key]} too")
             seen_keys[memory.key] = number
+        numbers.append(number)
         memories.append(memory)
-    return memories
+    return numbers, memories
 
 
 @app.command("import")
 def import_(
     file: Annotated[str, typer.Argument(help="A JSONL file, one memory per line, or - for stdin.")],
     replace: Annotated[bool, typer.Option("--replace", help="Overwrite memories whose key exists already.")] = False,
+    profile: ProfileOption = None,
     db: DbOption = None,
     model: ModelOption = None,
 ) -> None:
-    """Import memories from JSONL: every line is stored, or none is."""
+    """Import memories from JSONL: every line is stored, or none is (near-duplicates are reported)."""
     content, source = _read_source(file)
-    memories = parse_memories(content, source)
+    lines, memories = parse_memories(content, source)
     if not memories:
         messages.print(f"{source} has no memories; nothing imported")
         return
+    dedup = _ingest_dedup(profile)
     with _memsearch(db, model) as ms, _progress("embedding", len(memories)) as bar:
         task = bar.add_task("embedding", total=len(memories))
-        ids = ms.add_many(memories, replace=replace, progress=lambda done: bar.update(task, completed=done))
-    messages.print(f"imported {len(ids)} memories from {source}", markup=False)
+        outcomes = ms.add_many(
+            memories, replace=replace, dedup=dedup, progress=lambda done: bar.update(task, completed=done)
+        )
+    skipped = [(line, o) for line, o in zip(lines, outcomes, strict=True) if not o.stored]
+    messages.print(f"imported {len(outcomes) - len(skipped)} memories from {source}", markup=False)
+    for line, outcome in skipped:
+        messages.print(
+            f"line {line} not stored: a near-duplicate of id {outcome.duplicate_of} (cosine {outcome.similarity:.3f})",
+            markup=False,
+        )
 
 
 @app.command()
 def search(
     query: Annotated[str | None, typer.Argument(help="What to search for.")] = None,
-    k: Annotated[int, typer.Option("-k", "--limit", help="How many results.", min=1, max=1000)] = 10,
+    k: Annotated[
+        int | None, typer.Option("-k", "--limit", help="How many results (default: the profile's).", min=1, max=1000)
+    ] = None,
     mode: Annotated[
         Mode, typer.Option("--mode", "-m", help="auto picks vector or hybrid per query and says why.")
     ] = Mode.auto,
@@ -325,6 +360,14 @@ def search(
     ] = False,
     as_of: Annotated[str | None, typer.Option("--as-of", help="The 'now' for time decay, ISO-8601.")] = None,
     tau: Annotated[float | None, typer.Option("--tau", help="Time-decay constant in days (0: no decay).")] = None,
+    profile: ProfileOption = None,
+    max_tokens: Annotated[
+        int | None,
+        typer.Option("--max-tokens", help="Token budget for the results (about 4 characters a token).", min=1),
+    ] = None,
+    no_touch: Annotated[
+        bool, typer.Option("--no-touch", help="Do not record this search as an access of its results.")
+    ] = False,
     queries: Annotated[
         str | None,
         typer.Option("--queries", help='A JSONL file of {"query": …} objects (or - for stdin): one result set each.'),
@@ -345,25 +388,26 @@ def search(
         raise InvalidInputError("give a QUERY or --queries FILE (one of them)")
     scope = _scope(project, namespace, tag, since, until)
     moment = parse_time(as_of, what="--as-of") if as_of else None
+    common = {"scope": scope, "as_of": moment, "max_tokens": max_tokens, "touch": not no_touch}
     requests = (
-        parse_queries(queries, k=k, mode=mode.value, scope=scope, as_of=moment)
+        parse_queries(queries, k=k, mode=mode.value, **common)
         if queries is not None
-        else [_request(query or "", k, mode.value, scope, moment)]
+        else [_request(query or "", k, mode.value, **common)]
     )
     from memsearch.cli.render import render_search
 
     with _memsearch(db, model) as ms:
-        outcomes = ms.search_many(requests, tau_days=tau)
+        outcomes = ms.search_many(requests, profile=profile, tau_days=tau)
     render_search(outcomes, fmt.value, raw=raw, explain=explain, batch=queries is not None)
 
 
-def _request(query: str, k: int, mode: str, scope: Scope, as_of: Any) -> SearchRequest:
+def _request(query: str, k: int | None, mode: str, **common: Any) -> SearchRequest:
     from memsearch.retrieval.pipeline import SearchRequest
 
-    return SearchRequest(query=query, k=k, mode=mode, scope=scope, as_of=as_of)
+    return SearchRequest(query=query, k=k, mode=mode, **common)
 
 
-def parse_queries(source: str, *, k: int, mode: str, scope: Scope, as_of: Any) -> list[SearchRequest]:
+def parse_queries(source: str, *, k: int | None, mode: str, **common: Any) -> list[SearchRequest]:
     """Requests from a JSONL of {"query", optional "k" and "mode"}; all lines are checked first."""
     content, name = _read_source(source)
     requests = []
@@ -374,10 +418,10 @@ def parse_queries(source: str, *, k: int, mode: str, scope: Scope, as_of: Any) -
         if unknown:
             raise ImportLineError(name, number, f"unknown field {unknown[0]!r} (known: query, k, mode)")
         line_k = obj.get("k", k)
-        if isinstance(line_k, bool) or not isinstance(line_k, int):
+        if line_k is not None and (isinstance(line_k, bool) or not isinstance(line_k, int)):
             raise ImportLineError(name, number, f"k must be a whole number, not {line_k!r}")
         try:
-            requests.append(_request(obj["query"], line_k, obj.get("mode", mode), scope, as_of))
+            requests.append(_request(obj["query"], line_k, obj.get("mode", mode), **common))
         except InvalidInputError as error:
             raise ImportLineError(name, number, str(error)) from None
     if not requests:
@@ -386,7 +430,7 @@ def parse_queries(source: str, *, k: int, mode: str, scope: Scope, as_of: Any) -
 
 
 def _resolve_ref(ms: Memsearch, ref: str, by_key: bool) -> Any:
-    return ms.get(ref if by_key or not ref.isdigit() else int(ref))
+    return ms.get(_ref(ref, by_key))
 
 
 @app.command()
@@ -463,6 +507,120 @@ def reindex(db: DbOption = None, model: ModelOption = None) -> None:
             count = ms.reindex(progress=lambda done: bar.update(task, completed=done))
         model_name = ms.encoder().info.name
     messages.print(f"re-embedded {count} memories with {model_name}", markup=False)
+
+
+@app.command("set")
+def set_(
+    ref: Annotated[str, typer.Argument(help="The memory's id, or its key.")],
+    importance: Annotated[float | None, typer.Option("--importance", help="0 to 1.")] = None,
+    priority: Annotated[float | None, typer.Option("--priority", help="1 to 2.")] = None,
+    memory_score: Annotated[float | None, typer.Option("--memory-score", help="Quality score, 0 to 1.")] = None,
+    derived_score: Annotated[
+        bool, typer.Option("--derived-score", help="Go back to the score derived from importance and use.")
+    ] = False,
+    project: Annotated[str | None, typer.Option("--project", help="Move it to this project.")] = None,
+    namespace: Annotated[str | None, typer.Option("--namespace", help="Move it to this namespace.")] = None,
+    tag: Annotated[list[str] | None, typer.Option("--tag", "-t", help="Replace its tags (repeatable).")] = None,
+    key: Annotated[bool, typer.Option("--key", help="Read REF as a key even if it is a number.")] = False,
+    fmt: FormatOption = Format.table,
+    db: DbOption = None,
+) -> None:
+    """Change a memory's scoring fields and show it."""
+    from memsearch.cli.render import render_memories
+
+    changes: dict[str, Any] = {
+        name: value
+        for name, value in (
+            ("importance", importance), ("priority", priority), ("memory_score", memory_score),
+            ("project", project), ("namespace", namespace), ("tags", tag),
+        )
+        if value is not None
+    }  # fmt: skip
+    if derived_score:
+        if memory_score is not None:
+            raise InvalidInputError("give --memory-score or --derived-score, not both")
+        changes["memory_score"] = None
+    if not changes:
+        raise InvalidInputError("nothing to set; see `memsearch set --help`")
+    with _memsearch(db) as ms:
+        render_memories([ms.update(_ref(ref, key), **changes)], fmt.value, single=True)
+
+
+def _ref(ref: str, by_key: bool) -> int | str:
+    return ref if by_key or not ref.isdigit() else int(ref)
+
+
+def _set_pinned(refs: list[str], by_key: bool, db: Path | None, pinned: bool) -> None:
+    with _memsearch(db) as ms:
+        ids = [ms.update(_ref(ref, by_key), pinned=pinned).id for ref in refs]
+    messages.print(f"{'pinned' if pinned else 'unpinned'} {', '.join(map(str, ids))}", markup=False)
+
+
+@app.command()
+def pin(
+    refs: Annotated[list[str], typer.Argument(help="Ids or keys.")],
+    key: Annotated[bool, typer.Option("--key", help="Read every REF as a key.")] = False,
+    db: DbOption = None,
+) -> None:
+    """Pin memories (boosted by profiles that score pins; never hidden as superseded)."""
+    _set_pinned(refs, key, db, True)
+
+
+@app.command()
+def unpin(
+    refs: Annotated[list[str], typer.Argument(help="Ids or keys.")],
+    key: Annotated[bool, typer.Option("--key", help="Read every REF as a key.")] = False,
+    db: DbOption = None,
+) -> None:
+    """Unpin memories."""
+    _set_pinned(refs, key, db, False)
+
+
+@app.command()
+def consolidate(
+    duplicate: Annotated[
+        float, typer.Option("--duplicate", help="Cosine at which the older memory is superseded.")
+    ] = 0.95,
+    related: Annotated[float, typer.Option("--related", help="Cosine at which memories join a group.")] = 0.80,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would change; change nothing.")] = False,
+    fmt: FormatOption = Format.table,
+    db: DbOption = None,
+) -> None:
+    """Mark older near-duplicates superseded by the newest one and group related memories."""
+    from memsearch.cli.render import render_consolidation
+
+    with _memsearch(db) as ms:
+        result = ms.consolidate(duplicate=duplicate, related=related, dry_run=dry_run)
+        render_consolidation(result, ms.store().get_many(list(result.superseded)), fmt.value, dry_run=dry_run)
+
+
+profiles_app = typer.Typer(
+    help="The ranking profiles: `memsearch profiles` lists them, `memsearch profiles show NAME` prints one.",
+    invoke_without_command=True,
+)
+app.add_typer(profiles_app, name="profiles")
+
+
+@profiles_app.callback()
+def profiles_list(context: typer.Context, fmt: FormatOption = Format.table) -> None:
+    """List the ranking profiles with a one-line summary."""
+    if context.invoked_subcommand is not None:
+        return
+    from memsearch.cli.render import render_profiles
+    from memsearch.profiles import available, load_profile
+
+    render_profiles([(load_profile(name), path) for name, path in available().items()], fmt.value)
+
+
+@profiles_app.command("show")
+def profiles_show(
+    name: Annotated[str, typer.Argument(help="The profile's name.")], fmt: FormatOption = Format.table
+) -> None:
+    """Print a profile's resolved parameters."""
+    from memsearch.cli.render import render_profile
+    from memsearch.profiles import available, load_profile
+
+    render_profile(load_profile(name), available()[name], fmt.value)
 
 
 class Shell(StrEnum):

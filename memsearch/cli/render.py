@@ -17,7 +17,11 @@ from rich.table import Table
 from rich.text import Text
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
+    from memsearch.consolidate import ConsolidationPlan
     from memsearch.models import Memory
+    from memsearch.profiles import Profile
     from memsearch.retrieval.candidates import Candidate
     from memsearch.retrieval.pipeline import SearchOutcome
 
@@ -205,26 +209,43 @@ def _search_tables(console: Console, outcome: SearchOutcome, *, raw: bool, expla
 
 
 def explain_table(rank: int, candidate: Candidate, outcome: SearchOutcome) -> Table:
-    """Each leg's rank and score, the fused score, every factor in order, and the final score."""
-    profile = outcome.profile
+    """Each leg's rank and score, the fusion, every factor in order, and the final score."""
+    fusion = outcome.profile.fusion
     table = Table(title=f"#{rank}  id {candidate.id}: {_preview(candidate.memory.text)[:70]}", title_justify="left")
     table.add_column("stage")
     table.add_column("rank", justify="right")
     table.add_column("value", justify="right")
     table.add_column("detail")
     for leg, hit in sorted(candidate.legs.items()):
-        measure = "cosine" if leg == "vector" else "bm25"
-        table.add_row(f"{leg} leg", str(hit.rank), f"{hit.score:.4g}", measure)
-    terms = " + ".join(
-        f"{profile.leg_weights.get(leg, 1.0):g}/({profile.rrf_k:g}+{candidate.legs[leg].rank}) [{leg}]"
-        for leg in sorted(candidate.fusion_terms)
-    )
-    table.add_row(f"rrf (k={profile.rrf_k:g})", "", f"{candidate.fusion:.6f}", escape(terms))
+        table.add_row(f"{leg} leg", str(hit.rank), f"{hit.score:.4g}", "cosine" if leg == "vector" else "bm25")
+    if fusion.method == "rrf":
+        parts = [
+            f"{fusion.weights.get(leg, 1.0):g}/({fusion.rrf_k:g}+{hit.rank}) [{leg}]"
+            for leg, hit in sorted(candidate.legs.items())
+        ]
+        parts += [f"{value:g} [{name}]" for name, value in sorted(candidate.fusion_terms.items()) if ":" in name]
+        title = f"rrf (k={fusion.rrf_k:g})"
+    else:
+        parts = [f"{fusion.weights[n]:g}·{candidate.fusion_detail[n]:.4g} [{n}]" for n in candidate.fusion_terms]
+        title = "weighted sum"
+    detail = candidate.fusion_detail
+    if "norm_rrf" in detail:
+        table.add_row(title, "", f"{detail['rrf']:.6f}", escape(" + ".join(parts)))
+        blend = detail["blend_vector"]
+        mix = f"{1 - blend:g}·{detail['norm_rrf']:.4f} [min-max rrf] + {blend:g}·{detail['vector_score']:.4f} [cosine]"
+        table.add_row("blend", "", f"{candidate.fusion:.6f}", escape(mix))
+    else:
+        table.add_row(title, "", f"{candidate.fusion:.6f}", escape(" + ".join(parts)))
     for factor in candidate.factors:
         symbol = "×" if factor.op == "mul" else "+"
-        detail = ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in factor.detail.items())
-        table.add_row(f"{symbol} {factor.name}", "", f"{factor.value:.6f}", escape(detail))
+        shown = ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in factor.detail.items())
+        table.add_row(f"{symbol} {factor.name}", "", f"{factor.value:.6f}", escape(shown))
     table.add_row(Text("final", style="bold"), "", Text(f"{candidate.final:.6f}", style="bold"), "")
+    if candidate.selection:
+        shown = ", ".join(
+            f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in candidate.selection.items()
+        )
+        table.add_row("selection", "", "", escape(shown))
     return table
 
 
@@ -251,3 +272,63 @@ def _raw_table(outcome: SearchOutcome) -> Table:
             _preview(candidate.memory.text),
         )
     return table
+
+
+# -- profiles and consolidation -------------------------------------------------------------
+
+
+def render_profiles(profiles: Sequence[tuple[Profile, Path]], fmt: str) -> None:
+    rows = [{"name": p.name, "summary": p.summary, "seed": p.seed, "path": str(path)} for p, path in profiles]
+    if fmt in ("json", "jsonl"):
+        if fmt == "json":
+            write_json(rows)
+        for row in rows if fmt == "jsonl" else ():
+            write_json(row, compact=True)
+        return
+    if fmt == "csv":
+        writer = csv.writer(sys.stdout)
+        writer.writerow(("name", "summary", "seed", "path"))
+        writer.writerows([row.values() for row in rows])
+        return
+    table = Table()
+    table.add_column("profile", style="bold", no_wrap=True)
+    table.add_column("follows", no_wrap=True)
+    table.add_column("summary")
+    for row in rows:
+        table.add_row(row["name"], row["seed"].removesuffix(".txt"), row["summary"])
+    stdout_console().print(table)
+
+
+def render_profile(profile: Profile, path: Path, fmt: str) -> None:
+    document = {**profile.to_dict(), "path": str(path)}
+    if fmt != "table":
+        write_json(document, compact=fmt != "json")
+        return
+    from rich.pretty import Pretty
+
+    stdout_console().print(Text(f"{profile.name} — {profile.summary}", style="bold"))
+    stdout_console().print(Pretty(document, expand_all=True))
+
+
+def render_consolidation(result: ConsolidationPlan, older: dict[int, Memory], fmt: str, *, dry_run: bool) -> None:
+    groups: dict[int, list[int]] = {}
+    for memory_id, group in sorted(result.groups.items()):
+        groups.setdefault(group, []).append(memory_id)
+    if fmt != "table":
+        document = {
+            "dry_run": dry_run,
+            "superseded": [{"id": old, "superseded_by": new} for old, new in sorted(result.superseded.items())],
+            "groups": [{"group_id": group, "ids": ids} for group, ids in groups.items()],
+        }
+        write_json(document, compact=fmt != "json")
+        return
+    verb = "would mark" if dry_run else "marked"
+    messages.print(f"{verb} {len(result.superseded)} superseded; {len(groups)} groups of related memories")
+    if result.superseded:
+        table = Table(title="superseded (older → newer)", title_justify="left")
+        table.add_column("id", justify="right")
+        table.add_column("by", justify="right")
+        table.add_column("older text")
+        for old, new in sorted(result.superseded.items()):
+            table.add_row(str(old), str(new), _preview(older[old].text) if old in older else "")
+        stdout_console().print(table)

@@ -34,9 +34,12 @@ class Factor:
 class Candidate:
     memory: Memory
     legs: Mapping[str, LegHit]
+    cosine: float | None = None  # query · memory vector, when the query was embedded
     fusion: float = 0.0
-    fusion_terms: Mapping[str, float] = field(default_factory=dict)
+    fusion_terms: Mapping[str, float] = field(default_factory=dict)  # they sum to `fusion` (before any blend)
+    fusion_detail: Mapping[str, Any] = field(default_factory=dict)
     factors: tuple[Factor, ...] = ()
+    selection: Mapping[str, Any] = field(default_factory=dict)  # e.g. MMR's score, for explain
     dropped: str | None = None
 
     @property

@@ -1,4 +1,4 @@
-"""Adjustments of the fused score; each adds one named Factor to a candidate."""
+"""Adjustments of the fused score; each adds one named Factor to every candidate."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import math
 from collections.abc import Sequence
 from datetime import datetime
 
+from memsearch.profiles import Adjustment
 from memsearch.retrieval.candidates import Candidate, Factor
 from memsearch.timeutil import SECONDS_PER_DAY, age_seconds
 
@@ -15,17 +16,61 @@ def exponential_decay(age_s: float, tau_s: float) -> float:
     return math.exp(-age_s / tau_s)
 
 
-def apply_time_decay(candidates: Sequence[Candidate], now: datetime, tau_days: float) -> list[Candidate]:
-    """Multiply each score by exp(-(now - created_at) / tau)."""
-    tau_s = tau_days * SECONDS_PER_DAY
-    adjusted = []
+def hyperbolic_decay(whole_days: int, half_days: float) -> float:
+    """CEMS: 1 / (1 + days / half), 0.5 at `half` days."""
+    return 1.0 / (1.0 + whole_days / half_days)
+
+
+def decay_factor(candidate: Candidate, adjustment: Adjustment, now: datetime) -> Factor:
+    moment = getattr(candidate.memory, adjustment.clock)
+    age = age_seconds(moment, now)
+    days = age / SECONDS_PER_DAY
+    detail: dict[str, float | str] = {"clock": adjustment.clock, "age_days": days, "tau_days": adjustment.tau_days}
+    if adjustment.shape == "hyperbolic":
+        whole = int(days)  # CEMS counts whole days: (now - last_accessed).days
+        detail["whole_days"] = whole
+        value = hyperbolic_decay(whole, adjustment.tau_days)
+    else:
+        value = exponential_decay(age, adjustment.tau_days * SECONDS_PER_DAY)
+        if adjustment.shape == "floor":
+            detail["floor"] = adjustment.floor
+            value = adjustment.floor + (1 - adjustment.floor) * value
+    return Factor("decay", "mul", value, detail)
+
+
+def project_factor(candidate: Candidate, adjustment: Adjustment, project: str) -> Factor:
+    own = candidate.memory.project
+    if own == project:
+        return Factor("project", "mul", adjustment.same, {"project": own, "match": "same"})
+    if own is None:
+        return Factor("project", "mul", adjustment.none, {"project": None, "match": "none"})
+    return Factor("project", "mul", adjustment.other, {"project": own, "match": "other"})
+
+
+def factor_for(candidate: Candidate, adjustment: Adjustment, now: datetime, project: str | None) -> Factor | None:
+    memory = candidate.memory
+    match adjustment.kind:
+        case "decay":
+            return decay_factor(candidate, adjustment, now)
+        case "memory_score":
+            value = adjustment.weight * memory.quality
+            return Factor("memory_score", "add", value, {"memory_score": memory.quality, "weight": adjustment.weight})
+        case "priority":
+            return Factor("priority", "mul", memory.priority)
+        case "pinned":
+            return Factor("pinned", "mul", adjustment.factor if memory.pinned else 1.0, {"pinned": memory.pinned})
+        case "project":
+            return project_factor(candidate, adjustment, project) if project is not None else None
+    raise ValueError(f"unknown adjustment {adjustment.kind!r}")
+
+
+def apply_adjustments(
+    candidates: Sequence[Candidate], adjustments: Sequence[Adjustment], now: datetime, project: str | None = None
+) -> list[Candidate]:
+    out = []
     for candidate in candidates:
-        age = age_seconds(candidate.memory.created_at, now)
-        factor = Factor(
-            "decay",
-            "mul",
-            exponential_decay(age, tau_s),
-            {"age_days": age / SECONDS_PER_DAY, "tau_days": tau_days},
-        )
-        adjusted.append(candidate.with_factor(factor))
-    return adjusted
+        for adjustment in adjustments:
+            if (factor := factor_for(candidate, adjustment, now, project)) is not None:
+                candidate = candidate.with_factor(factor)
+        out.append(candidate)
+    return out

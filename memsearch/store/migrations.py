@@ -44,6 +44,14 @@ MIGRATIONS: tuple[str, ...] = (
         value TEXT NOT NULL
     );
     """,
+    # 2: quality score, supersession and groups of related memories (memsearch consolidate).
+    """
+    ALTER TABLE memories ADD COLUMN memory_score REAL CHECK (memory_score BETWEEN 0 AND 1);
+    ALTER TABLE memories ADD COLUMN superseded_by INTEGER REFERENCES memories (id) ON DELETE SET NULL;
+    ALTER TABLE memories ADD COLUMN group_id INTEGER;
+    CREATE INDEX memories_superseded_by ON memories (superseded_by);
+    CREATE INDEX memories_group_id ON memories (group_id);
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

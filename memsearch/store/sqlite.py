@@ -31,8 +31,11 @@ BUSY_TIMEOUT_MS = 10_000
 
 _MEMORY_COLUMNS = (
     "id, key, text, created_at, last_accessed_at, access_count, importance, priority, pinned, "
-    "project, namespace, session, role, tags, metadata, content_hash"
+    "project, namespace, session, role, tags, metadata, content_hash, memory_score, superseded_by, group_id"
 )
+
+# Fields `memsearch set` may change, with their SQL columns.
+SETTABLE_FIELDS = ("importance", "priority", "pinned", "project", "namespace", "memory_score", "tags")
 
 
 @dataclass(frozen=True)
@@ -106,6 +109,9 @@ def _row_to_memory(row: sqlite3.Row | tuple[Any, ...]) -> Memory:
         tags=tuple(json.loads(row[13])),
         metadata=json.loads(row[14]),
         content_hash=row[15],
+        memory_score=row[16],
+        superseded_by=row[17],
+        group_id=row[18],
     )
 
 
@@ -252,7 +258,7 @@ class SQLiteStore:
                 self._set_meta("embedding_model", model.name)
                 self._set_meta("embedding_dim", str(model.dim))
             for index, memory in enumerate(memories):
-                existing = self._id_for_key(memory.key) if memory.key is not None else None
+                existing = self.id_for_key(memory.key) if memory.key is not None else None
                 if existing is not None and not replace:
                     raise DuplicateKeyError(
                         f"a memory with key {memory.key!r} exists already (id {existing}); "
@@ -314,6 +320,47 @@ class SQLiteStore:
                 self._db.execute("DELETE FROM memories_fts WHERE rowid = ?", (memory_id,))
             self._bump_generation()
 
+    def touch(self, ids: Sequence[int], now: datetime) -> None:
+        """Record that a search returned these memories; increments are atomic in SQL, so
+        concurrent searches lose no update."""
+        if not ids:
+            return
+        with self.transaction():
+            self._db.executemany(
+                "UPDATE memories SET access_count = access_count + 1, last_accessed_at = max(last_accessed_at, ?) "
+                "WHERE id = ?",
+                [(to_iso(now), memory_id) for memory_id in ids],
+            )
+
+    def update(self, memory_id: int, changes: dict[str, Any]) -> Memory:
+        """Change some of SETTABLE_FIELDS of one memory (tags rewrite its FTS row too)."""
+        unknown = set(changes) - set(SETTABLE_FIELDS)
+        if unknown:
+            raise ValueError(f"cannot set {sorted(unknown)}")
+        with self.transaction():
+            memory = self.get(memory_id)
+            for name, value in changes.items():
+                stored = json.dumps(list(value), ensure_ascii=False) if name == "tags" else value
+                self._db.execute(f"UPDATE memories SET {name} = ? WHERE id = ?", (stored, memory_id))
+            if "tags" in changes:
+                self._db.execute(
+                    "UPDATE memories_fts SET tags = ? WHERE rowid = ?", (" ".join(changes["tags"]), memory_id)
+                )
+            self._bump_generation()
+        return self.get(memory.id)
+
+    def set_consolidation(self, superseded: dict[int, int], groups: dict[int, int]) -> None:
+        """Replace every supersession mark and group id in one transaction."""
+        with self.transaction():
+            self._db.execute("UPDATE memories SET superseded_by = NULL, group_id = NULL")
+            self._db.executemany(
+                "UPDATE memories SET superseded_by = ? WHERE id = ?", [(new, old) for old, new in superseded.items()]
+            )
+            self._db.executemany(
+                "UPDATE memories SET group_id = ? WHERE id = ?", [(group, mid) for mid, group in groups.items()]
+            )
+            self._bump_generation()
+
     def replace_vectors(self, ids: Sequence[int], vectors: np.ndarray, model: EmbeddingModelInfo) -> None:
         """Swap every vector for one of `model` in one transaction (reindex)."""
         with self.transaction():
@@ -328,7 +375,7 @@ class SQLiteStore:
 
     # -- reads ----------------------------------------------------------------------------
 
-    def _id_for_key(self, key: str) -> int | None:
+    def id_for_key(self, key: str) -> int | None:
         row = self._db.execute("SELECT id FROM memories WHERE key = ?", (key,)).fetchone()
         return row[0] if row else None
 
@@ -339,7 +386,7 @@ class SQLiteStore:
         return _row_to_memory(row)
 
     def get_by_key(self, key: str) -> Memory:
-        memory_id = self._id_for_key(key)
+        memory_id = self.id_for_key(key)
         if memory_id is None:
             raise MemoryNotFoundError(f"no memory with key {key!r}")
         return self.get(memory_id)

@@ -1,0 +1,225 @@
+"""Ranking profiles: data (TOML) that picks and parameterises the pipeline's stages.
+
+The shipped profiles live beside this file; users add their own as `<name>.toml` in the
+profiles dir (`$MEMSEARCH_HOME/profiles`, else the user config dir), optionally starting from
+another with `extends = "name"`. Every key is checked: a typo is an error, not a silent default.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from memsearch.errors import InvalidInputError
+
+SHIPPED_DIR = Path(__file__).parent
+LEGS = ("lexical", "vector")
+SIGNALS = ("vector", "lexical", "importance", "access_recency")
+ADJUSTMENTS = ("decay", "memory_score", "priority", "pinned", "project")
+DECAY_SHAPES = ("exponential", "floor", "hyperbolic")
+DECAY_CLOCKS = ("created_at", "last_accessed_at")
+
+
+@dataclass(frozen=True)
+class PoolSize:
+    """size(k) = max(max(per_k · k, floor) · multiplier, minimum)."""
+
+    per_k: int = 4
+    floor: int = 50
+    multiplier: int = 1
+    minimum: int = 0
+
+    def size(self, k: int) -> int:
+        return max(max(self.per_k * k, self.floor) * self.multiplier, self.minimum)
+
+
+@dataclass(frozen=True)
+class Fusion:
+    """`rrf`: Σ weight / (rrf_k + rank) (+ rank bonuses); optionally min–max normalised and blended
+    with the cosine. `weighted`: Σ weight · signal over SIGNALS."""
+
+    method: str = "rrf"
+    rrf_k: float = 60.0
+    weights: Mapping[str, float] = field(default_factory=lambda: {"lexical": 1.0, "vector": 1.0})
+    rank_bonus: Mapping[int, float] = field(default_factory=dict)
+    blend_vector: float | None = None
+    access_rate: float = 0.05
+
+
+@dataclass(frozen=True)
+class Adjustment:
+    """One factor applied to the fused score, in profile order."""
+
+    kind: str
+    shape: str = "exponential"  # decay: exponential | floor | hyperbolic
+    clock: str = "created_at"  # decay: which timestamp ages the memory
+    tau_days: float = 7.0  # decay: exp(-age / tau); hyperbolic: 1 / (1 + days / tau)
+    floor: float = 0.0  # decay shape floor: floor + (1 - floor) · exp(-age / tau)
+    weight: float = 0.1  # memory_score: added weight · score
+    factor: float = 1.1  # pinned: multiplier
+    same: float = 1.3  # project: same project
+    other: float = 0.8  # project: another project
+    none: float = 0.9  # project: memory without a project
+
+
+@dataclass(frozen=True)
+class Selection:
+    drop_identical: bool = True
+    candidate_limit: PoolSize | None = None
+    mmr_lambda: float | None = None
+    mmr_tag_weight: float = 0.35
+    duplicate_threshold: float | None = None
+    max_tokens: int | None = None
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str = "default"
+    summary: str = ""
+    seed: str = ""
+    k: int = 10
+    legs: tuple[str, ...] = LEGS
+    pool: PoolSize = field(default_factory=PoolSize)
+    exhaustive: bool = False  # rank every memory (exact top-k of a weighted score), not pools
+    fusion: Fusion = field(default_factory=Fusion)
+    drop_superseded: bool = True
+    min_score: float | None = None  # relevance threshold on the fusion score
+    adjust: tuple[Adjustment, ...] = ()
+    select: Selection = field(default_factory=Selection)
+    ingest_dedup: float | None = None  # cosine at which `add` reports a near-duplicate instead of storing
+
+    @property
+    def project_boost(self) -> bool:
+        """Profiles that score by project take --project as a boost, the others as a filter."""
+        return any(a.kind == "project" for a in self.adjust)
+
+    def decay(self) -> Adjustment | None:
+        return next((a for a in self.adjust if a.kind == "decay"), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# -- loading -------------------------------------------------------------------------------
+
+
+def profile_dirs() -> list[Path]:
+    """User profiles first, so a user file of the same name wins over a shipped one."""
+    dirs = []
+    if home := os.environ.get("MEMSEARCH_HOME"):
+        dirs.append(Path(home).expanduser() / "profiles")
+    else:
+        import platformdirs
+
+        dirs.append(Path(platformdirs.user_config_dir("memsearch", appauthor=False)) / "profiles")
+    dirs.append(SHIPPED_DIR)
+    return dirs
+
+
+def available() -> dict[str, Path]:
+    found: dict[str, Path] = {}
+    for folder in profile_dirs():
+        if folder.is_dir():
+            for path in sorted(folder.glob("*.toml")):
+                found.setdefault(path.stem, path)
+    return dict(sorted(found.items()))
+
+
+def load_profile(name: str) -> Profile:
+    return _load(name, seen=())
+
+
+def _load(name: str, seen: tuple[str, ...]) -> Profile:
+    paths = available()
+    if name not in paths:
+        raise InvalidInputError(f"unknown profile {name!r} (available: {', '.join(paths)})")
+    if name in seen:
+        raise InvalidInputError(f"profile {name!r} extends itself (through {' → '.join(seen)})")
+    path = paths[name]
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as error:
+        raise InvalidInputError(f"profile file {path}: {error}") from None
+    base = _load(data.pop("extends"), (*seen, name)) if "extends" in data else Profile()
+    try:
+        return _merge(base, data, name)
+    except (TypeError, ValueError) as error:
+        raise InvalidInputError(f"profile file {path}: {error}") from None
+
+
+def _merge(base: Profile, data: dict[str, Any], name: str) -> Profile:
+    known = set(Profile.__dataclass_fields__)
+    _check_keys(data, known, "profile")
+    values = asdict(base) | {"name": name}
+    for key, value in data.items():
+        if key in ("fusion", "select", "pool"):
+            _check_keys(value, set(values[key] or {}) | _nested_keys(key), key)
+            values[key] = (values[key] or {}) | value
+        else:
+            values[key] = value
+    return _build(values)
+
+
+def _nested_keys(section: str) -> set[str]:
+    classes = {"fusion": Fusion, "select": Selection, "pool": PoolSize}
+    return set(classes[section].__dataclass_fields__)
+
+
+def _check_keys(data: Any, known: set[str], where: str) -> None:
+    if not isinstance(data, dict):
+        raise ValueError(f"{where} must be a table")
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ValueError(f"unknown key {unknown[0]!r} in {where} (known: {', '.join(sorted(known))})")
+
+
+def _build(values: dict[str, Any]) -> Profile:
+    fusion = dict(values["fusion"])
+    fusion["rank_bonus"] = {int(rank): float(bonus) for rank, bonus in fusion.get("rank_bonus", {}).items()}
+    select = dict(values["select"])
+    if select.get("candidate_limit") is not None:
+        select["candidate_limit"] = PoolSize(**select["candidate_limit"])
+    adjustments = []
+    for item in values["adjust"]:
+        entry = dict(item) if isinstance(item, Mapping) else {}
+        _check_keys(entry, set(Adjustment.__dataclass_fields__), "adjust")
+        adjustments.append(Adjustment(**entry))
+    profile = Profile(
+        **{key: values[key] for key in ("name", "summary", "seed", "k", "exhaustive", "drop_superseded")},
+        legs=tuple(values["legs"]),
+        pool=PoolSize(**values["pool"]),
+        fusion=Fusion(**fusion),
+        min_score=values["min_score"],
+        adjust=tuple(adjustments),
+        select=Selection(**select),
+        ingest_dedup=values["ingest_dedup"],
+    )
+    validate(profile)
+    return profile
+
+
+def validate(profile: Profile) -> None:
+    """Reject profiles the pipeline cannot run, naming the first problem."""
+    if not profile.legs or set(profile.legs) - set(LEGS):
+        raise ValueError(f"legs must be some of {LEGS}, not {profile.legs}")
+    if profile.fusion.method not in ("rrf", "weighted"):
+        raise ValueError(f"fusion.method must be rrf or weighted, not {profile.fusion.method!r}")
+    allowed = LEGS if profile.fusion.method == "rrf" else SIGNALS
+    if set(profile.fusion.weights) - set(allowed):
+        raise ValueError(f"fusion.weights names must be some of {allowed}")
+    for adjustment in profile.adjust:
+        if adjustment.kind not in ADJUSTMENTS:
+            raise ValueError(f"adjust kind must be one of {ADJUSTMENTS}, not {adjustment.kind!r}")
+        if adjustment.shape not in DECAY_SHAPES or adjustment.clock not in DECAY_CLOCKS:
+            raise ValueError(f"decay shape must be one of {DECAY_SHAPES} and clock one of {DECAY_CLOCKS}")
+        if adjustment.kind == "decay" and adjustment.tau_days <= 0:
+            raise ValueError("decay tau_days must be positive")
+    if not 1 <= profile.k <= 1000:
+        raise ValueError("k must be from 1 to 1000")
+    lam = profile.select.mmr_lambda
+    if lam is not None and not 0 <= lam <= 1:
+        raise ValueError("select.mmr_lambda must be from 0 to 1")
