@@ -41,6 +41,20 @@ class AddOutcome:
     similarity: float | None = None
 
 
+def embed_memories(
+    encoder: Encoder, memories: Sequence[NewMemory], progress: Progress | None = None
+) -> tuple[np.ndarray, dict[tuple[int, str], np.ndarray]]:
+    """Vectors of the memories' texts and of their views, each distinct text embedded once
+    (a turn's text is also its predecessor's "next" view, for instance)."""
+    texts = [m.text for m in memories]
+    view_texts = {(i, view): text for i, m in enumerate(memories) for view, text in m.views.items()}
+    unique = list(dict.fromkeys([*texts, *view_texts.values()]))
+    encoded = encoder.encode(unique, progress=progress)
+    row = {text: n for n, text in enumerate(unique)}
+    vectors = encoded[[row[text] for text in texts]]
+    return vectors, {key: encoded[row[text]] for key, text in view_texts.items()}
+
+
 def near_duplicates(
     store: SQLiteStore, memories: Sequence[NewMemory], vectors: np.ndarray, threshold: float
 ) -> dict[int, tuple[tuple[bool, int], float]]:
@@ -155,10 +169,21 @@ class Memsearch:
         encoder = self.encoder()
         store = self.store(create=True)
         store.check_model(encoder.info)  # before the slow part, not after it
-        vectors = encoder.encode([m.text for m in memories], progress=progress)
+        vectors, view_vectors = embed_memories(encoder, memories, progress)
         duplicates = near_duplicates(store, memories, vectors, dedup) if dedup is not None else {}
         kept = [i for i in range(len(memories)) if i not in duplicates]
-        stored = store.insert([memories[i] for i in kept], vectors[kept], encoder.info, utc_now(), replace=replace)
+        batch_position = {old: new for new, old in enumerate(kept)}
+        kept_view_vectors = {
+            (batch_position[i], view): vector for (i, view), vector in view_vectors.items() if i in batch_position
+        }
+        stored = store.insert(
+            [memories[i] for i in kept],
+            vectors[kept],
+            encoder.info,
+            utc_now(),
+            replace=replace,
+            view_vectors=kept_view_vectors,
+        )
         new_ids = dict(zip(kept, stored, strict=True))
         outcomes = []
         for position in range(len(memories)):
@@ -178,8 +203,16 @@ class Memsearch:
         store = self.store()
         encoder = self.encoder()
         rows = list(store.iter_texts())
-        vectors = encoder.encode([text for _, text in rows], progress=progress)
-        store.replace_vectors([memory_id for memory_id, _ in rows], vectors, encoder.info)
+        views = store.iter_views()
+        unique = list(dict.fromkeys([*(text for _, text in rows), *(text for _, text in views)]))
+        encoded = encoder.encode(unique, progress=progress)
+        position = {text: n for n, text in enumerate(unique)}
+        store.replace_vectors(
+            [memory_id for memory_id, _ in rows],
+            encoded[[position[text] for _, text in rows]],
+            encoder.info,
+            view_vectors={view_id: encoded[position[text]] for view_id, text in views},
+        )
         return len(rows)
 
     # -- reads ----------------------------------------------------------------------------

@@ -20,6 +20,7 @@ _STRING_FIELDS = ("key", "project", "namespace", "session", "role")
 IMPORT_FIELDS = frozenset(
     {"text", "tags", "importance", "priority", "pinned", "created_at", "metadata", *_STRING_FIELDS}
 )
+KINDS = ("note", "turn", "session")
 
 
 def content_hash(text: str) -> str:
@@ -48,6 +49,10 @@ class Memory:
     memory_score: float | None = None  # None: derived from importance and use
     superseded_by: int | None = None
     group_id: int | None = None
+    kind: str = "note"  # note | turn | session
+    conversation: str | None = None
+    position: int | None = None  # a turn's place in its session, from 1
+    parent_id: int | None = None  # a turn's session chunk
 
     @property
     def quality(self) -> float:
@@ -78,6 +83,10 @@ class Memory:
             "memory_score_set": self.memory_score is not None,
             "superseded_by": self.superseded_by,
             "group_id": self.group_id,
+            "kind": self.kind,
+            "conversation": self.conversation,
+            "position": self.position,
+            "parent_id": self.parent_id,
         }
 
 
@@ -122,6 +131,12 @@ class NewMemory:
     role: str | None = None
     created_at: datetime | None = None
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    # Conversations (set by the conversation importers, not by JSONL lines):
+    kind: str = "note"
+    conversation: str | None = None
+    position: int | None = None
+    parent_key: str | None = None  # the key of this turn's session chunk, stored earlier or in the same batch
+    views: Mapping[str, str] = field(default_factory=dict)  # view name → text, indexed and embedded
 
     def __post_init__(self) -> None:
         if not isinstance(self.text, str) or not self.text.strip():
@@ -137,6 +152,8 @@ class NewMemory:
                 raise InvalidInputError(f"{name} must be a non-empty string, not {value!r}")
         if not isinstance(self.metadata, Mapping):
             raise InvalidInputError(f"metadata must be an object, not {self.metadata!r}")
+        if self.kind not in KINDS:
+            raise InvalidInputError(f"kind must be one of {', '.join(KINDS)}, not {self.kind!r}")
 
     @classmethod
     def from_json(cls, obj: Any) -> NewMemory:

@@ -332,7 +332,10 @@ def import_(
     with _memsearch(db, model) as ms, _progress("embedding", len(memories)) as bar:
         task = bar.add_task("embedding", total=len(memories))
         outcomes = ms.add_many(
-            memories, replace=replace, dedup=dedup, progress=lambda done: bar.update(task, completed=done)
+            memories,
+            replace=replace,
+            dedup=dedup,
+            progress=lambda done, total: bar.update(task, completed=done, total=total),
         )
     skipped = [(line, o) for line, o in zip(lines, outcomes, strict=True) if not o.stored]
     messages.print(f"imported {len(outcomes) - len(skipped)} memories from {source}", markup=False)
@@ -504,7 +507,7 @@ def reindex(db: DbOption = None, model: ModelOption = None) -> None:
         total = ms.stats()["memories"]
         with _progress("re-embedding", total) as bar:
             task = bar.add_task("re-embedding", total=total)
-            count = ms.reindex(progress=lambda done: bar.update(task, completed=done))
+            count = ms.reindex(progress=lambda done, total: bar.update(task, completed=done, total=total))
         model_name = ms.encoder().info.name
     messages.print(f"re-embedded {count} memories with {model_name}", markup=False)
 

@@ -26,7 +26,7 @@ BUNDLED_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 _BUNDLED_ALIASES = {BUNDLED_MODEL_NAME, "all-MiniLM-L6-v2", "all-minilm-l6-v2", "bundled"}
 BACKENDS = ("onnx", "sentence-transformers")
 
-Progress = Callable[[int], None]
+Progress = Callable[[int, int], None]  # (texts done, texts in all)
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,7 @@ class Encoder(Protocol):
     info: EmbeddingModelInfo
 
     def encode(self, texts: Sequence[str], *, progress: Progress | None = None) -> np.ndarray:
-        """L2-normalised float32 vectors, one row per text; `progress` gets the count done so far."""
+        """L2-normalised float32 vectors, one row per text; `progress` gets (done, total) as it goes."""
         ...
 
 

@@ -150,7 +150,7 @@ class OnnxEncoder:
             rows = order[start : start + BATCH_SIZE]
             out[rows] = self._run([encodings[i] for i in rows])
             if progress:
-                progress(min(start + BATCH_SIZE, len(order)))
+                progress(min(start + BATCH_SIZE, len(order)), len(order))
         norms = np.linalg.norm(out, axis=1, keepdims=True)
         return out / np.maximum(norms, 1e-12)
 

@@ -49,7 +49,7 @@ class SentenceTransformerEncoder:
             parts.append(self._model.encode(batch, normalize_embeddings=True, convert_to_numpy=True))
             done += len(batch)
             if progress:
-                progress(done)
+                progress(done, len(texts))
         if not parts:
             return np.zeros((0, self.info.dim), dtype=np.float32)
         return np.ascontiguousarray(np.concatenate(parts), dtype=np.float32)

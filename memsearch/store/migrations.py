@@ -52,6 +52,29 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX memories_superseded_by ON memories (superseded_by);
     CREATE INDEX memories_group_id ON memories (group_id);
     """,
+    # 3: conversations. Turns and session chunks are memories of their own kind; a memory may
+    # carry extra "views" (named texts such as a turn with its neighbours), each full-text
+    # indexed and embedded, which recall routes search besides the memory's own text.
+    """
+    ALTER TABLE memories ADD COLUMN kind TEXT NOT NULL DEFAULT 'note' CHECK (kind IN ('note', 'turn', 'session'));
+    ALTER TABLE memories ADD COLUMN conversation TEXT;
+    ALTER TABLE memories ADD COLUMN position INTEGER;
+    ALTER TABLE memories ADD COLUMN parent_id INTEGER REFERENCES memories (id) ON DELETE SET NULL;
+    CREATE INDEX memories_conversation ON memories (conversation, session, position);
+    CREATE INDEX memories_parent ON memories (parent_id);
+    CREATE TABLE views (
+        id INTEGER PRIMARY KEY,
+        memory_id INTEGER NOT NULL REFERENCES memories (id) ON DELETE CASCADE,
+        view TEXT NOT NULL,
+        text TEXT NOT NULL,
+        vector BLOB,
+        UNIQUE (memory_id, view)
+    );
+    CREATE INDEX views_view ON views (view, memory_id);
+    CREATE VIRTUAL TABLE views_fts USING fts5 (
+        text, tokenize = 'porter unicode61 remove_diacritics 2'
+    );
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -31,7 +31,8 @@ BUSY_TIMEOUT_MS = 10_000
 
 _MEMORY_COLUMNS = (
     "id, key, text, created_at, last_accessed_at, access_count, importance, priority, pinned, "
-    "project, namespace, session, role, tags, metadata, content_hash, memory_score, superseded_by, group_id"
+    "project, namespace, session, role, tags, metadata, content_hash, memory_score, superseded_by, group_id, "
+    "kind, conversation, position, parent_id"
 )
 
 # Fields `memsearch set` may change, with their SQL columns.
@@ -47,6 +48,8 @@ class Scope:
     tags: tuple[str, ...] = ()
     since: datetime | None = None
     until: datetime | None = None
+    kinds: tuple[str, ...] = ()  # note, turn, session; empty: every kind
+    conversation: str | None = None
 
     @property
     def is_everything(self) -> bool:
@@ -71,6 +74,12 @@ class Scope:
         if self.until is not None:
             clauses.append(f"{alias}.created_at <= ?")
             params.append(to_iso(self.until))
+        if self.kinds:
+            clauses.append(f"{alias}.kind IN ({','.join('?' * len(self.kinds))})")
+            params.extend(self.kinds)
+        if self.conversation is not None:
+            clauses.append(f"{alias}.conversation = ?")
+            params.append(self.conversation)
         return (" AND ".join(clauses) or "1"), params
 
 
@@ -112,6 +121,10 @@ def _row_to_memory(row: sqlite3.Row | tuple[Any, ...]) -> Memory:
         memory_score=row[16],
         superseded_by=row[17],
         group_id=row[18],
+        kind=row[19],
+        conversation=row[20],
+        position=row[21],
+        parent_id=row[22],
     )
 
 
@@ -128,7 +141,7 @@ class SQLiteStore:
     def __init__(self, path: Path, connection: sqlite3.Connection) -> None:
         self.path = path
         self._db = connection
-        self._vector_cache: tuple[int, VectorIndex] | None = None
+        self._vector_cache: dict[str | None, tuple[int, VectorIndex]] = {}
 
     # -- opening -------------------------------------------------------------------------
 
@@ -244,10 +257,12 @@ class SQLiteStore:
         now: datetime,
         *,
         replace: bool = False,
+        view_vectors: Mapping[tuple[int, str], np.ndarray] | None = None,
     ) -> list[int]:
         """Store the memories with their FTS rows and vectors in one transaction; return their ids.
 
         A key that exists already is an error unless `replace`, which rewrites that memory in place.
+        `view_vectors` holds the vector of each (batch position, view name) that has one.
         """
         if vectors is not None and model is None:
             raise ValueError("vectors need the model that made them")
@@ -279,21 +294,27 @@ class SQLiteStore:
                     memory.role,
                     json.dumps(list(memory.tags), ensure_ascii=False),
                     json.dumps(dict(memory.metadata), ensure_ascii=False),
+                    memory.kind,
+                    memory.conversation,
+                    memory.position,
+                    self.id_for_key(memory.parent_key) if memory.parent_key is not None else None,
                 )
                 if existing is not None:
                     self._db.execute(
                         "UPDATE memories SET key = ?, text = ?, content_hash = ?, created_at = ?, importance = ?, "
                         "priority = ?, pinned = ?, project = ?, namespace = ?, session = ?, role = ?, tags = ?, "
-                        "metadata = ?, last_accessed_at = created_at WHERE id = ?",
+                        "metadata = ?, kind = ?, conversation = ?, position = ?, parent_id = ?, "
+                        "last_accessed_at = created_at WHERE id = ?",
                         (*values, existing),
                     )
                     self._db.execute("DELETE FROM memories_fts WHERE rowid = ?", (existing,))
+                    self._delete_views(existing)
                     memory_id = existing
                 else:
                     cursor = self._db.execute(
                         "INSERT INTO memories (key, text, content_hash, created_at, importance, priority, pinned, "
-                        "project, namespace, session, role, tags, metadata, last_accessed_at) "
-                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        "project, namespace, session, role, tags, metadata, kind, conversation, position, parent_id, "
+                        "last_accessed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                         (*values, created),
                     )
                     memory_id = int(cursor.lastrowid or 0)
@@ -307,6 +328,13 @@ class SQLiteStore:
                         "ON CONFLICT (memory_id) DO UPDATE SET vector = excluded.vector",
                         (memory_id, vectors[index].astype("<f4").tobytes()),
                     )
+                for view, text in memory.views.items():
+                    vector = view_vectors.get((index, view)) if view_vectors else None
+                    cursor = self._db.execute(
+                        "INSERT INTO views (memory_id, view, text, vector) VALUES (?, ?, ?, ?)",
+                        (memory_id, view, text, None if vector is None else vector.astype("<f4").tobytes()),
+                    )
+                    self._db.execute("INSERT INTO views_fts (rowid, text) VALUES (?, ?)", (cursor.lastrowid, text))
                 ids.append(memory_id)
             self._bump_generation()
         return ids
@@ -315,10 +343,17 @@ class SQLiteStore:
         """Delete all of the memories or, if any id is unknown, none of them."""
         with self.transaction():
             for memory_id in ids:
+                self._delete_views(memory_id)
                 if self._db.execute("DELETE FROM memories WHERE id = ?", (memory_id,)).rowcount == 0:
                     raise MemoryNotFoundError(f"no memory with id {memory_id}; nothing was deleted")
                 self._db.execute("DELETE FROM memories_fts WHERE rowid = ?", (memory_id,))
             self._bump_generation()
+
+    def _delete_views(self, memory_id: int) -> None:
+        self._db.execute(
+            "DELETE FROM views_fts WHERE rowid IN (SELECT id FROM views WHERE memory_id = ?)", (memory_id,)
+        )
+        self._db.execute("DELETE FROM views WHERE memory_id = ?", (memory_id,))
 
     def touch(self, ids: Sequence[int], now: datetime) -> None:
         """Record that a search returned these memories; increments are atomic in SQL, so
@@ -361,9 +396,19 @@ class SQLiteStore:
             )
             self._bump_generation()
 
-    def replace_vectors(self, ids: Sequence[int], vectors: np.ndarray, model: EmbeddingModelInfo) -> None:
-        """Swap every vector for one of `model` in one transaction (reindex)."""
+    def replace_vectors(
+        self,
+        ids: Sequence[int],
+        vectors: np.ndarray,
+        model: EmbeddingModelInfo,
+        view_vectors: Mapping[int, np.ndarray] | None = None,
+    ) -> None:
+        """Swap every vector (and each view's, by view row id) for one of `model` in one transaction."""
         with self.transaction():
+            self._db.executemany(
+                "UPDATE views SET vector = ? WHERE id = ?",
+                ((vector.astype("<f4").tobytes(), view_id) for view_id, vector in (view_vectors or {}).items()),
+            )
             self._db.execute("DELETE FROM vectors")
             self._db.executemany(
                 "INSERT INTO vectors (memory_id, vector) VALUES (?, ?)",
@@ -414,6 +459,10 @@ class SQLiteStore:
     def iter_texts(self) -> Iterator[tuple[int, str]]:
         yield from self._db.execute("SELECT id, text FROM memories ORDER BY id")
 
+    def iter_views(self) -> list[tuple[int, str]]:
+        """(view row id, text) of every view that has a vector."""
+        return self._db.execute("SELECT id, text FROM views WHERE vector IS NOT NULL ORDER BY id").fetchall()
+
     def count(self, scope: Scope = EVERYTHING) -> int:
         where, params = scope.where()
         return self._db.execute(f"SELECT count(*) FROM memories m WHERE {where}", params).fetchone()[0]
@@ -442,21 +491,77 @@ class SQLiteStore:
             params = [match, *scope_params, limit]
         return [(int(row[0]), float(row[1])) for row in self._db.execute(sql, params)]
 
-    def vector_index(self) -> VectorIndex:
-        """The stored vectors as one matrix, cached until the store's next write."""
+    def vector_index(self, view: str | None = None) -> VectorIndex:
+        """The stored vectors (of the memories' own texts, or of one view) as one matrix, cached
+        until the store's next write."""
         import numpy as np
 
         generation = self.generation()
-        if self._vector_cache is not None and self._vector_cache[0] == generation:
-            return self._vector_cache[1]
+        cached = self._vector_cache.get(view)
+        if cached is not None and cached[0] == generation:
+            return cached[1]
         model = self.embedding_model()
         dim = model.dim if model else 0
-        rows = self._db.execute("SELECT memory_id, vector FROM vectors ORDER BY memory_id").fetchall()
+        if view is None:
+            rows = self._db.execute("SELECT memory_id, vector FROM vectors ORDER BY memory_id").fetchall()
+        else:
+            rows = self._db.execute(
+                "SELECT memory_id, vector FROM views WHERE view = ? AND vector IS NOT NULL ORDER BY memory_id", (view,)
+            ).fetchall()
         ids = np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
         matrix = np.frombuffer(b"".join(row[1] for row in rows), dtype="<f4").astype(np.float32, copy=False)
         index = VectorIndex(ids=ids, matrix=matrix.reshape(len(rows), dim) if rows else np.zeros((0, dim), np.float32))
-        self._vector_cache = (generation, index)
+        self._vector_cache[view] = (generation, index)
         return index
+
+    def view_lexical_search(self, view: str, match: str, scope: Scope, limit: int) -> list[tuple[int, float]]:
+        """FTS5 BM25 over one view's texts, best first, as (memory id, score)."""
+        where, scope_params = scope.where()
+        sql = (
+            "SELECT v.memory_id, -bm25(views_fts) FROM views_fts JOIN views v ON v.id = views_fts.rowid "
+            f"JOIN memories m ON m.id = v.memory_id WHERE views_fts MATCH ? AND v.view = ? AND {where} "
+            "ORDER BY bm25(views_fts) LIMIT ?"
+        )
+        rows = self._db.execute(sql, [match, view, *scope_params, limit])
+        return [(int(row[0]), float(row[1])) for row in rows]
+
+    def views_of(self, memory_id: int) -> dict[str, str]:
+        rows = self._db.execute("SELECT view, text FROM views WHERE memory_id = ? ORDER BY view", (memory_id,))
+        return {view: text for view, text in rows}
+
+    def view_names(self) -> list[str]:
+        return [row[0] for row in self._db.execute("SELECT DISTINCT view FROM views ORDER BY view")]
+
+    def session_turns(self, conversation: str | None, session: str) -> list[Memory]:
+        """The turns of one session, in order."""
+        rows = self._db.execute(
+            f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE kind = 'turn' AND session = ? "
+            "AND conversation IS ? ORDER BY position, id",
+            (session, conversation),
+        )
+        return [_row_to_memory(row) for row in rows]
+
+    def around(self, memory: Memory, before: int, after: int) -> list[Memory]:
+        """The memory with its neighbours in time: its session's turns for a turn, else the
+        memories of its session (or of the whole store) by creation time."""
+        if memory.kind == "turn" and memory.session is not None:
+            turns = self.session_turns(memory.conversation, memory.session)
+            at = next(i for i, turn in enumerate(turns) if turn.id == memory.id)
+            return turns[max(0, at - before) : at + after + 1]
+        same_session = "AND session = ?" if memory.session is not None else ""
+        params: list[Any] = [memory.session] if memory.session is not None else []
+        stamp = (to_iso(memory.created_at), memory.id)
+        older = self._db.execute(
+            f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE (created_at, id) < (?, ?) AND kind != 'session' "
+            f"{same_session} ORDER BY created_at DESC, id DESC LIMIT ?",
+            (*stamp, *params, before),
+        ).fetchall()
+        newer = self._db.execute(
+            f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE (created_at, id) > (?, ?) AND kind != 'session' "
+            f"{same_session} ORDER BY created_at, id LIMIT ?",
+            (*stamp, *params, after),
+        ).fetchall()
+        return [_row_to_memory(row) for row in reversed(older)] + [memory] + [_row_to_memory(row) for row in newer]
 
     def stats(self) -> dict[str, Any]:
         db = self._db
