@@ -15,24 +15,26 @@ _memsearch_add() {
 
 _memsearch_import() {
     case $prev in
+        -f|--format) _memsearch_reply -W 'jsonl chat locomo longmemeval'; return ;;
         --db) _memsearch_paths -f; return ;;
         --model) _memsearch_paths -d; return ;;
         -p|--profile) return ;;
     esac
-    if [[ $cur == -* ]]; then _memsearch_reply -W '--replace -p --profile --db --model -h --help'
+    if [[ $cur == -* ]]; then _memsearch_reply -W '-f --format --no-sessions --sessions --facets --replace -p --profile --db --model -h --help'
     else _memsearch_paths -f; fi
 }
 
 _memsearch_search() {
     case $prev in
         -m|--mode) _memsearch_reply -W 'auto vector hybrid lexical'; return ;;
+        -g|--granularity) _memsearch_reply -W 'turn session'; return ;;
         --queries) _memsearch_paths -f; return ;;
         -f|--format) _memsearch_reply -W 'table json jsonl csv'; return ;;
         --db) _memsearch_paths -f; return ;;
         --model) _memsearch_paths -d; return ;;
         -k|--limit|--as-of|--tau|-p|--profile|--max-tokens|--project|--namespace|-t|--tag|--since|--until) return ;;
     esac
-    if [[ $cur == -* ]]; then _memsearch_reply -W '-k --limit -m --mode --raw --explain --as-of --tau -p --profile --max-tokens --no-touch --queries --project --namespace -t --tag --since --until -f --format --db --model -h --help'; fi
+    if [[ $cur == -* ]]; then _memsearch_reply -W '-k --limit -m --mode --raw --explain --as-of --tau -p --profile -g --granularity --max-tokens --no-touch --queries --project --namespace -t --tag --since --until -f --format --db --model -h --help'; fi
 }
 
 _memsearch_get() {
@@ -114,6 +116,15 @@ _memsearch_consolidate() {
     _memsearch_reply -W '--duplicate --related --dry-run -f --format --db -h --help'
 }
 
+_memsearch_timeline() {
+    case $prev in
+        -f|--format) _memsearch_reply -W 'table json jsonl csv'; return ;;
+        --db) _memsearch_paths -f; return ;;
+        -B|--before|-A|--after) return ;;
+    esac
+    if [[ $cur == -* ]]; then _memsearch_reply -W '-B --before -A --after --key -f --format --db -h --help'; fi
+}
+
 _memsearch_completions() {
     case $prev in
     esac
@@ -139,7 +150,7 @@ _memsearch() {
     case $cmd in
         '')
             if [[ $cur == -* ]]; then _memsearch_reply -W '--version --debug -h --help'
-            else _memsearch_reply -W 'add import search get list delete stats path reindex set pin unpin consolidate completions profiles'; fi ;;
+            else _memsearch_reply -W 'add import search get list delete stats path reindex set pin unpin consolidate timeline completions profiles'; fi ;;
         add) _memsearch_add ;;
         import) _memsearch_import ;;
         search) _memsearch_search ;;
@@ -153,6 +164,7 @@ _memsearch() {
         pin) _memsearch_pin ;;
         unpin) _memsearch_unpin ;;
         consolidate) _memsearch_consolidate ;;
+        timeline) _memsearch_timeline ;;
         completions) _memsearch_completions ;;
         profiles) _memsearch_profiles ;;
     esac

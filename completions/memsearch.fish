@@ -20,7 +20,7 @@ complete -c memsearch -n __fish_memsearch_using -l version -d 'Print the version
 complete -c memsearch -n __fish_memsearch_using -l debug -d 'Show tracebacks of errors.'
 complete -c memsearch -n __fish_memsearch_using -s h -l help -d 'Show this message and exit.'
 complete -c memsearch -n __fish_memsearch_using -a add -d 'Add one memory and print its id (a profile with ingest dedup may find it is a...'
-complete -c memsearch -n __fish_memsearch_using -a import -d 'Import memories from JSONL: every line is stored, or none is (near-duplicates...'
+complete -c memsearch -n __fish_memsearch_using -a import -d 'Import memories or conversations: every one is stored, or none is...'
 complete -c memsearch -n __fish_memsearch_using -a search -d 'Search memories.'
 complete -c memsearch -n __fish_memsearch_using -a get -d 'Show one memory.'
 complete -c memsearch -n __fish_memsearch_using -a list -d 'List memories, newest first.'
@@ -32,6 +32,7 @@ complete -c memsearch -n __fish_memsearch_using -a set -d 'Change a memory\'s sc
 complete -c memsearch -n __fish_memsearch_using -a pin -d 'Pin memories (boosted by profiles that score pins; never hidden as superseded).'
 complete -c memsearch -n __fish_memsearch_using -a unpin -d 'Unpin memories.'
 complete -c memsearch -n __fish_memsearch_using -a consolidate -d 'Mark older near-duplicates superseded by the newest one and group related...'
+complete -c memsearch -n __fish_memsearch_using -a timeline -d 'Show the turns around a memory in order (for a note: the memories around it...'
 complete -c memsearch -n __fish_memsearch_using -a completions -d 'Print the shell-completion script (static: tab completion never starts Python).'
 complete -c memsearch -n __fish_memsearch_using -a profiles -d 'The ranking profiles: `memsearch profiles` lists them, `memsearch profiles...'
 
@@ -52,6 +53,9 @@ complete -c memsearch -n '__fish_memsearch_using add' -l db -r -F -d 'Store file
 complete -c memsearch -n '__fish_memsearch_using add' -l model -x -a '(__fish_complete_directories)' -d 'A sentence-transformers model directory. Default: $MEMSEARCH_MODEL, else the bundled all-MiniLM-L6-v2.'
 complete -c memsearch -n '__fish_memsearch_using add' -s h -l help -d 'Show this message and exit.'
 
+complete -c memsearch -n '__fish_memsearch_using import' -s f -l format -x -a 'jsonl chat locomo longmemeval' -d 'jsonl: one memory per line. chat: one turn per line (session, role or speaker, text, created_at). locomo, longmemeval: those benchmarks\' JSON.'
+complete -c memsearch -n '__fish_memsearch_using import' -l no-sessions -l sessions -d 'Conversations: store a chunk per session too.'
+complete -c memsearch -n '__fish_memsearch_using import' -l facets -d 'Conversations: extract facet views (personal info, preferences, events).'
 complete -c memsearch -n '__fish_memsearch_using import' -l replace -d 'Overwrite memories whose key exists already.'
 complete -c memsearch -n '__fish_memsearch_using import' -s p -l profile -x -d 'Ranking profile (see `memsearch profiles`). Default: default.'
 complete -c memsearch -n '__fish_memsearch_using import' -l db -r -F -d 'Store file. Default: $MEMSEARCH_DB, else $MEMSEARCH_HOME/memsearch.db, else the user data dir.'
@@ -66,6 +70,7 @@ complete -c memsearch -n '__fish_memsearch_using search' -l explain -d 'Show eac
 complete -c memsearch -n '__fish_memsearch_using search' -l as-of -x -d 'The \'now\' for time decay, ISO-8601.'
 complete -c memsearch -n '__fish_memsearch_using search' -l tau -x -d 'Time-decay constant in days (0: no decay).'
 complete -c memsearch -n '__fish_memsearch_using search' -s p -l profile -x -d 'Ranking profile (see `memsearch profiles`). Default: default.'
+complete -c memsearch -n '__fish_memsearch_using search' -s g -l granularity -x -a 'turn session' -d 'turn: turns and notes; session: session chunks, supported by their turns.'
 complete -c memsearch -n '__fish_memsearch_using search' -l max-tokens -x -d 'Token budget for the results (about 4 characters a token).'
 complete -c memsearch -n '__fish_memsearch_using search' -l no-touch -d 'Do not record this search as an access of its results.'
 complete -c memsearch -n '__fish_memsearch_using search' -l queries -r -F -d 'A JSONL file of {"query": …} objects (or - for stdin): one result set each.'
@@ -136,6 +141,13 @@ complete -c memsearch -n '__fish_memsearch_using consolidate' -l dry-run -d 'Sho
 complete -c memsearch -n '__fish_memsearch_using consolidate' -s f -l format -x -a 'table json jsonl csv' -d 'Output format.'
 complete -c memsearch -n '__fish_memsearch_using consolidate' -l db -r -F -d 'Store file. Default: $MEMSEARCH_DB, else $MEMSEARCH_HOME/memsearch.db, else the user data dir.'
 complete -c memsearch -n '__fish_memsearch_using consolidate' -s h -l help -d 'Show this message and exit.'
+
+complete -c memsearch -n '__fish_memsearch_using timeline' -s B -l before -x -d 'How many memories before it.'
+complete -c memsearch -n '__fish_memsearch_using timeline' -s A -l after -x -d 'How many memories after it.'
+complete -c memsearch -n '__fish_memsearch_using timeline' -l key -d 'Read REF as a key even if it is a number.'
+complete -c memsearch -n '__fish_memsearch_using timeline' -s f -l format -x -a 'table json jsonl csv' -d 'Output format.'
+complete -c memsearch -n '__fish_memsearch_using timeline' -l db -r -F -d 'Store file. Default: $MEMSEARCH_DB, else $MEMSEARCH_HOME/memsearch.db, else the user data dir.'
+complete -c memsearch -n '__fish_memsearch_using timeline' -s h -l help -d 'Show this message and exit.'
 
 complete -c memsearch -n '__fish_memsearch_using completions' -s h -l help -d 'Show this message and exit.'
 

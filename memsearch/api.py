@@ -24,6 +24,7 @@ from memsearch.retrieval.pipeline import (
     with_tau,
 )
 from memsearch.store import EVERYTHING, Scope, SQLiteStore
+from memsearch.store.sqlite import VECTOR_VIEWS
 from memsearch.timeutil import utc_now
 
 if TYPE_CHECKING:
@@ -43,16 +44,25 @@ class AddOutcome:
 
 def embed_memories(
     encoder: Encoder, memories: Sequence[NewMemory], progress: Progress | None = None
-) -> tuple[np.ndarray, dict[tuple[int, str], np.ndarray]]:
-    """Vectors of the memories' texts and of their views, each distinct text embedded once
-    (a turn's text is also its predecessor's "next" view, for instance)."""
+) -> tuple[np.ndarray, dict[int, dict[str, np.ndarray]]]:
+    """Vectors of the memories' texts and of their vector views, each distinct text embedded once
+    (a turn's text is also its predecessor's `next` view, for instance). A view whose text is the
+    memory's own gets no vector of its own (the memory's vector stands for it), except a facet,
+    whose route searches only the memories that have it."""
     texts = [m.text for m in memories]
-    view_texts = {(i, view): text for i, m in enumerate(memories) for view, text in m.views.items()}
+    view_texts = {
+        (i, view): text
+        for i, m in enumerate(memories)
+        for view, text in m.views.items()
+        if view in VECTOR_VIEWS and (text != m.text or view.startswith("facet_"))
+    }
     unique = list(dict.fromkeys([*texts, *view_texts.values()]))
     encoded = encoder.encode(unique, progress=progress)
     row = {text: n for n, text in enumerate(unique)}
-    vectors = encoded[[row[text] for text in texts]]
-    return vectors, {key: encoded[row[text]] for key, text in view_texts.items()}
+    view_vectors: dict[int, dict[str, np.ndarray]] = {}
+    for (i, view), text in view_texts.items():
+        view_vectors.setdefault(i, {})[view] = encoded[row[text]]
+    return encoded[[row[text] for text in texts]], view_vectors
 
 
 def near_duplicates(
@@ -173,9 +183,7 @@ class Memsearch:
         duplicates = near_duplicates(store, memories, vectors, dedup) if dedup is not None else {}
         kept = [i for i in range(len(memories)) if i not in duplicates]
         batch_position = {old: new for new, old in enumerate(kept)}
-        kept_view_vectors = {
-            (batch_position[i], view): vector for (i, view), vector in view_vectors.items() if i in batch_position
-        }
+        kept_view_vectors = {batch_position[i]: views for i, views in view_vectors.items() if i in batch_position}
         stored = store.insert(
             [memories[i] for i in kept],
             vectors[kept],
@@ -203,15 +211,15 @@ class Memsearch:
         store = self.store()
         encoder = self.encoder()
         rows = list(store.iter_texts())
-        views = store.iter_views()
-        unique = list(dict.fromkeys([*(text for _, text in rows), *(text for _, text in views)]))
+        views = store.views_with_vectors()
+        unique = list(dict.fromkeys([*(text for _, text in rows), *(text for _, _, text in views)]))
         encoded = encoder.encode(unique, progress=progress)
         position = {text: n for n, text in enumerate(unique)}
         store.replace_vectors(
             [memory_id for memory_id, _ in rows],
             encoded[[position[text] for _, text in rows]],
             encoder.info,
-            view_vectors={view_id: encoded[position[text]] for view_id, text in views},
+            view_vectors={(memory_id, view): encoded[position[text]] for memory_id, view, text in views},
         )
         return len(rows)
 

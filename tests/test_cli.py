@@ -63,7 +63,7 @@ def test_search_json_contract(filled: None) -> None:
 def test_search_table_with_explain_and_raw(filled: None) -> None:
     out = run("search", "parseConfig", "--explain", "--raw", "-k", "1").stdout
     assert "parseConfig" in out and "exact tokens" in out
-    assert "lexical leg" in out and "vector leg" in out and "rrf (k=60)" in out and "× decay" in out and "final" in out
+    assert "lexical leg" in out and "vector leg" in out and "rrf (k=10)" in out and "× decay" in out and "final" in out
     assert "all 3 candidates before filtering" in out and "limit" in out
 
 

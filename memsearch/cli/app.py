@@ -86,6 +86,11 @@ class Mode(StrEnum):
     lexical = "lexical"
 
 
+class Granularity(StrEnum):
+    turn = "turn"
+    session = "session"
+
+
 class Format(StrEnum):
     table = "table"
     json = "json"
@@ -314,22 +319,51 @@ def parse_memories(content: str, source: str) -> tuple[list[int], list[NewMemory
     return numbers, memories
 
 
+class ImportFormat(StrEnum):
+    jsonl = "jsonl"
+    chat = "chat"
+    locomo = "locomo"
+    longmemeval = "longmemeval"
+
+
 @app.command("import")
 def import_(
-    file: Annotated[str, typer.Argument(help="A JSONL file, one memory per line, or - for stdin.")],
+    file: Annotated[str, typer.Argument(help="The file to import, or - for stdin.")],
+    fmt: Annotated[
+        ImportFormat,
+        typer.Option(
+            "--format",
+            "-f",
+            help="jsonl: one memory per line. chat: one turn per line (session, role or speaker, text, "
+            "created_at). locomo, longmemeval: those benchmarks' JSON.",
+        ),
+    ] = ImportFormat.jsonl,
+    sessions: Annotated[
+        bool, typer.Option("--sessions/--no-sessions", help="Conversations: store a chunk per session too.")
+    ] = True,
+    facets: Annotated[
+        bool, typer.Option("--facets", help="Conversations: extract facet views (personal info, preferences, events).")
+    ] = False,
     replace: Annotated[bool, typer.Option("--replace", help="Overwrite memories whose key exists already.")] = False,
     profile: ProfileOption = None,
     db: DbOption = None,
     model: ModelOption = None,
 ) -> None:
-    """Import memories from JSONL: every line is stored, or none is (near-duplicates are reported)."""
-    content, source = _read_source(file)
-    lines, memories = parse_memories(content, source)
+    """Import memories or conversations: every one is stored, or none is (near-duplicates are reported)."""
+    if fmt == ImportFormat.jsonl:
+        content, source = _read_source(file)
+        lines, memories = parse_memories(content, source)
+    else:
+        lines, memories, source = [], *_conversation_memories(file, fmt, sessions)
     if not memories:
-        messages.print(f"{source} has no memories; nothing imported")
+        messages.print(f"{source} has no memories; nothing imported", markup=False)
         return
     dedup = _ingest_dedup(profile)
     with _memsearch(db, model) as ms, _progress("embedding", len(memories)) as bar:
+        if facets:
+            from memsearch.conversations import with_facets
+
+            memories = with_facets(memories, ms.encoder())
         task = bar.add_task("embedding", total=len(memories))
         outcomes = ms.add_many(
             memories,
@@ -337,13 +371,46 @@ def import_(
             dedup=dedup,
             progress=lambda done, total: bar.update(task, completed=done, total=total),
         )
-    skipped = [(line, o) for line, o in zip(lines, outcomes, strict=True) if not o.stored]
-    messages.print(f"imported {len(outcomes) - len(skipped)} memories from {source}", markup=False)
-    for line, outcome in skipped:
-        messages.print(
-            f"line {line} not stored: a near-duplicate of id {outcome.duplicate_of} (cosine {outcome.similarity:.3f})",
-            markup=False,
-        )
+    stored = [m for m, o in zip(memories, outcomes, strict=True) if o.stored]
+    counts = {kind: sum(m.kind == kind for m in stored) for kind in ("note", "turn", "session")}
+    summary = ", ".join(f"{n} {kind}{'s' if n != 1 else ''}" for kind, n in counts.items() if n)
+    messages.print(f"imported {summary or '0 memories'} from {source}", markup=False)
+    for line, outcome in zip(lines or range(1, len(outcomes) + 1), outcomes, strict=True):
+        if not outcome.stored:
+            where = f"line {line}" if lines else f"item {line}"
+            messages.print(
+                f"{where} not stored: a near-duplicate of id {outcome.duplicate_of} (cosine {outcome.similarity:.3f})",
+                markup=False,
+            )
+
+
+def _conversation_memories(file: str, fmt: ImportFormat, sessions: bool) -> tuple[list[NewMemory], str]:
+    """The memories of a chat JSONL, LoCoMo or LongMemEval file (stdin is read into a temporary file)."""
+    import tempfile
+
+    from memsearch.conversations import conversation_memories
+    from memsearch.eval.datasets import load_chat_jsonl, load_locomo, load_longmemeval
+
+    if file == "-":
+        content, _ = _read_source(file)
+        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False, encoding="utf-8") as handle:
+            handle.write(content)
+        path, source = Path(handle.name), "stdin"
+    else:
+        path, source = Path(file), file
+        if not path.is_file():
+            raise InvalidInputError(f"cannot read {file}: no such file")
+    try:
+        if fmt == ImportFormat.chat:
+            conversations = [load_chat_jsonl(path, conversation_id=path.stem if file != "-" else "stdin")]
+        else:
+            loader = load_locomo if fmt == ImportFormat.locomo else load_longmemeval
+            conversations = [conversation for conversation, _ in loader(path)]
+    finally:
+        if file == "-":
+            path.unlink(missing_ok=True)
+    memories = [m for conversation in conversations for m in conversation_memories(conversation, sessions=sessions)]
+    return memories, source
 
 
 @app.command()
@@ -364,6 +431,12 @@ def search(
     as_of: Annotated[str | None, typer.Option("--as-of", help="The 'now' for time decay, ISO-8601.")] = None,
     tau: Annotated[float | None, typer.Option("--tau", help="Time-decay constant in days (0: no decay).")] = None,
     profile: ProfileOption = None,
+    granularity: Annotated[
+        Granularity,
+        typer.Option(
+            "--granularity", "-g", help="turn: turns and notes; session: session chunks, supported by their turns."
+        ),
+    ] = Granularity.turn,
     max_tokens: Annotated[
         int | None,
         typer.Option("--max-tokens", help="Token budget for the results (about 4 characters a token).", min=1),
@@ -391,7 +464,13 @@ def search(
         raise InvalidInputError("give a QUERY or --queries FILE (one of them)")
     scope = _scope(project, namespace, tag, since, until)
     moment = parse_time(as_of, what="--as-of") if as_of else None
-    common = {"scope": scope, "as_of": moment, "max_tokens": max_tokens, "touch": not no_touch}
+    common = {
+        "scope": scope,
+        "as_of": moment,
+        "max_tokens": max_tokens,
+        "touch": not no_touch,
+        "granularity": granularity.value,
+    }
     requests = (
         parse_queries(queries, k=k, mode=mode.value, **common)
         if queries is not None
@@ -624,6 +703,23 @@ def profiles_show(
     from memsearch.profiles import available, load_profile
 
     render_profile(load_profile(name), available()[name], fmt.value)
+
+
+@app.command()
+def timeline(
+    ref: Annotated[str, typer.Argument(help="The memory's id, or its key.")],
+    before: Annotated[int, typer.Option("--before", "-B", help="How many memories before it.", min=0)] = 5,
+    after: Annotated[int, typer.Option("--after", "-A", help="How many memories after it.", min=0)] = 5,
+    key: Annotated[bool, typer.Option("--key", help="Read REF as a key even if it is a number.")] = False,
+    fmt: FormatOption = Format.table,
+    db: DbOption = None,
+) -> None:
+    """Show the turns around a memory in order (for a note: the memories around it in time)."""
+    from memsearch.cli.render import render_timeline
+
+    with _memsearch(db) as ms:
+        memory = ms.get(_ref(ref, key))
+        render_timeline(ms.store().around(memory, before, after), memory.id, fmt.value)
 
 
 class Shell(StrEnum):

@@ -16,6 +16,8 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from memsearch.profiles import leg_kind
+
 if TYPE_CHECKING:
     from pathlib import Path
 
@@ -217,19 +219,31 @@ def explain_table(rank: int, candidate: Candidate, outcome: SearchOutcome) -> Ta
     table.add_column("value", justify="right")
     table.add_column("detail")
     for leg, hit in sorted(candidate.legs.items()):
-        table.add_row(f"{leg} leg", str(hit.rank), f"{hit.score:.4g}", "cosine" if leg == "vector" else "bm25")
+        spec = outcome.profile.legs.get(leg, leg)
+        measure = {"vector": "cosine", "lexical": "bm25", "time": "in a date the query names"}[leg_kind(spec)]
+        table.add_row(
+            f"{leg} leg", str(hit.rank), f"{hit.score:.4g}", f"{measure} ({spec})" if spec != leg else measure
+        )
     if fusion.method == "rrf":
         parts = [
             f"{fusion.weights.get(leg, 1.0):g}/({fusion.rrf_k:g}+{hit.rank}) [{leg}]"
             for leg, hit in sorted(candidate.legs.items())
         ]
         parts += [f"{value:g} [{name}]" for name, value in sorted(candidate.fusion_terms.items()) if ":" in name]
+        parts = parts or ["no leg (found through its turns)"]
         title = f"rrf (k={fusion.rrf_k:g})"
     else:
         parts = [f"{fusion.weights[n]:g}·{candidate.fusion_detail[n]:.4g} [{n}]" for n in candidate.fusion_terms]
         title = "weighted sum"
     detail = candidate.fusion_detail
-    if "norm_rrf" in detail:
+    if "turn_support" in detail:
+        table.add_row(title, "", f"{detail['session_rrf_score']:.6f}", escape(" + ".join(parts)))
+        shown = (
+            f"min(cap, share · {detail['supporting_turn_count']} turns' best) "
+            f"[best turn {detail['best_turn_id']}: {', '.join(detail['best_turn_routes'])}]"
+        )
+        table.add_row("+ turn support", "", f"{detail['turn_support']:.6f}", escape(shown))
+    elif "norm_rrf" in detail:
         table.add_row(title, "", f"{detail['rrf']:.6f}", escape(" + ".join(parts)))
         blend = detail["blend_vector"]
         mix = f"{1 - blend:g}·{detail['norm_rrf']:.4f} [min-max rrf] + {blend:g}·{detail['vector_score']:.4f} [cosine]"
@@ -332,3 +346,34 @@ def render_consolidation(result: ConsolidationPlan, older: dict[int, Memory], fm
         for old, new in sorted(result.superseded.items()):
             table.add_row(str(old), str(new), _preview(older[old].text) if old in older else "")
         stdout_console().print(table)
+
+
+def render_timeline(memories: Sequence[Memory], current: int, fmt: str) -> None:
+    if fmt != "table":
+        documents = [{**m.to_dict(), "current": m.id == current} for m in memories]
+        if fmt == "json":
+            write_json(documents)
+        elif fmt == "jsonl":
+            for document in documents:
+                write_json(document, compact=True)
+        else:
+            writer = csv.writer(sys.stdout)
+            writer.writerow(("id", "current", "created_at", "session", "position", "role", "text"))
+            for d in documents:
+                writer.writerow([d[c] for c in ("id", "current", "created_at", "session", "position", "role", "text")])
+        return
+    table = Table()
+    for column in ("id", "when", "session", "#", "who", "text"):
+        table.add_column(column, justify="right" if column in ("id", "#") else "left", no_wrap=column != "text")
+    for m in memories:
+        style = "bold" if m.id == current else None
+        table.add_row(
+            str(m.id),
+            _short_time(m.to_dict()["created_at"]),
+            m.session or "",
+            "" if m.position is None else str(m.position),
+            m.role or "",
+            Text(m.text, style=style or ""),
+            style=style,
+        )
+    stdout_console().print(table)

@@ -8,6 +8,7 @@ another with `extends = "name"`. Every key is checked: a typo is an error, not a
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
@@ -17,9 +18,24 @@ from typing import Any
 from memsearch.errors import InvalidInputError
 
 SHIPPED_DIR = Path(__file__).parent
-LEGS = ("lexical", "vector")
 SIGNALS = ("vector", "lexical", "importance", "access_recency")
-ADJUSTMENTS = ("decay", "memory_score", "priority", "pinned", "project")
+ADJUSTMENTS = ("decay", "memory_score", "priority", "pinned", "project", "speaker")
+
+# A leg (recall route) spec: `lexical` (text and tags) or `lexical@<column view>`; `vector` (the
+# memory's own vector) or `vector@<vector view>`, optionally `:<role>` to search that role's
+# memories only; `time`, the memories created within the dates a query names.
+LEG_SPEC = re.compile(
+    r"^(?:lexical(?:@(?:context|prev))?"
+    r"|vector(?:@(?:context|next|facet_personal_info|facet_preferences|facet_events))?(?::[^:@\s]+)?"
+    r"|time)$"
+)
+
+
+def leg_kind(spec: str) -> str:
+    """`lexical`, `vector` or `time`: which modes a leg belongs to."""
+    return spec.split("@")[0].split(":")[0]
+
+
 DECAY_SHAPES = ("exponential", "floor", "hyperbolic")
 DECAY_CLOCKS = ("created_at", "last_accessed_at")
 
@@ -60,7 +76,7 @@ class Adjustment:
     tau_days: float = 7.0  # decay: exp(-age / tau); hyperbolic: 1 / (1 + days / tau)
     floor: float = 0.0  # decay shape floor: floor + (1 - floor) · exp(-age / tau)
     weight: float = 0.1  # memory_score: added weight · score
-    factor: float = 1.1  # pinned: multiplier
+    factor: float = 1.1  # pinned, speaker: multiplier
     same: float = 1.3  # project: same project
     other: float = 0.8  # project: another project
     none: float = 0.9  # project: memory without a project
@@ -82,7 +98,7 @@ class Profile:
     summary: str = ""
     seed: str = ""
     k: int = 10
-    legs: tuple[str, ...] = LEGS
+    legs: Mapping[str, str] = field(default_factory=lambda: {"lexical": "lexical", "vector": "vector"})
     pool: PoolSize = field(default_factory=PoolSize)
     exhaustive: bool = False  # rank every memory (exact top-k of a weighted score), not pools
     fusion: Fusion = field(default_factory=Fusion)
@@ -91,6 +107,13 @@ class Profile:
     adjust: tuple[Adjustment, ...] = ()
     select: Selection = field(default_factory=Selection)
     ingest_dedup: float | None = None  # cosine at which `add` reports a near-duplicate instead of storing
+    # The dense query drops the words found in more than this share of the memories in scope
+    # (such as speaker names in a conversation): they say nothing about which memory is meant.
+    dense_common_share: float | None = None
+    # Session granularity (Memsense): turn support = min(cap, share · best turn's fused score).
+    session_support_cap: float = 0.12
+    session_support_share: float = 0.6
+    neighbours: int = 1  # turns either side that join a hit when there are no session chunks
 
     @property
     def project_boost(self) -> bool:
@@ -188,9 +211,13 @@ def _build(values: dict[str, Any]) -> Profile:
         entry = dict(item) if isinstance(item, Mapping) else {}
         _check_keys(entry, set(Adjustment.__dataclass_fields__), "adjust")
         adjustments.append(Adjustment(**entry))
+    scalars = (
+        "name", "summary", "seed", "k", "exhaustive", "drop_superseded", "dense_common_share",
+        "session_support_cap", "session_support_share", "neighbours",
+    )  # fmt: skip
     profile = Profile(
-        **{key: values[key] for key in ("name", "summary", "seed", "k", "exhaustive", "drop_superseded")},
-        legs=tuple(values["legs"]),
+        **{key: values[key] for key in scalars},
+        legs=_legs(values["legs"]),
         pool=PoolSize(**values["pool"]),
         fusion=Fusion(**fusion),
         min_score=values["min_score"],
@@ -202,13 +229,27 @@ def _build(values: dict[str, Any]) -> Profile:
     return profile
 
 
+def _legs(value: Any) -> dict[str, str]:
+    """A list of specs (each its own name) or a table of name = spec."""
+    if isinstance(value, Mapping):
+        return {str(name): str(spec) for name, spec in value.items()}
+    if isinstance(value, list | tuple):
+        return {str(spec): str(spec) for spec in value}
+    raise ValueError("legs must be a list of leg specs or a table of name = spec")
+
+
 def validate(profile: Profile) -> None:
     """Reject profiles the pipeline cannot run, naming the first problem."""
-    if not profile.legs or set(profile.legs) - set(LEGS):
-        raise ValueError(f"legs must be some of {LEGS}, not {profile.legs}")
+    if not profile.legs:
+        raise ValueError("a profile needs at least one leg")
+    for name, spec in profile.legs.items():
+        if not LEG_SPEC.match(spec):
+            raise ValueError(
+                f"leg {name!r}: {spec!r} is not a leg spec (lexical[@context|@prev], vector[@view][:role], time)"
+            )
     if profile.fusion.method not in ("rrf", "weighted"):
         raise ValueError(f"fusion.method must be rrf or weighted, not {profile.fusion.method!r}")
-    allowed = LEGS if profile.fusion.method == "rrf" else SIGNALS
+    allowed = tuple(profile.legs) if profile.fusion.method == "rrf" else SIGNALS
     if set(profile.fusion.weights) - set(allowed):
         raise ValueError(f"fusion.weights names must be some of {allowed}")
     for adjustment in profile.adjust:

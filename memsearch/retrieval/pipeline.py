@@ -5,8 +5,9 @@ Which stages run and with what parameters is the profile's business (memsearch/p
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -14,8 +15,9 @@ import numpy as np
 
 from memsearch.embedding import Encoder
 from memsearch.errors import InvalidInputError
-from memsearch.profiles import Profile, load_profile
+from memsearch.profiles import Profile, leg_kind, load_profile
 from memsearch.retrieval.candidates import Candidate, LegHit
+from memsearch.retrieval.dates import as_datetimes, date_ranges
 from memsearch.retrieval.fusion import fuse
 from memsearch.retrieval.recall import rank_hits, vector_top
 from memsearch.retrieval.routing import Route, route_query
@@ -30,10 +32,11 @@ from memsearch.retrieval.select import (
     take_top,
 )
 from memsearch.store import EVERYTHING, Scope, SQLiteStore, VectorIndex
-from memsearch.store.fts import match_expression
+from memsearch.store.fts import STOPWORDS, match_expression
 from memsearch.timeutil import to_iso, utc_now
 
 MODES = ("auto", "vector", "hybrid", "lexical")
+GRANULARITIES = ("turn", "session")
 LEXICAL, VECTOR = "lexical", "vector"
 SCHEMA_VERSION = 1
 MAX_K = 1000
@@ -48,6 +51,7 @@ class SearchRequest:
     as_of: datetime | None = None  # "now" for decay; a search with it changes nothing
     max_tokens: int | None = None  # overrides the profile's token budget
     touch: bool = True  # record the access on the returned memories
+    granularity: str = "turn"  # turn: turns and notes; session: session chunks (and notes)
 
     def __post_init__(self) -> None:
         if not self.query.strip():
@@ -56,6 +60,8 @@ class SearchRequest:
             raise InvalidInputError(f"unknown mode {self.mode!r} (choose from {', '.join(MODES)})")
         if self.k is not None and not 1 <= self.k <= MAX_K:
             raise InvalidInputError(f"k must be from 1 to {MAX_K}, not {self.k}")
+        if self.granularity not in GRANULARITIES:
+            raise InvalidInputError(f"granularity must be turn or session, not {self.granularity!r}")
         if self.max_tokens is not None and self.max_tokens < 1:
             raise InvalidInputError(f"--max-tokens must be at least 1, not {self.max_tokens}")
 
@@ -141,6 +147,10 @@ def candidate_dict(candidate: Candidate, profile: Profile) -> dict[str, Any]:
         "role": memory.role,
         "pinned": memory.pinned,
         "superseded_by": memory.superseded_by,
+        "kind": memory.kind,
+        "conversation": memory.conversation,
+        "position": memory.position,
+        "context_of": candidate.selection.get("context_of"),
         "explain": explain_dict(candidate, profile),
     }
 
@@ -148,30 +158,98 @@ def candidate_dict(candidate: Candidate, profile: Profile) -> dict[str, Any]:
 # -- stages that read the store ------------------------------------------------------------
 
 
-def choose_route(request: SearchRequest, profile: Profile) -> tuple[Route, tuple[str, ...]]:
-    """The strategy and the legs to run: the mode's legs that the profile has."""
+def choose_route(request: SearchRequest, profile: Profile) -> tuple[Route, dict[str, str]]:
+    """The strategy and the legs to run: the profile's legs that belong to the mode."""
     route = route_query(request.query) if request.mode == "auto" else Route(request.mode, f"--mode {request.mode}")
-    wanted = {"vector": (VECTOR,), "lexical": (LEXICAL,), "hybrid": (LEXICAL, VECTOR)}[route.strategy]
-    legs = tuple(leg for leg in profile.legs if leg in wanted)
+    wanted = {"vector": ("vector",), "lexical": ("lexical",), "hybrid": ("lexical", "vector", "time")}[route.strategy]
+    legs = {name: spec for name, spec in profile.legs.items() if leg_kind(spec) in wanted}
     if not legs:
         raise InvalidInputError(
             f"profile {profile.name} has no {route.strategy} leg (its legs: {', '.join(profile.legs)}); "
             "choose another --mode"
         )
-    if len(legs) < len(wanted):
-        route = replace(route, reason=f"{route.reason}; profile {profile.name} recalls by {' and '.join(legs)} only")
+    kinds = {leg_kind(spec) for spec in legs.values()} - {"time"}
+    if route.strategy == "hybrid" and len(kinds) < 2:
+        route = replace(route, reason=f"{route.reason}; profile {profile.name} recalls by {' and '.join(kinds)} only")
     return route, legs
-
-
-def recall_lexical(store: SQLiteStore, query: str, scope: Scope, pool: int) -> dict[int, LegHit]:
-    match = match_expression(query)
-    return rank_hits(store.lexical_search(match, scope, pool)) if match else {}
 
 
 def scope_mask(store: SQLiteStore, index: VectorIndex, scope: Scope) -> np.ndarray | None:
     if scope.is_everything:
         return None
     return np.isin(index.ids, np.asarray(store.scoped_ids(scope), np.int64))
+
+
+_WORD_WITH_POSSESSIVE = re.compile(r"\b(\w+)(?:'s)?\b")
+
+
+def dense_query_text(store: SQLiteStore, query: str, scope: Scope, share: float | None) -> str:
+    """The query without the words found in more than `share` of the memories in scope (speaker
+    names in a conversation, say): they pull the query vector towards every memory alike. The
+    query is kept whole when nothing would remain."""
+    if share is None:
+        return query
+    total = store.count(scope)
+    common = {
+        word
+        for word in {w.lower() for w in _WORD_WITH_POSSESSIVE.findall(query)} - STOPWORDS
+        if total and store.document_frequency(f'"{word}"', scope) > share * total
+    }
+    if not common:
+        return query
+    kept = _WORD_WITH_POSSESSIVE.sub(lambda m: "" if m.group(1).lower() in common else m.group(0), query)
+    kept = " ".join(kept.split())
+    return kept if re.search(r"\w", kept) else query
+
+
+@dataclass
+class Recall:
+    """What the legs of one search share: the store, the scope, the pool, and the query vector
+    (embedded once, on first use)."""
+
+    store: SQLiteStore
+    query: str
+    scope: Scope
+    pool: int
+    profile: Profile
+    embed: Callable[[str], np.ndarray]
+    exhaustive_ranking: list[tuple[int, float]] = field(default_factory=list)
+    _vector: np.ndarray | None = None
+
+    def vector(self) -> np.ndarray:
+        if self._vector is None:
+            text = dense_query_text(self.store, self.query, self.scope, self.profile.dense_common_share)
+            self._vector = self.embed(text)
+        return self._vector
+
+    def leg(self, spec: str) -> dict[int, LegHit]:
+        kind = leg_kind(spec)
+        if kind == "lexical":
+            match = match_expression(self.query)
+            column = spec.partition("@")[2] or None
+            return rank_hits(self.store.lexical_search(match, self.scope, self.pool, column)) if match else {}
+        if kind == "time":
+            return self.time_leg()
+        view_role, _, role = spec.partition(":")
+        view = view_role.partition("@")[2] or None
+        index = self.store.vector_index(view)
+        scope = replace(self.scope, roles=(role,)) if role else self.scope
+        size = index.ids.size if self.profile.exhaustive and view is None and not role else self.pool
+        ranking = vector_top(index, self.vector(), size, scope_mask(self.store, index, scope))
+        if size > self.pool:
+            self.exhaustive_ranking = ranking
+        return rank_hits(ranking[: self.pool])
+
+    def time_leg(self) -> dict[int, LegHit]:
+        """Every memory created within a date the query names, all ranked first; a range holding
+        more memories than the pool is too broad to tell anything and is skipped."""
+        hits: dict[int, LegHit] = {}
+        for day_range in date_ranges(self.query):
+            start, end = as_datetimes(day_range)
+            ids = self.store.ids_created_between(start, end, self.scope, self.pool)
+            if len(ids) <= self.pool:
+                hits.update({memory_id: LegHit(1, 1.0) for memory_id in ids})
+        return hits
 
 
 def build_candidates(
@@ -202,6 +280,12 @@ def cosines_for(index: VectorIndex, query_vector: np.ndarray, ids: Sequence[int]
     return {int(i): float(s) for i, s in zip(wanted[present], scores, strict=True)}
 
 
+def named_speaker(query: str, speakers: Sequence[str]) -> str | None:
+    """The one speaker the query names (whole words, any case), or None for none or several."""
+    named = [s for s in speakers if re.search(rf"\b{re.escape(s)}\b", query, re.IGNORECASE)]
+    return named[0] if len(named) == 1 else None
+
+
 # -- the pure part -------------------------------------------------------------------------
 
 
@@ -213,26 +297,97 @@ def score_and_select(
     project: str | None,
     vectors: Mapping[int, np.ndarray],
     max_tokens: int | None,
+    speaker: str | None = None,
 ) -> list[Candidate]:
     """fuse → filter → adjust → select. Pure: everything it needs is in its arguments."""
     fused = fuse(candidates, profile.fusion, now)
+    return select(fused, profile, k, now, project, vectors, max_tokens, speaker)
+
+
+def select(
+    fused: Sequence[Candidate],
+    profile: Profile,
+    k: int,
+    now: datetime,
+    project: str | None,
+    vectors: Mapping[int, np.ndarray],
+    max_tokens: int | None,
+    speaker: str | None = None,
+) -> list[Candidate]:
+    """filter → adjust → select over fused candidates."""
     if profile.drop_superseded:
         fused = drop_superseded(fused)
     if profile.min_score is not None:
         fused = drop_below(fused, profile.min_score)
-    ranked = rank_by_final(apply_adjustments(fused, profile.adjust, now, project))
-    select = profile.select
-    if select.drop_identical:
+    ranked = rank_by_final(apply_adjustments(fused, profile.adjust, now, project, speaker))
+    choice = profile.select
+    if choice.drop_identical:
         ranked = drop_exact_duplicates(ranked)
-    if select.candidate_limit is not None:
-        ranked = take_top(ranked, select.candidate_limit.size(k), reason="candidate limit")
-    if select.mmr_lambda is not None:
-        ranked = mmr_select(ranked, k, vectors, select.mmr_lambda, select.mmr_tag_weight, select.duplicate_threshold)
+    if choice.candidate_limit is not None:
+        ranked = take_top(ranked, choice.candidate_limit.size(k), reason="candidate limit")
+    if choice.mmr_lambda is not None:
+        ranked = mmr_select(ranked, k, vectors, choice.mmr_lambda, choice.mmr_tag_weight, choice.duplicate_threshold)
     ranked = take_top(ranked, k)
-    budget = max_tokens if max_tokens is not None else select.max_tokens
+    budget = max_tokens if max_tokens is not None else choice.max_tokens
     if budget is not None:
         ranked = fit_budget(ranked, budget)
     return [c for c in ranked if c.dropped is None] + [c for c in ranked if c.dropped is not None]
+
+
+def session_support(
+    sessions: Sequence[Candidate], turns: Sequence[Candidate], cap: float, share: float
+) -> list[Candidate]:
+    """Memsense's session-first scoring: each session's fused score plus
+    turn_support = min(cap, share · best turn's fused score) from its own turns.
+
+    `sessions` may lack a session that only its turns found; it is added by the caller as a
+    candidate with no legs. Returns the sessions with the support folded into the fusion score.
+    """
+    best: dict[int, Candidate] = {}
+    counts: dict[int, int] = {}
+    for turn in turns:
+        parent = turn.memory.parent_id
+        if parent is None:
+            continue
+        counts[parent] = counts.get(parent, 0) + 1
+        if parent not in best or turn.fusion > best[parent].fusion:
+            best[parent] = turn
+    out = []
+    for session in sessions:
+        top = best.get(session.id)
+        support = min(cap, share * top.fusion) if top is not None else 0.0
+        detail = {
+            "session_rrf_score": session.fusion,
+            "turn_support": support,
+            "supporting_turn_count": counts.get(session.id, 0),
+            "best_turn_routes": sorted(top.legs) if top is not None else [],
+            "best_turn_id": top.id if top is not None else None,
+        }
+        out.append(
+            replace(
+                session,
+                fusion=session.fusion + support,
+                fusion_terms={**session.fusion_terms, "turn_support": support},
+                fusion_detail={**session.fusion_detail, **detail},
+            )
+        )
+    return out
+
+
+def expand_neighbours(ranked: Sequence[Candidate], store: SQLiteStore, distance: int) -> list[Candidate]:
+    """Results followed by the turns next to them (marked as context); the dropped after."""
+    results = [c for c in ranked if c.dropped is None]
+    shown = {c.id for c in results}
+    out: list[Candidate] = []
+    for hit in results:
+        out.append(hit)
+        if hit.memory.kind != "turn" or distance < 1:
+            continue
+        for memory in store.around(hit.memory, distance, distance):
+            if memory.id not in shown:
+                shown.add(memory.id)
+                out.append(Candidate(memory, {}, fusion=0.0, selection={"context_of": hit.id}))
+    return out + [c for c in ranked if c.dropped is not None]
 
 
 def run_search(
@@ -241,48 +396,117 @@ def run_search(
     query_vector: Callable[[str], np.ndarray],
     profile: Profile,
 ) -> SearchOutcome:
-    """Run one search. `query_vector` embeds the query; it is called only when a vector leg runs."""
+    """Run one search. `query_vector` embeds the query; it is called only when a vector is needed."""
     route, legs_to_run = choose_route(request, profile)
+    if profile.fusion.blend_vector is not None and {leg_kind(s) for s in legs_to_run.values()} == {"vector"}:
+        # CEMS's vector mode is a plain vector search: its score is the cosine, with no RRF blend.
+        profile = replace(profile, fusion=replace(profile.fusion, method="weighted", weights={"vector": 1.0}))
     k = request.k or profile.k
-    pool = profile.pool.size(k)
     project = request.scope.project if profile.project_boost else None
     scope = replace(request.scope, project=None) if profile.project_boost else request.scope
     now = request.as_of or utc_now()
-    legs: dict[str, dict[int, LegHit]] = {}
-    if LEXICAL in legs_to_run:
-        legs[LEXICAL] = recall_lexical(store, request.query, scope, pool)
-    index: VectorIndex | None = None
-    vector: np.ndarray | None = None
-    ranked_by_vector: list[tuple[int, float]] = []
-    if VECTOR in legs_to_run or (profile.fusion.method == "weighted" and "vector" in profile.fusion.weights):
-        vector = query_vector(request.query)
-        index = store.vector_index()
-    if VECTOR in legs_to_run and index is not None and vector is not None:
-        size = index.ids.size if profile.exhaustive else pool
-        ranked_by_vector = vector_top(index, vector, size, scope_mask(store, index, scope))
-        legs[VECTOR] = rank_hits(ranked_by_vector[:pool])
+    if request.granularity == "session":
+        sessions_scope = replace(scope, kinds=("session",))
+        if store.count(sessions_scope):
+            ranked = _session_search(store, request, query_vector, profile, legs_to_run, scope, k, now, project)
+            return SearchOutcome(request, route, profile, now, ranked)
+    turn_scope = replace(scope, kinds=scope.kinds or ("note", "turn"))
+    ranked = _ranked(store, request, query_vector, profile, legs_to_run, turn_scope, k, now, project)
+    if request.granularity == "session":  # no session chunks: chunk-level ranking with neighbours
+        ranked = expand_neighbours(ranked, store, profile.neighbours)
+    return SearchOutcome(request, route, profile, now, ranked)
 
-    if profile.fusion.blend_vector is not None and legs_to_run == (VECTOR,):
-        # CEMS's vector mode is a plain vector search: its score is the cosine, with no RRF blend.
-        profile = replace(profile, fusion=replace(profile.fusion, method="weighted", weights={VECTOR: 1.0}))
 
-    def attempt(vector_hits: dict[int, LegHit] | None) -> list[Candidate]:
-        current = {**legs, VECTOR: vector_hits} if vector_hits is not None else legs
+def _recall(
+    store: SQLiteStore,
+    request: SearchRequest,
+    query_vector: Callable[[str], np.ndarray],
+    profile: Profile,
+    legs_to_run: Mapping[str, str],
+    scope: Scope,
+    pool: int,
+) -> tuple[Recall, dict[str, dict[int, LegHit]]]:
+    recall = Recall(store, request.query, scope, pool, profile, query_vector)
+    return recall, {name: recall.leg(spec) for name, spec in legs_to_run.items()}
+
+
+def _needs_vectors(profile: Profile) -> bool:
+    fusion = profile.fusion
+    return fusion.blend_vector is not None or (fusion.method == "weighted" and "vector" in fusion.weights)
+
+
+def _ranked(
+    store: SQLiteStore,
+    request: SearchRequest,
+    query_vector: Callable[[str], np.ndarray],
+    profile: Profile,
+    legs_to_run: Mapping[str, str],
+    scope: Scope,
+    k: int,
+    now: datetime,
+    project: str | None,
+) -> list[Candidate]:
+    pool = profile.pool.size(k)
+    recall, legs = _recall(store, request, query_vector, profile, legs_to_run, scope, pool)
+    speaker = None
+    if any(a.kind == "speaker" for a in profile.adjust):
+        speaker = named_speaker(request.query, store.roles(scope))
+    index = store.vector_index() if (_needs_vectors(profile) or recall._vector is not None) else None
+
+    def attempt(extra: dict[str, dict[int, LegHit]]) -> list[Candidate]:
+        current = {**legs, **extra}
         ids = sorted({memory_id for hits in current.values() for memory_id in hits})
-        cosines = cosines_for(index, vector, ids) if index is not None and vector is not None else None
+        cosines = cosines_for(index, recall.vector(), ids) if index is not None else None
         candidates = build_candidates(store, current, cosines)
         vectors = _vectors(index, ids) if profile.select.mmr_lambda is not None and index is not None else {}
-        return score_and_select(candidates, profile, k, now, project, vectors, request.max_tokens)
+        return score_and_select(candidates, profile, k, now, project, vectors, request.max_tokens, speaker)
 
-    ranked = attempt(None)
-    if profile.exhaustive and ranked_by_vector:
-        ranked = _exact_top_k(ranked, ranked_by_vector, pool, k, profile, attempt)
-    return SearchOutcome(request, route, profile, now, ranked)
+    ranked = attempt({})
+    if recall.exhaustive_ranking:
+        name = next(n for n, spec in legs_to_run.items() if spec == "vector")
+        ranked = _exact_top_k(ranked, recall.exhaustive_ranking, pool, k, profile, lambda hits: attempt({name: hits}))
+    return ranked
+
+
+def _session_search(
+    store: SQLiteStore,
+    request: SearchRequest,
+    query_vector: Callable[[str], np.ndarray],
+    profile: Profile,
+    legs_to_run: Mapping[str, str],
+    scope: Scope,
+    k: int,
+    now: datetime,
+    project: str | None,
+) -> list[Candidate]:
+    """Session chunks are what is returned; their turns add bounded support (Memsense)."""
+    pool = profile.pool.size(k)
+    session_scope = replace(scope, kinds=("session", "note"))
+    turn_scope = replace(scope, kinds=("turn",))
+    recall, session_legs = _recall(store, request, query_vector, profile, legs_to_run, session_scope, pool)
+    _, turn_legs = _recall(store, request, query_vector, profile, legs_to_run, turn_scope, pool)
+    embed = recall.vector if recall._vector is not None or _needs_vectors(profile) else None
+    index = store.vector_index() if embed is not None else None
+
+    def candidates(legs: Mapping[str, Mapping[int, LegHit]]) -> list[Candidate]:
+        ids = sorted({memory_id for hits in legs.values() for memory_id in hits})
+        cosines = cosines_for(index, recall.vector(), ids) if index is not None else None
+        return fuse(build_candidates(store, legs, cosines), profile.fusion, now)
+
+    turns = candidates(turn_legs)
+    sessions = candidates(session_legs)
+    found = {c.id for c in sessions}
+    missing = sorted({t.memory.parent_id for t in turns if t.memory.parent_id is not None} - found)
+    extra = build_candidates(store, {"": {i: LegHit(0, 0.0) for i in missing}}, None)
+    sessions += [replace(c, legs={}) for c in extra]
+    supported = session_support(sessions, turns, profile.session_support_cap, profile.session_support_share)
+    vectors = _vectors(index, [c.id for c in supported]) if index is not None else {}
+    return select(supported, profile, k, now, project, vectors, request.max_tokens)
 
 
 def _exact_top_k(
     ranked: list[Candidate],
-    ranked_by_vector: list[tuple[int, float]],
+    ranking: list[tuple[int, float]],
     pool: int,
     k: int,
     profile: Profile,
@@ -296,13 +520,13 @@ def _exact_top_k(
     weights = profile.fusion.weights
     others = sum(w for name, w in weights.items() if name != "vector")
     size = pool
-    while size < len(ranked_by_vector):
+    while size < len(ranking):
         live = [c for c in ranked if c.dropped is None]
-        bound = weights.get("vector", 0.0) * ranked_by_vector[size][1] + others
+        bound = weights.get("vector", 0.0) * ranking[size][1] + others
         if len(live) >= k and live[k - 1].final >= bound:
             break
         size *= 4
-        ranked = attempt(rank_hits(ranked_by_vector[:size]))
+        ranked = attempt(rank_hits(ranking[:size]))
     return ranked
 
 

@@ -47,7 +47,9 @@ def project_factor(candidate: Candidate, adjustment: Adjustment, project: str) -
     return Factor("project", "mul", adjustment.other, {"project": own, "match": "other"})
 
 
-def factor_for(candidate: Candidate, adjustment: Adjustment, now: datetime, project: str | None) -> Factor | None:
+def factor_for(
+    candidate: Candidate, adjustment: Adjustment, now: datetime, project: str | None, speaker: str | None = None
+) -> Factor | None:
     memory = candidate.memory
     match adjustment.kind:
         case "decay":
@@ -61,16 +63,25 @@ def factor_for(candidate: Candidate, adjustment: Adjustment, now: datetime, proj
             return Factor("pinned", "mul", adjustment.factor if memory.pinned else 1.0, {"pinned": memory.pinned})
         case "project":
             return project_factor(candidate, adjustment, project) if project is not None else None
+        case "speaker":  # the query names one speaker: their memories are the likelier answer
+            if speaker is None:
+                return None
+            same = memory.role == speaker
+            return Factor("speaker", "mul", adjustment.factor if same else 1.0, {"named": speaker, "role": memory.role})
     raise ValueError(f"unknown adjustment {adjustment.kind!r}")
 
 
 def apply_adjustments(
-    candidates: Sequence[Candidate], adjustments: Sequence[Adjustment], now: datetime, project: str | None = None
+    candidates: Sequence[Candidate],
+    adjustments: Sequence[Adjustment],
+    now: datetime,
+    project: str | None = None,
+    speaker: str | None = None,
 ) -> list[Candidate]:
     out = []
     for candidate in candidates:
         for adjustment in adjustments:
-            if (factor := factor_for(candidate, adjustment, now, project)) is not None:
+            if (factor := factor_for(candidate, adjustment, now, project, speaker)) is not None:
                 candidate = candidate.with_factor(factor)
         out.append(candidate)
     return out

@@ -52,9 +52,10 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX memories_superseded_by ON memories (superseded_by);
     CREATE INDEX memories_group_id ON memories (group_id);
     """,
-    # 3: conversations. Turns and session chunks are memories of their own kind; a memory may
-    # carry extra "views" (named texts such as a turn with its neighbours), each full-text
-    # indexed and embedded, which recall routes search besides the memory's own text.
+    # 3: conversations. Turns and session chunks are memories of their own kind. A turn is also
+    # searchable through views: `context` (it with its neighbours) and `prev` (its predecessor
+    # and it) are full-text columns; vector views (`context`, `next`, facets) live in `views`.
+    # The full-text table is rebuilt with the new columns; a note's context is its own text.
     """
     ALTER TABLE memories ADD COLUMN kind TEXT NOT NULL DEFAULT 'note' CHECK (kind IN ('note', 'turn', 'session'));
     ALTER TABLE memories ADD COLUMN conversation TEXT;
@@ -63,17 +64,21 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX memories_conversation ON memories (conversation, session, position);
     CREATE INDEX memories_parent ON memories (parent_id);
     CREATE TABLE views (
-        id INTEGER PRIMARY KEY,
         memory_id INTEGER NOT NULL REFERENCES memories (id) ON DELETE CASCADE,
         view TEXT NOT NULL,
         text TEXT NOT NULL,
         vector BLOB,
-        UNIQUE (memory_id, view)
+        PRIMARY KEY (memory_id, view)
     );
     CREATE INDEX views_view ON views (view, memory_id);
-    CREATE VIRTUAL TABLE views_fts USING fts5 (
-        text, tokenize = 'porter unicode61 remove_diacritics 2'
+    CREATE VIRTUAL TABLE memories_fts_new USING fts5 (
+        text, tags, context, prev, tokenize = 'porter unicode61 remove_diacritics 2'
     );
+    INSERT INTO memories_fts_new (rowid, text, tags, context, prev)
+        SELECT id, text, (SELECT coalesce(group_concat(value, ' '), '') FROM json_each(memories.tags)), text, ''
+        FROM memories;
+    DROP TABLE memories_fts;
+    ALTER TABLE memories_fts_new RENAME TO memories_fts;
     """,
 )
 

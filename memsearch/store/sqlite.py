@@ -35,6 +35,12 @@ _MEMORY_COLUMNS = (
     "kind, conversation, position, parent_id"
 )
 
+# The full-text columns, and the views that are full-text columns or have vectors.
+FTS_COLUMNS = ("text", "tags", "context", "prev")
+LEXICAL_VIEWS = ("context", "prev")
+FACETS = ("personal_info", "preferences", "events")
+VECTOR_VIEWS = ("context", "next", *(f"facet_{name}" for name in FACETS))
+
 # Fields `memsearch set` may change, with their SQL columns.
 SETTABLE_FIELDS = ("importance", "priority", "pinned", "project", "namespace", "memory_score", "tags")
 
@@ -50,6 +56,7 @@ class Scope:
     until: datetime | None = None
     kinds: tuple[str, ...] = ()  # note, turn, session; empty: every kind
     conversation: str | None = None
+    roles: tuple[str, ...] = ()
 
     @property
     def is_everything(self) -> bool:
@@ -80,6 +87,9 @@ class Scope:
         if self.conversation is not None:
             clauses.append(f"{alias}.conversation = ?")
             params.append(self.conversation)
+        if self.roles:
+            clauses.append(f"{alias}.role IN ({','.join('?' * len(self.roles))})")
+            params.extend(self.roles)
         return (" AND ".join(clauses) or "1"), params
 
 
@@ -257,12 +267,12 @@ class SQLiteStore:
         now: datetime,
         *,
         replace: bool = False,
-        view_vectors: Mapping[tuple[int, str], np.ndarray] | None = None,
+        view_vectors: Mapping[int, Mapping[str, np.ndarray]] | None = None,
     ) -> list[int]:
         """Store the memories with their FTS rows and vectors in one transaction; return their ids.
 
         A key that exists already is an error unless `replace`, which rewrites that memory in place.
-        `view_vectors` holds the vector of each (batch position, view name) that has one.
+        `view_vectors` maps a batch position to the vectors of its vector views (see VECTOR_VIEWS).
         """
         if vectors is not None and model is None:
             raise ValueError("vectors need the model that made them")
@@ -319,8 +329,14 @@ class SQLiteStore:
                     )
                     memory_id = int(cursor.lastrowid or 0)
                 self._db.execute(
-                    "INSERT INTO memories_fts (rowid, text, tags) VALUES (?, ?, ?)",
-                    (memory_id, memory.text, " ".join(memory.tags)),
+                    "INSERT INTO memories_fts (rowid, text, tags, context, prev) VALUES (?, ?, ?, ?, ?)",
+                    (
+                        memory_id,
+                        memory.text,
+                        " ".join(memory.tags),
+                        memory.views.get("context", memory.text),
+                        memory.views.get("prev", ""),
+                    ),
                 )
                 if vectors is not None:
                     self._db.execute(
@@ -328,13 +344,11 @@ class SQLiteStore:
                         "ON CONFLICT (memory_id) DO UPDATE SET vector = excluded.vector",
                         (memory_id, vectors[index].astype("<f4").tobytes()),
                     )
-                for view, text in memory.views.items():
-                    vector = view_vectors.get((index, view)) if view_vectors else None
-                    cursor = self._db.execute(
+                for view, vector in sorted((view_vectors or {}).get(index, {}).items()):
+                    self._db.execute(
                         "INSERT INTO views (memory_id, view, text, vector) VALUES (?, ?, ?, ?)",
-                        (memory_id, view, text, None if vector is None else vector.astype("<f4").tobytes()),
+                        (memory_id, view, memory.views[view], vector.astype("<f4").tobytes()),
                     )
-                    self._db.execute("INSERT INTO views_fts (rowid, text) VALUES (?, ?)", (cursor.lastrowid, text))
                 ids.append(memory_id)
             self._bump_generation()
         return ids
@@ -350,9 +364,6 @@ class SQLiteStore:
             self._bump_generation()
 
     def _delete_views(self, memory_id: int) -> None:
-        self._db.execute(
-            "DELETE FROM views_fts WHERE rowid IN (SELECT id FROM views WHERE memory_id = ?)", (memory_id,)
-        )
         self._db.execute("DELETE FROM views WHERE memory_id = ?", (memory_id,))
 
     def touch(self, ids: Sequence[int], now: datetime) -> None:
@@ -401,13 +412,13 @@ class SQLiteStore:
         ids: Sequence[int],
         vectors: np.ndarray,
         model: EmbeddingModelInfo,
-        view_vectors: Mapping[int, np.ndarray] | None = None,
+        view_vectors: Mapping[tuple[int, str], np.ndarray] | None = None,
     ) -> None:
-        """Swap every vector (and each view's, by view row id) for one of `model` in one transaction."""
+        """Swap every vector (and each (memory id, view)'s) for one of `model` in one transaction."""
         with self.transaction():
             self._db.executemany(
-                "UPDATE views SET vector = ? WHERE id = ?",
-                ((vector.astype("<f4").tobytes(), view_id) for view_id, vector in (view_vectors or {}).items()),
+                "UPDATE views SET vector = ? WHERE memory_id = ? AND view = ?",
+                ((v.astype("<f4").tobytes(), memory_id, view) for (memory_id, view), v in (view_vectors or {}).items()),
             )
             self._db.execute("DELETE FROM vectors")
             self._db.executemany(
@@ -459,10 +470,6 @@ class SQLiteStore:
     def iter_texts(self) -> Iterator[tuple[int, str]]:
         yield from self._db.execute("SELECT id, text FROM memories ORDER BY id")
 
-    def iter_views(self) -> list[tuple[int, str]]:
-        """(view row id, text) of every view that has a vector."""
-        return self._db.execute("SELECT id, text FROM views WHERE vector IS NOT NULL ORDER BY id").fetchall()
-
     def count(self, scope: Scope = EVERYTHING) -> int:
         where, params = scope.where()
         return self._db.execute(f"SELECT count(*) FROM memories m WHERE {where}", params).fetchone()[0]
@@ -474,22 +481,57 @@ class SQLiteStore:
         where, params = scope.where()
         return [row[0] for row in self._db.execute(f"SELECT m.id FROM memories m WHERE {where}", params)]
 
-    def lexical_search(self, match: str, scope: Scope, limit: int) -> list[tuple[int, float]]:
-        """FTS5 BM25 over text and tags, best first, as (id, score) with higher scores better."""
-        if scope.is_everything:
-            sql = (
-                "SELECT rowid, -bm25(memories_fts) FROM memories_fts WHERE memories_fts MATCH ? "
-                "ORDER BY bm25(memories_fts) LIMIT ?"
+    def lexical_search(
+        self, match: str, scope: Scope, limit: int, column: str | None = None
+    ) -> list[tuple[int, float]]:
+        """FTS5 BM25, best first, as (id, score) with higher scores better: over text and tags, or
+        over one view's column (`context`, `prev`) only."""
+        if column is None:
+            expression, weights = f"{{text tags}} : ({match})", "1.0, 1.0, 0.0, 0.0"
+        elif column in LEXICAL_VIEWS:
+            expression, weights = (
+                f"{{{column}}} : ({match})",
+                ", ".join("1.0" if name == column else "0.0" for name in FTS_COLUMNS),
             )
-            params: list[Any] = [match, limit]
+        else:
+            raise ValueError(f"no full-text view {column!r}")
+        rank = f"bm25(memories_fts, {weights})"
+        if scope.is_everything:
+            sql = f"SELECT rowid, -{rank} FROM memories_fts WHERE memories_fts MATCH ? ORDER BY {rank} LIMIT ?"
+            params: list[Any] = [expression, limit]
         else:
             where, scope_params = scope.where()
             sql = (
-                "SELECT f.rowid, -bm25(memories_fts) FROM memories_fts f JOIN memories m ON m.id = f.rowid "
-                f"WHERE memories_fts MATCH ? AND {where} ORDER BY bm25(memories_fts) LIMIT ?"
+                f"SELECT f.rowid, -{rank} FROM memories_fts f JOIN memories m ON m.id = f.rowid "
+                f"WHERE memories_fts MATCH ? AND {where} ORDER BY {rank} LIMIT ?"
             )
-            params = [match, *scope_params, limit]
+            params = [expression, *scope_params, limit]
         return [(int(row[0]), float(row[1])) for row in self._db.execute(sql, params)]
+
+    def document_frequency(self, match: str, scope: Scope) -> int:
+        """How many memories in scope match `match` in their text or tags."""
+        where, params = scope.where()
+        sql = (
+            "SELECT count(*) FROM memories_fts f JOIN memories m ON m.id = f.rowid "
+            f"WHERE memories_fts MATCH ? AND {where}"
+        )
+        return self._db.execute(sql, [f"{{text tags}} : ({match})", *params]).fetchone()[0]
+
+    def roles(self, scope: Scope) -> list[str]:
+        """The distinct speakers (roles) of the memories in scope."""
+        where, params = scope.where()
+        sql = f"SELECT DISTINCT m.role FROM memories m WHERE m.role IS NOT NULL AND {where} ORDER BY 1"
+        return [row[0] for row in self._db.execute(sql, params)]
+
+    def ids_created_between(self, start: datetime, end: datetime, scope: Scope, limit: int) -> list[int]:
+        """Memories in scope created within [start, end], at most `limit` + 1 (so callers see overflow)."""
+        where, params = scope.where()
+        rows = self._db.execute(
+            f"SELECT m.id FROM memories m WHERE m.created_at >= ? AND m.created_at <= ? AND {where} "
+            "ORDER BY m.created_at, m.id LIMIT ?",
+            [to_iso(start), to_iso(end), *params, limit + 1],
+        )
+        return [row[0] for row in rows]
 
     def vector_index(self, view: str | None = None) -> VectorIndex:
         """The stored vectors (of the memories' own texts, or of one view) as one matrix, cached
@@ -506,7 +548,7 @@ class SQLiteStore:
             rows = self._db.execute("SELECT memory_id, vector FROM vectors ORDER BY memory_id").fetchall()
         else:
             rows = self._db.execute(
-                "SELECT memory_id, vector FROM views WHERE view = ? AND vector IS NOT NULL ORDER BY memory_id", (view,)
+                "SELECT memory_id, vector FROM views WHERE view = ? ORDER BY memory_id", (view,)
             ).fetchall()
         ids = np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
         matrix = np.frombuffer(b"".join(row[1] for row in rows), dtype="<f4").astype(np.float32, copy=False)
@@ -514,23 +556,16 @@ class SQLiteStore:
         self._vector_cache[view] = (generation, index)
         return index
 
-    def view_lexical_search(self, view: str, match: str, scope: Scope, limit: int) -> list[tuple[int, float]]:
-        """FTS5 BM25 over one view's texts, best first, as (memory id, score)."""
-        where, scope_params = scope.where()
-        sql = (
-            "SELECT v.memory_id, -bm25(views_fts) FROM views_fts JOIN views v ON v.id = views_fts.rowid "
-            f"JOIN memories m ON m.id = v.memory_id WHERE views_fts MATCH ? AND v.view = ? AND {where} "
-            "ORDER BY bm25(views_fts) LIMIT ?"
-        )
-        rows = self._db.execute(sql, [match, view, *scope_params, limit])
-        return [(int(row[0]), float(row[1])) for row in rows]
-
     def views_of(self, memory_id: int) -> dict[str, str]:
         rows = self._db.execute("SELECT view, text FROM views WHERE memory_id = ? ORDER BY view", (memory_id,))
         return {view: text for view, text in rows}
 
     def view_names(self) -> list[str]:
         return [row[0] for row in self._db.execute("SELECT DISTINCT view FROM views ORDER BY view")]
+
+    def views_with_vectors(self) -> list[tuple[int, str, str]]:
+        """(memory id, view, text) of every stored vector view, for reindex."""
+        return self._db.execute("SELECT memory_id, view, text FROM views ORDER BY memory_id, view").fetchall()
 
     def session_turns(self, conversation: str | None, session: str) -> list[Memory]:
         """The turns of one session, in order."""
@@ -542,8 +577,10 @@ class SQLiteStore:
         return [_row_to_memory(row) for row in rows]
 
     def around(self, memory: Memory, before: int, after: int) -> list[Memory]:
-        """The memory with its neighbours in time: its session's turns for a turn, else the
-        memories of its session (or of the whole store) by creation time."""
+        """The memory with its neighbours: a session chunk with all its turns; a turn with the
+        turns around it; a note with the memories of its session (or store) around it in time."""
+        if memory.kind == "session" and memory.session is not None:
+            return [memory, *self.session_turns(memory.conversation, memory.session)]
         if memory.kind == "turn" and memory.session is not None:
             turns = self.session_turns(memory.conversation, memory.session)
             at = next(i for i, turn in enumerate(turns) if turn.id == memory.id)

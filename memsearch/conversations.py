@@ -1,0 +1,126 @@
+"""Conversations as memories: one session chunk per session and one turn memory per turn.
+
+A turn is searchable through its own text and through views built from its session: `context`
+(the turn with up to two turns either side), `prev` (the previous turn and it), `next` (the
+following turn, Memsense's next-turn route) and, optionally, facets. Keys are
+`<conversation>/<source id>` so several conversations share one store.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+
+from memsearch.embedding import Encoder
+from memsearch.eval.datasets import Conversation, Turn
+from memsearch.models import NewMemory
+from memsearch.store.sqlite import FACETS
+
+CONTEXT_TURNS = 2  # turns either side in the `context` view
+
+# What each facet route looks for; a turn joins a facet when it is similar enough to the description.
+FACET_DESCRIPTIONS = {
+    "personal_info": "Personal information about someone: their name, age, family, partner, children, job, "
+    "where they live and grew up, their background and identity.",
+    "preferences": "Someone's preferences: what they like, love, enjoy or prefer, what they dislike or hate, "
+    "their favourite things, hobbies and opinions.",
+    "events": "Something that happened to someone: an event, trip, visit, meeting, party, accident, move, "
+    "new job or other milestone, and when it took place.",
+}
+FACET_THRESHOLD = 0.25
+_SENTENCE = re.compile(r"(?<=[.!?])\s+")
+
+
+def turn_text(turn: Turn) -> str:
+    """`<speaker>: <text>`, plus ` [image: <caption>]` for a shared image (the LoCoMo protocol's text)."""
+    text = f"{turn.speaker}: {turn.text}"
+    return f"{text} [image: {turn.image_caption}]" if turn.image_caption else text
+
+
+def conversation_memories(
+    conversation: Conversation,
+    *,
+    text_of: Callable[[Turn], str] = turn_text,
+    sessions: bool = True,
+    keep: Callable[[Turn], bool] | None = None,
+    namespace: str | None = None,
+) -> list[NewMemory]:
+    """The session chunks (if `sessions`) and turns of a conversation, with their views.
+
+    `keep` selects the turns that become memories (LongMemEval's protocol indexes user turns only);
+    views are built from the kept turns of each session.
+    """
+    memories: list[NewMemory] = []
+    for session in conversation.sessions:
+        turns = [t for t in session.turns if keep is None or keep(t)]
+        texts = [text_of(t) for t in turns]
+        if not turns:
+            continue
+        session_key = f"{conversation.id}/{session.id}"
+        if sessions:
+            memories.append(
+                NewMemory(
+                    text="\n".join(texts),
+                    key=session_key,
+                    kind="session",
+                    conversation=conversation.id,
+                    session=session.id,
+                    namespace=namespace,
+                    created_at=session.date,
+                    metadata={"source_id": session.id, "turns": len(turns)},
+                )
+            )
+        for i, turn in enumerate(turns):
+            views = {
+                "context": "\n".join(texts[max(0, i - CONTEXT_TURNS) : i + CONTEXT_TURNS + 1]),
+                "prev": "\n".join(texts[max(0, i - 1) : i + 1]),
+            }
+            if i + 1 < len(turns):
+                views["next"] = texts[i + 1]
+            metadata: dict[str, object] = {"source_id": turn.key}
+            if turn.has_answer:
+                metadata["has_answer"] = True
+            memories.append(
+                NewMemory(
+                    text=texts[i],
+                    key=f"{conversation.id}/{turn.key}",
+                    kind="turn",
+                    conversation=conversation.id,
+                    session=session.id,
+                    role=turn.speaker,
+                    position=turn.position,
+                    namespace=namespace,
+                    created_at=turn.timestamp,
+                    parent_key=session_key if sessions else None,
+                    views=views,
+                    metadata=metadata,
+                )
+            )
+    return memories
+
+
+def sentences(text: str) -> list[str]:
+    return [part.strip() for part in _SENTENCE.split(text) if part.strip()]
+
+
+def with_facets(memories: Sequence[NewMemory], encoder: Encoder, threshold: float = FACET_THRESHOLD) -> list[NewMemory]:
+    """Add facet views to turns, offline: each sentence of a turn joins the facets whose
+    description it is similar to (cosine ≥ threshold, bundled model); a facet view is the turn's
+    sentences of that facet. Facets already supplied are kept."""
+    descriptions = encoder.encode([FACET_DESCRIPTIONS[name] for name in FACETS])
+    turn_sentences = [sentences(m.text) if m.kind == "turn" else [] for m in memories]
+    flat = list(dict.fromkeys(s for group in turn_sentences for s in group))
+    if not flat:
+        return list(memories)
+    vectors = encoder.encode(flat)
+    similarity = dict(zip(flat, vectors @ descriptions.T, strict=True))
+    out = []
+    for memory, group in zip(memories, turn_sentences, strict=True):
+        views = dict(memory.views)
+        for column, name in enumerate(FACETS):
+            chosen = [s for s in group if float(similarity[s][column]) >= threshold]
+            if chosen and f"facet_{name}" not in views:
+                views[f"facet_{name}"] = " ".join(chosen)
+        out.append(replace(memory, views=views) if views != memory.views else memory)
+    return out

@@ -1,0 +1,524 @@
+"""`memsearch eval` as a library function: run profiles (and plain baselines) over a benchmark.
+
+Protocol (shared/benchdata/README.md for LoCoMo; xiaowu0162/LongMemEval's run_retrieval.py):
+
+- every conversation (LoCoMo) or question haystack (LongMemEval) is ingested into a temporary
+  store of its own, once, as `conversation_memories` (session chunks and turns with their views;
+  LongMemEval: user turns only, their text as spoken), with facet views when a profile uses them;
+- every question is searched within its own conversation, k=50, `as_of` the conversation's last
+  session date, without recording access, for each (profile, mode, granularity);
+- turn granularity ranks turn keys; session granularity ranks session ids (session chunks, or the
+  sessions of turn results when there are none), first occurrences kept;
+- LoCoMo scores Recall@k (the share of the gold found) and nDCG@k; LongMemEval scores
+  recall_any@k, recall_all@k and ndcg_any@k; k ∈ 5, 10, 25, 50. Only scored questions count
+  (`Question.is_scored`; at LongMemEval's turn level, also only those with a gold user turn).
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from memsearch.api import Memsearch
+from memsearch.conversations import conversation_memories, turn_text, with_facets
+from memsearch.embedding import Encoder
+from memsearch.errors import InvalidInputError
+from memsearch.eval.baseline import BM25Baseline, longmemeval_bm25
+from memsearch.eval.datasets import Conversation, Question, load_locomo, load_longmemeval
+from memsearch.eval.metrics import (
+    KS,
+    Aggregate,
+    LatencySummary,
+    QuestionResult,
+    aggregate,
+    first_occurrences,
+    latency_summary,
+    ndcg_any_at_k,
+    ndcg_at_k,
+    recall_all_at_k,
+    recall_any_at_k,
+    recall_at_k,
+)
+from memsearch.models import NewMemory
+from memsearch.profiles import Profile, load_profile
+from memsearch.retrieval.candidates import Candidate
+from memsearch.retrieval.pipeline import GRANULARITIES, MODES, SearchRequest, choose_route
+from memsearch.store import Scope
+
+SCHEMA_VERSION = 1
+FORMATS = ("locomo", "longmemeval")
+SEARCH_K = 50  # the deepest cut-off scored (KS)
+BASELINE_NAME = "bm25 (rank-bm25)"
+
+PROTOCOLS = {
+    "locomo": "locomo-evidence-recall",
+    "longmemeval": "longmemeval-retrieval",
+}
+PROTOCOL_DESCRIPTIONS = {
+    "locomo": (
+        "LoCoMo turn-level evidence recall (benchdata README; LoCoMo paper Table 3): each turn one memory, "
+        "each question searched within its own conversation, Recall@k = share of the evidence turns in the "
+        "top k, over questions with valid evidence (all five categories); session level: the evidence "
+        "turns' sessions"
+    ),
+    "longmemeval": (
+        "LongMemEval retrieval (run_retrieval.py / eval_utils.py): user turns only, each question searched "
+        "within its own haystack, recall_any/recall_all/ndcg_any@k, abstention questions skipped; turn level "
+        "gold = the user turns with has_answer; session level gold = answer_session_ids"
+    ),
+}
+# The metric the tables show as "R@k" and "NDCG@k", per format.
+RECALL_METRIC = {"locomo": "recall", "longmemeval": "recall_all"}
+NDCG_METRIC = {"locomo": "ndcg", "longmemeval": "ndcg_any"}
+LOCOMO_CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
+
+_METRICS = {
+    "locomo": {"recall": recall_at_k, "ndcg": ndcg_at_k},
+    "longmemeval": {"recall_any": recall_any_at_k, "recall_all": recall_all_at_k, "ndcg_any": ndcg_any_at_k},
+}
+
+Progress = Callable[[str, int, int], None]
+
+
+# -- results ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class QuestionOutcome:
+    """One scored question in one row: its ranking (top k), its gold keys and its metrics."""
+
+    question_id: str
+    category: str | int
+    ranked: tuple[str, ...]  # turn keys ("D3:7") or session ids ("session_3"), best first
+    gold: tuple[str, ...]
+    metrics: Mapping[str, float]
+    latency_ms: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "question_id": self.question_id,
+            "category": self.category,
+            "ranked": list(self.ranked),
+            "gold": list(self.gold),
+            "first_gold_rank": next((n for n, key in enumerate(self.ranked, 1) if key in self.gold), None),
+            "metrics": dict(self.metrics),
+            "latency_ms": self.latency_ms,
+        }
+
+
+@dataclass(frozen=True)
+class EvalRow:
+    """One (profile or baseline, mode, granularity): its aggregate over the scored questions."""
+
+    name: str  # profile name, or BASELINE_NAME
+    kind: str  # "profile" | "baseline"
+    mode: str | None  # None for a baseline
+    granularity: str
+    aggregate: Aggregate | None  # None when no question could be scored
+    latency_ms: LatencySummary | None  # per search, in milliseconds
+    questions: int  # scored questions
+    skipped: int  # questions of the run not scored at this granularity (no gold, abstention)
+    strategies: Mapping[str, int] = field(default_factory=dict)  # auto mode: searches per strategy
+    results: tuple[QuestionOutcome, ...] = ()
+
+    @property
+    def label(self) -> str:
+        return self.name if self.mode is None else f"{self.name} / {self.mode}"
+
+    def mean(self, metric: str, category: str | int | None = None) -> float | None:
+        """A metric's mean over the scored questions (of one category), None if there are none."""
+        if self.aggregate is None:
+            return None
+        group = self.aggregate.overall if category is None else self.aggregate.by_category.get(category)
+        return None if group is None else group.means.get(metric)
+
+    def to_dict(self, *, questions: bool = False, labels: Mapping[str | int, str] | None = None) -> dict[str, Any]:
+        labels = labels or {}
+        document: dict[str, Any] = {
+            "name": self.name,
+            "kind": self.kind,
+            "mode": self.mode,
+            "granularity": self.granularity,
+            "questions": self.questions,
+            "skipped": self.skipped,
+            "overall": dict(self.aggregate.overall.means) if self.aggregate else {},
+            "by_category": {
+                str(category): {"label": labels.get(category, str(category)), "count": group.count, **group.means}
+                for category, group in (self.aggregate.by_category.items() if self.aggregate else ())
+            },
+            "latency_ms": (
+                {
+                    "count": self.latency_ms.count,
+                    "p50": self.latency_ms.p50,
+                    "p95": self.latency_ms.p95,
+                    "mean": self.latency_ms.mean,
+                    "max": self.latency_ms.max,
+                }
+                if self.latency_ms
+                else None
+            ),
+            "strategies": dict(self.strategies),
+        }
+        if questions:
+            document["results"] = [outcome.to_dict() for outcome in self.results]
+        return document
+
+
+@dataclass(frozen=True)
+class EvalReport:
+    dataset: str  # the file's name
+    path: str
+    format: str  # locomo | longmemeval
+    protocol: str
+    parameters: Mapping[str, Any]  # what the command line said, resolved
+    conversations: int
+    questions: int  # questions in the conversations run (scored or not)
+    rows: tuple[EvalRow, ...]
+    timing: Mapping[str, float]  # seconds: ingest, search, baseline, total
+    ks: tuple[int, ...] = KS
+    profiles: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # each profile's settings as run
+
+    @property
+    def recall_metric(self) -> str:
+        return RECALL_METRIC[self.format]
+
+    @property
+    def ndcg_metric(self) -> str:
+        return NDCG_METRIC[self.format]
+
+    @property
+    def category_labels(self) -> dict[str | int, str]:
+        return dict(LOCOMO_CATEGORIES) if self.format == "locomo" else {}
+
+    @property
+    def granularities(self) -> list[str]:
+        return list(dict.fromkeys(row.granularity for row in self.rows))
+
+    def rows_for(self, granularity: str) -> list[EvalRow]:
+        return [row for row in self.rows if row.granularity == granularity]
+
+    def row(self, name: str, mode: str | None, granularity: str) -> EvalRow:
+        for candidate in self.rows:
+            if (candidate.name, candidate.mode, candidate.granularity) == (name, mode, granularity):
+                return candidate
+        raise KeyError((name, mode, granularity))
+
+    def to_dict(self, *, questions: bool = False) -> dict[str, Any]:
+        """The JSON document (values unrounded); `questions` adds every row's per-question results."""
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "dataset": self.dataset,
+            "path": self.path,
+            "format": self.format,
+            "protocol": self.protocol,
+            "protocol_description": PROTOCOL_DESCRIPTIONS[self.format],
+            "parameters": dict(self.parameters),
+            "metrics": {"recall": self.recall_metric, "ndcg": self.ndcg_metric, "ks": list(self.ks)},
+            "conversations": self.conversations,
+            "questions": self.questions,
+            "timing_seconds": dict(self.timing),
+            "profiles": {name: dict(settings) for name, settings in self.profiles.items()},
+            "rows": [row.to_dict(questions=questions, labels=self.category_labels) for row in self.rows],
+        }
+
+
+# -- rankings and scoring (pure) ---------------------------------------------------------------
+
+
+def turn_ranking(results: Iterable[Candidate], conversation_id: str) -> list[str]:
+    """The turn keys of the results, `<conversation>/` stripped, best first; other kinds skipped."""
+    prefix = f"{conversation_id}/"
+    return first_occurrences(
+        c.memory.key.removeprefix(prefix) for c in results if c.memory.kind == "turn" and c.memory.key is not None
+    )
+
+
+def session_ranking(results: Iterable[Candidate]) -> list[str]:
+    """The session ids of the results (session chunks, or the sessions of turns), first occurrences."""
+    return first_occurrences(
+        c.memory.session for c in results if c.memory.kind in ("session", "turn") and c.memory.session is not None
+    )
+
+
+def score(ranked: Sequence[str], gold: Iterable[str], fmt: str, ks: Sequence[int] = KS) -> dict[str, float]:
+    """The format's metrics at every k, named like "recall@10"."""
+    gold_set = set(gold)
+    return {f"{name}@{k}": metric(ranked, gold_set, k) for k in ks for name, metric in _METRICS[fmt].items()}
+
+
+def gold_keys(question: Question, conversation: Conversation, fmt: str, granularity: str) -> tuple[str, ...]:
+    """What counts as found at this granularity; empty when the question is not scored there."""
+    if not question.is_scored:
+        return ()
+    if granularity == "session":
+        # answer_session_ids. LongMemEval's own code drops an answer session whose has_answer turns
+        # are all the assistant's and then scores the question on an empty gold set (recall_all 1,
+        # ndcg 0); here such a session stays gold (its user turns are still indexed).
+        return question.evidence_session_ids
+    if fmt == "longmemeval":  # its turn corpus is the user turns: gold is their has_answer ones
+        speaker = {turn.key: turn.speaker for turn in conversation.turns}
+        return tuple(key for key in question.evidence_keys if speaker.get(key) == "user")
+    return question.evidence_keys
+
+
+def last_date(conversation: Conversation) -> datetime:
+    """The conversation's "now": its latest session date."""
+    return max(session.date for session in conversation.sessions)
+
+
+# -- the run ------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Row:
+    name: str
+    kind: str
+    mode: str | None
+    granularity: str
+    outcomes: list[QuestionOutcome] = field(default_factory=list)
+    latencies: list[float] = field(default_factory=list)
+    strategies: Counter[str] = field(default_factory=Counter)
+    skipped: int = 0
+
+    def add(self, question: Question, ranked: Sequence[str], gold: Sequence[str], fmt: str, ms: float | None) -> None:
+        if ms is not None:
+            self.latencies.append(ms)
+        self.outcomes.append(
+            QuestionOutcome(
+                question.id, question.category, tuple(ranked[:SEARCH_K]), tuple(gold), score(ranked, gold, fmt), ms
+            )
+        )
+
+    def finish(self) -> EvalRow:
+        results = [QuestionResult(o.question_id, o.category, o.metrics) for o in self.outcomes]
+        return EvalRow(
+            name=self.name,
+            kind=self.kind,
+            mode=self.mode,
+            granularity=self.granularity,
+            aggregate=aggregate(results) if results else None,
+            latency_ms=latency_summary(self.latencies) if self.latencies else None,
+            questions=len(self.outcomes),
+            skipped=self.skipped,
+            strategies=dict(sorted(self.strategies.items())),
+            results=tuple(self.outcomes),
+        )
+
+
+def _load(dataset: Path, fmt: str) -> list[tuple[Conversation, list[Question]]]:
+    return load_locomo(dataset) if fmt == "locomo" else load_longmemeval(dataset)
+
+
+def _memories_of(conversation: Conversation, fmt: str) -> list[NewMemory]:
+    if fmt == "longmemeval":  # its corpus: user turns, their content as is
+        return conversation_memories(
+            conversation, sessions=True, keep=lambda t: t.speaker == "user", text_of=lambda t: t.text
+        )
+    return conversation_memories(conversation, sessions=True)
+
+
+def _baselines(conversation: Conversation, fmt: str, granularities: Sequence[str]) -> dict[str, BM25Baseline]:
+    """The plain BM25 index of each granularity the format's baseline runs at."""
+    if fmt == "locomo":  # the README's row: turn level only
+        if "turn" not in granularities:
+            return {}
+        turns = conversation.turns
+        return {"turn": BM25Baseline([t.key for t in turns], [turn_text(t) for t in turns])}
+    indexes = {}
+    user = [t for t in conversation.turns if t.speaker == "user"]
+    if "turn" in granularities:
+        indexes["turn"] = longmemeval_bm25([t.key for t in user], [t.text for t in user])
+    if "session" in granularities:
+        sessions = conversation.sessions
+        texts = [" ".join(t.text for t in s.turns if t.speaker == "user") for s in sessions]
+        indexes["session"] = longmemeval_bm25([s.id for s in sessions], texts)
+    return indexes
+
+
+def _check(fmt: str, profiles: Sequence[str], modes: Sequence[str], granularities: Sequence[str]) -> list[Profile]:
+    if fmt not in FORMATS:
+        raise InvalidInputError(f"unknown format {fmt!r} (choose from {', '.join(FORMATS)})")
+    for name, values, allowed in (("mode", modes, MODES), ("granularity", granularities, GRANULARITIES)):
+        if not values:
+            raise InvalidInputError(f"give at least one {name}")
+        for value in values:
+            if value not in allowed:
+                raise InvalidInputError(f"unknown {name} {value!r} (choose from {', '.join(allowed)})")
+    if not profiles:
+        raise InvalidInputError("give at least one profile")
+    loaded = [load_profile(name) for name in dict.fromkeys(profiles)]
+    for profile in loaded:
+        for mode in modes:
+            if mode != "auto":  # fail now rather than after the ingest (auto routes per query)
+                choose_route(SearchRequest("probe", mode=mode), profile)
+    return loaded
+
+
+def run_eval(
+    dataset: Path,
+    *,
+    fmt: str,
+    profiles: Sequence[str],
+    modes: Sequence[str],
+    granularities: Sequence[str] = ("turn", "session"),
+    baselines: bool = True,
+    limit: int | None = None,
+    encoder: Encoder | None = None,
+    progress: Progress | None = None,
+) -> EvalReport:
+    """Run every (profile, mode, granularity) over a LoCoMo or LongMemEval file; see the module doc.
+
+    `limit` keeps the first N conversations (LoCoMo) or questions (LongMemEval). `progress` is
+    called with (conversation id, conversations done, total) as each conversation starts and with
+    ("done", total, total) at the end. Each conversation's store lives in a temporary directory
+    that is removed when the conversation is done.
+    """
+    started = time.perf_counter()
+    dataset = Path(dataset)
+    modes, granularities = list(dict.fromkeys(modes)), list(dict.fromkeys(granularities))
+    chosen = _check(fmt, profiles, modes, granularities)
+    if limit is not None and limit < 1:
+        raise InvalidInputError(f"--limit must be at least 1, not {limit}")
+    data = _load(dataset, fmt)
+    if limit is not None:
+        data = data[:limit]
+    if encoder is None:
+        from memsearch.embedding import load_encoder, resolve_model
+
+        encoder = load_encoder(resolve_model())
+    facets = any("facet_" in spec for profile in chosen for spec in profile.legs.values())
+
+    rows: dict[tuple[str, str | None, str], _Row] = {}
+    for granularity in granularities:
+        for profile in chosen:
+            for mode in modes:
+                rows[profile.name, mode, granularity] = _Row(profile.name, "profile", mode, granularity)
+        if baselines and (fmt == "longmemeval" or granularity == "turn"):
+            rows[BASELINE_NAME, None, granularity] = _Row(BASELINE_NAME, "baseline", None, granularity)
+
+    timing = {"ingest": 0.0, "search": 0.0, "baseline": 0.0}
+    total = len(data)
+    for done, (conversation, questions) in enumerate(data):
+        if progress is not None:
+            progress(conversation.id, done, total)
+        golds = {
+            (question.id, granularity): gold_keys(question, conversation, fmt, granularity)
+            for question in questions
+            for granularity in granularities
+        }
+        for row in rows.values():
+            row.skipped += sum(not golds[q.id, row.granularity] for q in questions)
+        scored = [q for q in questions if any(golds[q.id, g] for g in granularities)]
+        if not scored:
+            continue
+        # the store is closed before its folder is removed (contexts exit last in, first out)
+        with (
+            tempfile.TemporaryDirectory(prefix="memsearch-eval-") as folder,
+            Memsearch(Path(folder) / "eval.db", encoder=encoder) as ms,
+        ):
+            tick = time.perf_counter()
+            memories = _memories_of(conversation, fmt)
+            if facets and memories:
+                memories = with_facets(memories, encoder)
+            ms.add_many(memories)
+            timing["ingest"] += time.perf_counter() - tick
+            tick = time.perf_counter()
+            _search_conversation(ms, conversation, scored, golds, rows, chosen, fmt, bool(memories))
+            timing["search"] += time.perf_counter() - tick
+        if baselines:
+            tick = time.perf_counter()
+            _baseline_conversation(conversation, scored, golds, rows, fmt, granularities)
+            timing["baseline"] += time.perf_counter() - tick
+    if progress is not None:
+        progress("done", total, total)
+    timing["total"] = time.perf_counter() - started
+    parameters = {
+        "dataset": str(dataset),
+        "format": fmt,
+        "profiles": [profile.name for profile in chosen],
+        "modes": modes,
+        "granularities": granularities,
+        "baselines": baselines,
+        "limit": limit,
+        "k": SEARCH_K,
+        "model": encoder.info.name,
+        "facets": facets,
+    }
+    return EvalReport(
+        dataset=dataset.name,
+        path=str(dataset),
+        format=fmt,
+        protocol=PROTOCOLS[fmt],
+        parameters=parameters,
+        conversations=total,
+        questions=sum(len(questions) for _, questions in data),
+        rows=tuple(row.finish() for row in rows.values()),
+        timing=timing,
+        profiles={profile.name: profile.to_dict() for profile in chosen},
+    )
+
+
+def _search_conversation(
+    ms: Memsearch,
+    conversation: Conversation,
+    questions: Sequence[Question],
+    golds: Mapping[tuple[str, str], tuple[str, ...]],
+    rows: Mapping[tuple[str, str | None, str], _Row],
+    profiles: Sequence[Profile],
+    fmt: str,
+    searchable: bool,
+) -> None:
+    scope = Scope(conversation=conversation.id)
+    as_of = last_date(conversation)
+    for (name, mode, granularity), row in rows.items():
+        if row.kind != "profile":
+            continue
+        profile = next(p for p in profiles if p.name == name)
+        for question in questions:
+            gold = golds[question.id, granularity]
+            if not gold:
+                continue
+            if not searchable:  # nothing was stored (no kept turns): nothing can be found
+                row.add(question, [], gold, fmt, None)
+                continue
+            request = SearchRequest(
+                question.text,
+                k=SEARCH_K,
+                mode=mode,
+                scope=scope,
+                as_of=as_of,
+                touch=False,
+                granularity=granularity,
+            )
+            tick = time.perf_counter()
+            outcome = ms.search(request, profile=profile)
+            elapsed_ms = (time.perf_counter() - tick) * 1000
+            row.strategies[outcome.route.strategy] += 1
+            results = outcome.results
+            ranked = turn_ranking(results, conversation.id) if granularity == "turn" else session_ranking(results)
+            row.add(question, ranked, gold, fmt, elapsed_ms)
+
+
+def _baseline_conversation(
+    conversation: Conversation,
+    questions: Sequence[Question],
+    golds: Mapping[tuple[str, str], tuple[str, ...]],
+    rows: Mapping[tuple[str, str | None, str], _Row],
+    fmt: str,
+    granularities: Sequence[str],
+) -> None:
+    for granularity, index in _baselines(conversation, fmt, granularities).items():
+        row = rows[BASELINE_NAME, None, granularity]
+        for question in questions:
+            gold = golds[question.id, granularity]
+            if not gold:
+                continue
+            tick = time.perf_counter()
+            ranked = index.rank(question.text, SEARCH_K)
+            row.add(question, ranked, gold, fmt, (time.perf_counter() - tick) * 1000)
