@@ -372,8 +372,9 @@ def import_(
             progress=lambda done, total: bar.update(task, completed=done, total=total),
         )
     stored = [m for m, o in zip(memories, outcomes, strict=True) if o.stored]
-    counts = {kind: sum(m.kind == kind for m in stored) for kind in ("note", "turn", "session")}
-    summary = ", ".join(f"{n} {kind}{'s' if n != 1 else ''}" for kind, n in counts.items() if n)
+    names = {"note": ("memory", "memories"), "turn": ("turn", "turns"), "session": ("session", "sessions")}
+    counts = {kind: sum(m.kind == kind for m in stored) for kind in names}
+    summary = ", ".join(f"{n} {names[kind][n != 1]}" for kind, n in counts.items() if n)
     messages.print(f"imported {summary or '0 memories'} from {source}", markup=False)
     for line, outcome in zip(lines or range(1, len(outcomes) + 1), outcomes, strict=True):
         if not outcome.stored:
