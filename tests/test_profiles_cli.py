@@ -181,7 +181,7 @@ def test_ingest_dedup_reports_near_duplicates(store: dict[int, dict], tmp_path) 
     lines = tmp_path / "more.jsonl"
     lines.write_text('{"text": "Bob likes green tea"}\n{"text": "parseConfig crashes on an empty YAML file!"}\n')
     result = run("import", str(lines), "-p", "pgvector")
-    assert "imported 1 memories" in result.stderr and "line 2 not stored: a near-duplicate of id 2" in result.stderr
+    assert "imported 1 memory from" in result.stderr and "line 2 not stored: a near-duplicate of id 2" in result.stderr
     assert len(json.loads(run("list", "-f", "json").stdout)) == 5
     assert run("add", "Alice prefers dark roast coffee.").stdout.strip() == "6"  # the default profile keeps all
 

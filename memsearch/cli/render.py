@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 FORMATS = ("table", "json", "jsonl", "csv")
 _TEXT_PREVIEW = 160
 
-messages = Console(stderr=True, highlight=False)
+messages = Console(stderr=True, highlight=False, soft_wrap=True)  # one message, one line
 
 
 def stdout_console() -> Console:
