@@ -19,16 +19,26 @@ from memsearch.store.sqlite import FACETS
 
 CONTEXT_TURNS = 2  # turns either side in the `context` view
 
-# What each facet route looks for; a turn joins a facet when it is similar enough to the description.
-FACET_DESCRIPTIONS = {
-    "personal_info": "Personal information about someone: their name, age, family, partner, children, job, "
-    "where they live and grew up, their background and identity.",
-    "preferences": "Someone's preferences: what they like, love, enjoy or prefer, what they dislike or hate, "
-    "their favourite things, hobbies and opinions.",
-    "events": "Something that happened to someone: an event, trip, visit, meeting, party, accident, move, "
-    "new job or other milestone, and when it took place.",
-}
-FACET_THRESHOLD = 0.25
+# What each facet route looks for, as short example sentences: a sentence joins a facet when its
+# cosine with one of the facet's examples reaches FACET_THRESHOLD. (MiniLM's similarity to one
+# long description separates the facets poorly; the nearest example separates them well.)
+FACET_EXAMPLES = {
+    "personal_info": (
+        "My name is Sam.", "I am 34 years old.", "I work as a nurse.", "I live in Boston.",
+        "I grew up in a small town.", "My sister and my parents are my family.",
+        "My husband and I have two kids.", "I studied psychology at university.",
+    ),
+    "preferences": (
+        "I love hiking.", "My favourite food is sushi.", "I really enjoy painting.", "I prefer tea to coffee.",
+        "I hate crowded places.", "I'm a big fan of jazz.", "I don't like horror movies.",
+    ),
+    "events": (
+        "We went to a concert last Friday.", "I visited my grandmother last week.", "We had a party for my birthday.",
+        "I got a new job in May.", "We took a trip to Paris.", "I ran a marathon yesterday.",
+        "Last weekend we went camping.",
+    ),
+}  # fmt: skip
+FACET_THRESHOLD = 0.4
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 
 
@@ -105,21 +115,21 @@ def sentences(text: str) -> list[str]:
 
 
 def with_facets(memories: Sequence[NewMemory], encoder: Encoder, threshold: float = FACET_THRESHOLD) -> list[NewMemory]:
-    """Add facet views to turns, offline: each sentence of a turn joins the facets whose
-    description it is similar to (cosine ≥ threshold, bundled model); a facet view is the turn's
-    sentences of that facet. Facets already supplied are kept."""
-    descriptions = encoder.encode([FACET_DESCRIPTIONS[name] for name in FACETS])
+    """Add facet views to turns, offline with the bundled model: each sentence of a turn joins
+    the facets it is similar to (see FACET_EXAMPLES); a facet view is the turn's sentences of
+    that facet. Facets already supplied are kept."""
     turn_sentences = [sentences(m.text) if m.kind == "turn" else [] for m in memories]
     flat = list(dict.fromkeys(s for group in turn_sentences for s in group))
     if not flat:
         return list(memories)
     vectors = encoder.encode(flat)
-    similarity = dict(zip(flat, vectors @ descriptions.T, strict=True))
+    best = {name: (vectors @ encoder.encode(list(FACET_EXAMPLES[name])).T).max(axis=1) for name in FACETS}
+    row = {sentence: n for n, sentence in enumerate(flat)}
     out = []
     for memory, group in zip(memories, turn_sentences, strict=True):
         views = dict(memory.views)
-        for column, name in enumerate(FACETS):
-            chosen = [s for s in group if float(similarity[s][column]) >= threshold]
+        for name in FACETS:
+            chosen = [s for s in group if float(best[name][row[s]]) >= threshold]
             if chosen and f"facet_{name}" not in views:
                 views[f"facet_{name}"] = " ".join(chosen)
         out.append(replace(memory, views=views) if views != memory.views else memory)

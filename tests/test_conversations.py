@@ -1,0 +1,195 @@
+"""Conversations: ingestion with views, session-first scoring, the time leg, speaker awareness,
+dense-query cleaning, timeline, and the upgrade of older stores."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from memsearch.api import Memsearch
+from memsearch.conversations import conversation_memories, turn_text, with_facets
+from memsearch.embedding import Encoder
+from memsearch.eval.datasets import load_locomo
+from memsearch.models import Memory, NewMemory, content_hash
+from memsearch.retrieval.candidates import Candidate, LegHit
+from memsearch.retrieval.pipeline import SearchRequest, dense_query_text, named_speaker, session_support
+from memsearch.store import Scope, SQLiteStore
+from memsearch.store.migrations import MIGRATIONS, SCHEMA_VERSION
+from tests.conftest import T0
+from tests.test_cli import run
+
+TINY = Path(__file__).parent / "data" / "locomo_tiny.json"
+
+
+@pytest.fixture(scope="module")
+def tiny() -> list:
+    return load_locomo(TINY)
+
+
+def by_key(memories: list) -> dict:
+    return {m.key: m for m in memories}
+
+
+def test_sessions_and_turns_with_their_views(tiny: list) -> None:
+    conversation, _ = tiny[0]
+    memories = by_key(conversation_memories(conversation))
+    session = memories["conv-a/session_1"]
+    assert session.kind == "session" and session.text.count("\n") == 2
+    painted = memories["conv-a/D1:2"]
+    assert painted.text == "Ben: Look at what I painted last week! [image: a painting of a lake at sunset]"
+    assert painted.kind == "turn" and painted.parent_key == "conv-a/session_1" and painted.position == 2
+    first, third = memories["conv-a/D1:1"].text, memories["conv-a/D1:3"].text
+    assert painted.views["context"] == "\n".join([first, painted.text, third])
+    assert painted.views["prev"] == f"{first}\n{painted.text}"
+    assert painted.views["next"] == third
+    assert "next" not in memories["conv-a/D1:3"].views  # the last turn of its session
+    middle = memories["conv-a/D9:9"].views["context"].splitlines()
+    assert middle == [memories[f"conv-a/D9:{n}"].text for n in range(7, 12)]  # two turns either side
+    assert memories["conv-a/D1:2"].created_at == session.created_at
+    assert len(conversation_memories(conversation, sessions=False)) == len(conversation.turns)
+
+
+def test_turn_text_follows_the_protocol(tiny: list) -> None:
+    turn = next(t for s in tiny[0][0].sessions for t in s.turns if t.image_caption)
+    assert turn_text(turn).endswith(" [image: a painting of a lake at sunset]")
+
+
+@pytest.fixture
+def imported(isolated_home: Path) -> Path:
+    result = run("import", str(TINY), "--format", "locomo")
+    assert "imported 29 turns, 5 sessions" in result.stderr
+    return isolated_home
+
+
+def test_import_keys_timeline_and_turn_results(imported: Path) -> None:
+    turn = json.loads(run("get", "conv-a/D1:2", "-f", "json").stdout)
+    assert (turn["kind"], turn["conversation"], turn["session"], turn["position"], turn["role"]) == (
+        "turn",
+        "conv-a",
+        "session_1",
+        2,
+        "Ben",
+    )
+    timeline = json.loads(run("timeline", "conv-a/D9:9", "-B", "2", "-A", "1", "-f", "json").stdout)
+    assert [m["key"] for m in timeline] == ["conv-a/D9:7", "conv-a/D9:8", "conv-a/D9:9", "conv-a/D9:10"]
+    assert [m["current"] for m in timeline] == [False, False, True, False]
+    document = json.loads(run("search", "skating on the frozen lake", "-f", "json", "-k", "3").stdout)
+    assert document["results"][0]["key"] == "conv-a/D9:17"
+    assert {r["kind"] for r in document["results"]} == {"turn"}  # turn granularity never returns sessions
+    legs = document["results"][0]["explain"]["legs"]
+    assert {"lexical", "lexical_prev", "vector", "vector_context"} <= set(legs)
+
+
+def test_session_granularity_is_session_first(imported: Path) -> None:
+    document = json.loads(run("search", "skating on the frozen lake", "-f", "json", "-g", "session", "-k", "2").stdout)
+    best = document["results"][0]
+    assert best["kind"] == "session" and best["key"] == "conv-a/session_9"
+    detail = best["explain"]["fusion"]["detail"]
+    assert detail["supporting_turn_count"] >= 1 and detail["best_turn_routes"]
+    assert detail["turn_support"] == pytest.approx(min(0.12, 0.6 * detail["turn_support"] / 0.6))
+    assert best["explain"]["fusion"]["score"] == pytest.approx(detail["session_rrf_score"] + detail["turn_support"])
+    table = run("search", "skating on the frozen lake", "-g", "session", "-k", "1", "--explain").stdout
+    assert "turn support" in table
+
+
+def test_without_session_chunks_hits_bring_their_neighbours(isolated_home: Path) -> None:
+    run("import", str(TINY), "--format", "locomo", "--no-sessions")
+    document = json.loads(run("search", "skating on the frozen lake", "-f", "json", "-g", "session", "-k", "1").stdout)
+    keys = [(r["key"], r["context_of"]) for r in document["results"]]
+    hit = document["results"][0]["id"]
+    assert keys[0] == ("conv-a/D9:17", None)
+    assert ("conv-a/D9:16", hit) in keys  # its neighbour joins, marked as context
+
+
+def test_time_leg_finds_the_named_date(imported: Path) -> None:
+    document = json.loads(run("search", "What happened on 3 January 2024?", "-f", "json", "-k", "3").stdout)
+    best = document["results"][0]
+    assert best["key"] == "conv-a/D10:1"
+    assert best["explain"]["legs"]["time"] == {"rank": 1, "score": 1.0}
+
+
+def test_speaker_named_in_the_query_is_preferred(imported: Path) -> None:
+    document = json.loads(run("search", "What did Ana say about the kayak?", "-f", "json", "-k", "5").stdout)
+    factors = {r["role"]: r["explain"]["factors"][0] for r in document["results"]}
+    assert factors["Ana"] == {"name": "speaker", "op": "mul", "value": 1.1, "detail": {"named": "Ana", "role": "Ana"}}
+    assert named_speaker("did ana and ben meet?", ["Ana", "Ben"]) is None  # several named: no preference
+    assert named_speaker("what did Anastasia say", ["Ana"]) is None  # whole words only
+
+
+def test_dense_query_drops_words_common_to_the_store(ms: Memsearch, tiny: list) -> None:
+    ms.add_many(conversation_memories(tiny[0][0], sessions=False))
+    store, everything = ms.store(), Scope(conversation="conv-a")
+    assert dense_query_text(store, "What did Ana's friend Ben paint?", everything, 0.2) == "What did friend paint?"
+    assert dense_query_text(store, "Ana Ben", everything, 0.2) == "Ana Ben"  # nothing would remain
+    assert dense_query_text(store, "Ana Ben", everything, None) == "Ana Ben"
+
+
+def memory(memory_id: int, parent: int | None = None) -> Memory:
+    return Memory(
+        id=memory_id, key=None, text=str(memory_id), created_at=T0, last_accessed_at=T0, access_count=0,
+        importance=0.5, priority=1.0, pinned=False, project=None, namespace=None, session=None, role=None, tags=(),
+        metadata={}, content_hash=content_hash(str(memory_id)), kind="turn" if parent else "session", parent_id=parent,
+    )  # fmt: skip
+
+
+def test_session_support_arithmetic() -> None:
+    sessions = [Candidate(memory(1), {"lexical": LegHit(1, 1.0)}, fusion=0.10), Candidate(memory(2), {}, fusion=0.0)]
+    turns = [
+        Candidate(memory(11, parent=1), {"vector": LegHit(1, 0.9)}, fusion=0.05),
+        Candidate(memory(12, parent=1), {"lexical": LegHit(2, 1.0), "vector": LegHit(3, 0.5)}, fusion=0.30),
+        Candidate(memory(21, parent=2), {"vector": LegHit(2, 0.8)}, fusion=0.10),
+    ]
+    first, second = session_support(sessions, turns, cap=0.12, share=0.6)
+    assert first.fusion == pytest.approx(0.10 + 0.12)  # min(0.12, 0.6 · 0.30): capped
+    assert first.fusion_detail["supporting_turn_count"] == 2
+    assert first.fusion_detail["best_turn_routes"] == ["lexical", "vector"]
+    assert second.fusion == pytest.approx(0.6 * 0.10)  # found only through its turn
+    assert second.fusion_detail["session_rrf_score"] == 0.0
+
+
+def test_facets_by_similarity_to_their_descriptions(encoder: Encoder, tiny: list) -> None:
+    probe = NewMemory(text="Ana: I love hiking and my favourite food is sushi. My sister lives in Lisbon.", kind="turn")
+    (faceted,) = with_facets([probe], encoder)
+    assert "hiking" in faceted.views["facet_preferences"]
+    assert "Lisbon" in faceted.views["facet_personal_info"]
+
+
+def test_a_version_2_store_is_upgraded_in_place(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    db = sqlite3.connect(path)
+    for number, script in enumerate(MIGRATIONS[:2], start=1):
+        db.executescript(script)
+        db.execute(f"PRAGMA user_version = {number}")
+    db.execute("PRAGMA application_id = 1297306179")
+    db.execute(
+        "INSERT INTO memories (text, content_hash, created_at, last_accessed_at, tags) VALUES (?, ?, ?, ?, ?)",
+        (
+            "the old deploy note",
+            "h",
+            "2024-01-01T00:00:00.000000+00:00",
+            "2024-01-01T00:00:00.000000+00:00",
+            '["ops", "prod"]',
+        ),
+    )
+    db.execute("INSERT INTO memories_fts (rowid, text, tags) VALUES (1, 'the old deploy note', 'ops prod')")
+    db.commit()
+    db.close()
+    store = SQLiteStore.open(path)
+    assert store.schema_version == SCHEMA_VERSION
+    assert [i for i, _ in store.lexical_search('"deploy"', Scope(), 5)] == [1]
+    assert [i for i, _ in store.lexical_search('"prod"', Scope(), 5)] == [1]  # tags carried over
+    assert [i for i, _ in store.lexical_search('"deploy"', Scope(), 5, column="context")] == [1]
+    assert store.get(1).kind == "note"
+
+
+def test_reindex_re_embeds_views_too(ms: Memsearch, tiny: list) -> None:
+    ms.add_many(conversation_memories(tiny[0][0]))
+    before = ms.store().vector_index("context").matrix.copy()
+    assert ms.reindex() == len(conversation_memories(tiny[0][0]))
+    after = ms.store().vector_index("context").matrix
+    assert after.shape == before.shape and float((after * before).sum(axis=1).min()) > 0.9999
+    outcome = ms.search(SearchRequest("skating on the frozen lake", k=1))
+    assert outcome.results[0].memory.key == "conv-a/D9:17"
