@@ -125,6 +125,19 @@ _memsearch_timeline() {
     if [[ $cur == -* ]]; then _memsearch_reply -W '-B --before -A --after --key -f --format --db -h --help'; fi
 }
 
+_memsearch_eval() {
+    case $prev in
+        -f|--format) _memsearch_reply -W 'locomo longmemeval'; return ;;
+        -m|--mode) _memsearch_reply -W 'auto vector hybrid lexical'; return ;;
+        -g|--granularity) _memsearch_reply -W 'turn session'; return ;;
+        -o|--output) _memsearch_reply -W 'table json'; return ;;
+        --model) _memsearch_paths -d; return ;;
+        -p|--profile|--limit) return ;;
+    esac
+    if [[ $cur == -* ]]; then _memsearch_reply -W '-f --format -p --profile -m --mode -g --granularity --baseline --no-baseline --limit -o --output --model -h --help'
+    else _memsearch_paths -f; fi
+}
+
 _memsearch_completions() {
     case $prev in
     esac
@@ -150,7 +163,7 @@ _memsearch() {
     case $cmd in
         '')
             if [[ $cur == -* ]]; then _memsearch_reply -W '--version --debug -h --help'
-            else _memsearch_reply -W 'add import search get list delete stats path reindex set pin unpin consolidate timeline completions profiles'; fi ;;
+            else _memsearch_reply -W 'add import search get list delete stats path reindex set pin unpin consolidate timeline eval completions profiles'; fi ;;
         add) _memsearch_add ;;
         import) _memsearch_import ;;
         search) _memsearch_search ;;
@@ -165,6 +178,7 @@ _memsearch() {
         unpin) _memsearch_unpin ;;
         consolidate) _memsearch_consolidate ;;
         timeline) _memsearch_timeline ;;
+        eval) _memsearch_eval ;;
         completions) _memsearch_completions ;;
         profiles) _memsearch_profiles ;;
     esac

@@ -33,6 +33,7 @@ complete -c memsearch -n __fish_memsearch_using -a pin -d 'Pin memories (boosted
 complete -c memsearch -n __fish_memsearch_using -a unpin -d 'Unpin memories.'
 complete -c memsearch -n __fish_memsearch_using -a consolidate -d 'Mark older near-duplicates superseded by the newest one and group related...'
 complete -c memsearch -n __fish_memsearch_using -a timeline -d 'Show the turns around a memory in order (for a note: the memories around it...'
+complete -c memsearch -n __fish_memsearch_using -a eval -d 'Measure retrieval on a benchmark: Recall@k and NDCG@k per category, latency,...'
 complete -c memsearch -n __fish_memsearch_using -a completions -d 'Print the shell-completion script (static: tab completion never starts Python).'
 complete -c memsearch -n __fish_memsearch_using -a profiles -d 'The ranking profiles: `memsearch profiles` lists them, `memsearch profiles...'
 
@@ -148,6 +149,17 @@ complete -c memsearch -n '__fish_memsearch_using timeline' -l key -d 'Read REF a
 complete -c memsearch -n '__fish_memsearch_using timeline' -s f -l format -x -a 'table json jsonl csv' -d 'Output format.'
 complete -c memsearch -n '__fish_memsearch_using timeline' -l db -r -F -d 'Store file. Default: $MEMSEARCH_DB, else $MEMSEARCH_HOME/memsearch.db, else the user data dir.'
 complete -c memsearch -n '__fish_memsearch_using timeline' -s h -l help -d 'Show this message and exit.'
+
+complete -c memsearch -n '__fish_memsearch_using eval' -s f -l format -x -a 'locomo longmemeval' -d 'The dataset\'s format.'
+complete -c memsearch -n '__fish_memsearch_using eval' -s p -l profile -x -d 'A profile to measure (repeatable). Default: all.'
+complete -c memsearch -n '__fish_memsearch_using eval' -s m -l mode -x -a 'auto vector hybrid lexical' -d 'A mode (repeatable). Default: auto.'
+complete -c memsearch -n '__fish_memsearch_using eval' -s g -l granularity -x -a 'turn session' -d 'turn and/or session (repeatable). Default: both.'
+complete -c memsearch -n '__fish_memsearch_using eval' -l baseline -l no-baseline -d 'Also run the plain BM25 baseline.'
+complete -c memsearch -n '__fish_memsearch_using eval' -l limit -x -d 'Only the first N conversations (or questions).'
+complete -c memsearch -n '__fish_memsearch_using eval' -s o -l output -x -a 'table json' -d 'table, or json for machines.'
+complete -c memsearch -n '__fish_memsearch_using eval' -l model -x -a '(__fish_complete_directories)' -d 'A sentence-transformers model directory. Default: $MEMSEARCH_MODEL, else the bundled all-MiniLM-L6-v2.'
+complete -c memsearch -n '__fish_memsearch_using eval' -s h -l help -d 'Show this message and exit.'
+complete -c memsearch -n '__fish_memsearch_using eval' -F
 
 complete -c memsearch -n '__fish_memsearch_using completions' -s h -l help -d 'Show this message and exit.'
 

@@ -14,10 +14,10 @@ from memsearch.models import NewMemory
 
 PROBE = """
 import sys
-from memsearch.cli.app import main
+from memsearch.cli.app import app
 sys.argv = ["memsearch", *sys.argv[1:]]
 try:
-    main()
+    app()
 except SystemExit as stop:
     code = stop.code
 print(json.dumps({"code": code, "torch": "torch" in sys.modules, "onnxruntime": "onnxruntime" in sys.modules}))
@@ -54,6 +54,25 @@ def test_no_torch_and_no_model(store: Path, args: list[str]) -> None:
     needs_db = args[0] not in ("--help",)
     seen = probe(*args, *(["--db", str(store)] if needs_db else []))
     assert seen == {"code": 0, "torch": False, "onnxruntime": False}
+
+
+def test_the_console_entry_point_exits_with_the_commands_code(store: Path) -> None:
+    ok = subprocess.run(
+        [sys.executable, "-m", "memsearch", "get", "deploy", "--db", str(store), "-f", "json"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert ok.returncode == 0 and json.loads(ok.stdout)["key"] == "deploy"
+    missing = subprocess.run(
+        [sys.executable, "-m", "memsearch", "get", "nope", "--db", str(store)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert missing.returncode == 1 and missing.stderr.startswith("memsearch: no memory with key")
+    usage = subprocess.run([sys.executable, "-m", "memsearch", "search"], capture_output=True, text=True, check=False)
+    assert usage.returncode == 2
 
 
 def test_vector_search_uses_the_fast_route_without_torch(store: Path) -> None:

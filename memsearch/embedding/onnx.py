@@ -27,8 +27,8 @@ from memsearch.store import EmbeddingModelInfo
 
 log = logging.getLogger(__name__)
 
-EXPORT_FORMAT = 1
-BATCH_SIZE = 32
+EXPORT_FORMAT = 2  # 2: BERT graphs fused by onnxruntime's transformer optimizer
+BATCH_SIZE = 16  # with length-sorted batches, measured a little faster than 32 or 64 on 2 cores
 _OPSET = 17
 
 
@@ -85,6 +85,7 @@ def export_model(spec: ModelSpec, target: Path) -> None:
             opset_version=_OPSET,
             dynamo=False,
         )
+    fuse_bert(staging / "model.onnx", model)
     (staging / "tokenizer.json").write_text(tokenizer.backend_tokenizer.to_str(), encoding="utf-8")
     manifest = {
         "model": spec.name,
@@ -103,6 +104,24 @@ def export_model(spec: ModelSpec, target: Path) -> None:
         import shutil
 
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def fuse_bert(path: Path, model: Any) -> None:
+    """Fuse attention, layer norm and GELU of a BERT graph in place: the same vectors (cosine
+    ≥ 0.99999 in the tests), and a session that loads about 50 ms faster. Other architectures
+    are left as exported."""
+    config = getattr(model[0], "auto_model", None)
+    config = getattr(config, "config", None)
+    if getattr(config, "model_type", None) != "bert":
+        return
+    from onnxruntime.transformers.optimizer import optimize_model
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fused = optimize_model(
+            str(path), model_type="bert", num_heads=config.num_attention_heads, hidden_size=config.hidden_size
+        )
+    fused.save_model_to_file(str(path))
 
 
 def ensure_export(spec: ModelSpec) -> Path:
