@@ -175,8 +175,12 @@ def choose_route(request: SearchRequest, profile: Profile) -> tuple[Route, dict[
 
 
 def scope_mask(store: SQLiteStore, index: VectorIndex, scope: Scope) -> np.ndarray | None:
+    """Which rows of the index are in scope; None for all. A scope that only leaves out some kinds
+    (session chunks, usually few) is computed from the memories it leaves out."""
     if scope.is_everything:
         return None
+    if scope == Scope(kinds=scope.kinds):
+        return ~np.isin(index.ids, np.asarray(store.ids_of_other_kinds(scope.kinds), np.int64))
     return np.isin(index.ids, np.asarray(store.scoped_ids(scope), np.int64))
 
 
@@ -190,10 +194,11 @@ def dense_query_text(store: SQLiteStore, query: str, scope: Scope, share: float 
     if share is None:
         return query
     total = store.count(scope)
+    limit = int(share * total) + 1
     common = {
         word
         for word in {w.lower() for w in _WORD_WITH_POSSESSIVE.findall(query)} - STOPWORDS
-        if total and store.document_frequency(f'"{word}"', scope) > share * total
+        if total and store.document_frequency(f'"{word}"', scope, limit) >= limit
     }
     if not common:
         return query
@@ -410,7 +415,8 @@ def run_search(
         if store.count(sessions_scope):
             ranked = _session_search(store, request, query_vector, profile, legs_to_run, scope, k, now, project)
             return SearchOutcome(request, route, profile, now, ranked)
-    turn_scope = replace(scope, kinds=scope.kinds or ("note", "turn"))
+    # Session chunks are kept out of turn results; a store without any needs no such filter.
+    turn_scope = replace(scope, kinds=("note", "turn")) if not scope.kinds and store.has_kind("session") else scope
     ranked = _ranked(store, request, query_vector, profile, legs_to_run, turn_scope, k, now, project)
     if request.granularity == "session":  # no session chunks: chunk-level ranking with neighbours
         ranked = expand_neighbours(ranked, store, profile.neighbours)
@@ -448,9 +454,6 @@ def _ranked(
 ) -> list[Candidate]:
     pool = profile.pool.size(k)
     recall, legs = _recall(store, request, query_vector, profile, legs_to_run, scope, pool)
-    speaker = None
-    if any(a.kind == "speaker" for a in profile.adjust):
-        speaker = named_speaker(request.query, store.roles(scope))
     index = store.vector_index() if (_needs_vectors(profile) or recall._vector is not None) else None
 
     def attempt(extra: dict[str, dict[int, LegHit]]) -> list[Candidate]:
@@ -459,6 +462,10 @@ def _ranked(
         cosines = cosines_for(index, recall.vector(), ids) if index is not None else None
         candidates = build_candidates(store, current, cosines)
         vectors = _vectors(index, ids) if profile.select.mmr_lambda is not None and index is not None else {}
+        speaker = None
+        if any(a.kind == "speaker" for a in profile.adjust):
+            # A speaker the query names is among the candidates: the lexical legs match the name.
+            speaker = named_speaker(request.query, sorted({c.memory.role for c in candidates if c.memory.role}))
         return score_and_select(candidates, profile, k, now, project, vectors, request.max_tokens, speaker)
 
     ranked = attempt({})

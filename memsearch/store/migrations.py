@@ -63,6 +63,7 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE memories ADD COLUMN parent_id INTEGER REFERENCES memories (id) ON DELETE SET NULL;
     CREATE INDEX memories_conversation ON memories (conversation, session, position);
     CREATE INDEX memories_parent ON memories (parent_id);
+    CREATE INDEX memories_kind ON memories (kind);
     CREATE TABLE views (
         memory_id INTEGER NOT NULL REFERENCES memories (id) ON DELETE CASCADE,
         view TEXT NOT NULL,

@@ -471,6 +471,10 @@ class SQLiteStore:
         yield from self._db.execute("SELECT id, text FROM memories ORDER BY id")
 
     def count(self, scope: Scope = EVERYTHING) -> int:
+        if scope.is_everything:
+            return self._db.execute("SELECT count(*) FROM memories").fetchone()[0]
+        if scope == Scope(kinds=scope.kinds):  # through the kind index
+            return self.count() - len(self.ids_of_other_kinds(scope.kinds))
         where, params = scope.where()
         return self._db.execute(f"SELECT count(*) FROM memories m WHERE {where}", params).fetchone()[0]
 
@@ -508,20 +512,28 @@ class SQLiteStore:
             params = [expression, *scope_params, limit]
         return [(int(row[0]), float(row[1])) for row in self._db.execute(sql, params)]
 
-    def document_frequency(self, match: str, scope: Scope) -> int:
-        """How many memories in scope match `match` in their text or tags."""
-        where, params = scope.where()
-        sql = (
-            "SELECT count(*) FROM memories_fts f JOIN memories m ON m.id = f.rowid "
-            f"WHERE memories_fts MATCH ? AND {where}"
-        )
-        return self._db.execute(sql, [f"{{text tags}} : ({match})", *params]).fetchone()[0]
+    def document_frequency(self, match: str, scope: Scope, at_most: int) -> int:
+        """How many memories in scope match `match` in their text or tags, counting no further
+        than `at_most` (enough to tell a common word; a rare one answers at once)."""
+        if scope.is_everything:
+            sql = "SELECT count(*) FROM (SELECT 1 FROM memories_fts WHERE memories_fts MATCH ? LIMIT ?)"
+            params: list[Any] = [f"{{text tags}} : ({match})", at_most]
+        else:
+            where, scope_params = scope.where()
+            sql = (
+                "SELECT count(*) FROM (SELECT 1 FROM memories_fts f JOIN memories m ON m.id = f.rowid "
+                f"WHERE memories_fts MATCH ? AND {where} LIMIT ?)"
+            )
+            params = [f"{{text tags}} : ({match})", *scope_params, at_most]
+        return self._db.execute(sql, params).fetchone()[0]
 
-    def roles(self, scope: Scope) -> list[str]:
-        """The distinct speakers (roles) of the memories in scope."""
-        where, params = scope.where()
-        sql = f"SELECT DISTINCT m.role FROM memories m WHERE m.role IS NOT NULL AND {where} ORDER BY 1"
-        return [row[0] for row in self._db.execute(sql, params)]
+    def has_kind(self, kind: str) -> bool:
+        return self._db.execute("SELECT 1 FROM memories WHERE kind = ? LIMIT 1", (kind,)).fetchone() is not None
+
+    def ids_of_other_kinds(self, kinds: Sequence[str]) -> list[int]:
+        """The memories whose kind is not one of `kinds` (through the kind index: cheap when few)."""
+        marks = ",".join("?" * len(kinds))
+        return [row[0] for row in self._db.execute(f"SELECT id FROM memories WHERE kind NOT IN ({marks})", kinds)]
 
     def ids_created_between(self, start: datetime, end: datetime, scope: Scope, limit: int) -> list[int]:
         """Memories in scope created within [start, end], at most `limit` + 1 (so callers see overflow)."""
