@@ -221,6 +221,10 @@ class Recall:
     exhaustive_ranking: list[tuple[int, float]] = field(default_factory=list)
     _vector: np.ndarray | None = None
 
+    @property
+    def embedded(self) -> bool:
+        return self._vector is not None
+
     def vector(self) -> np.ndarray:
         if self._vector is None:
             text = dense_query_text(self.store, self.query, self.scope, self.profile.dense_common_share)
@@ -406,109 +410,104 @@ def run_search(
     if profile.fusion.blend_vector is not None and {leg_kind(s) for s in legs_to_run.values()} == {"vector"}:
         # CEMS's vector mode is a plain vector search: its score is the cosine, with no RRF blend.
         profile = replace(profile, fusion=replace(profile.fusion, method="weighted", weights={"vector": 1.0}))
-    k = request.k or profile.k
-    project = request.scope.project if profile.project_boost else None
     scope = replace(request.scope, project=None) if profile.project_boost else request.scope
-    now = request.as_of or utc_now()
-    if request.granularity == "session":
-        sessions_scope = replace(scope, kinds=("session",))
-        if store.count(sessions_scope):
-            ranked = _session_search(store, request, query_vector, profile, legs_to_run, scope, k, now, project)
-            return SearchOutcome(request, route, profile, now, ranked)
+    search = _Search(
+        store,
+        request,
+        query_vector,
+        profile,
+        legs_to_run,
+        k=request.k or profile.k,
+        now=request.as_of or utc_now(),
+        project=request.scope.project if profile.project_boost else None,
+    )
+    if request.granularity == "session" and store.count(replace(scope, kinds=("session",))):
+        return SearchOutcome(request, route, profile, search.now, search.sessions(scope))
     # Session chunks are kept out of turn results; a store without any needs no such filter.
     turn_scope = replace(scope, kinds=("note", "turn")) if not scope.kinds and store.has_kind("session") else scope
-    ranked = _ranked(store, request, query_vector, profile, legs_to_run, turn_scope, k, now, project)
+    ranked = search.ranked(turn_scope)
     if request.granularity == "session":  # no session chunks: chunk-level ranking with neighbours
         ranked = expand_neighbours(ranked, store, profile.neighbours)
-    return SearchOutcome(request, route, profile, now, ranked)
+    return SearchOutcome(request, route, profile, search.now, ranked)
 
 
-def _recall(
-    store: SQLiteStore,
-    request: SearchRequest,
-    query_vector: Callable[[str], np.ndarray],
-    profile: Profile,
-    legs_to_run: Mapping[str, str],
-    scope: Scope,
-    pool: int,
-) -> tuple[Recall, dict[str, dict[int, LegHit]]]:
-    recall = Recall(store, request.query, scope, pool, profile, query_vector)
-    return recall, {name: recall.leg(spec) for name, spec in legs_to_run.items()}
+@dataclass(frozen=True)
+class _Search:
+    """One search's fixed inputs; `ranked` and `sessions` run it at turn or session level."""
 
+    store: SQLiteStore
+    request: SearchRequest
+    query_vector: Callable[[str], np.ndarray]
+    profile: Profile
+    legs_to_run: Mapping[str, str]
+    k: int
+    now: datetime
+    project: str | None
 
-def _needs_vectors(profile: Profile) -> bool:
-    fusion = profile.fusion
-    return fusion.blend_vector is not None or (fusion.method == "weighted" and "vector" in fusion.weights)
+    @property
+    def pool(self) -> int:
+        return self.profile.pool.size(self.k)
 
+    def recall(self, scope: Scope) -> tuple[Recall, dict[str, dict[int, LegHit]]]:
+        recall = Recall(self.store, self.request.query, scope, self.pool, self.profile, self.query_vector)
+        return recall, {name: recall.leg(spec) for name, spec in self.legs_to_run.items()}
 
-def _ranked(
-    store: SQLiteStore,
-    request: SearchRequest,
-    query_vector: Callable[[str], np.ndarray],
-    profile: Profile,
-    legs_to_run: Mapping[str, str],
-    scope: Scope,
-    k: int,
-    now: datetime,
-    project: str | None,
-) -> list[Candidate]:
-    pool = profile.pool.size(k)
-    recall, legs = _recall(store, request, query_vector, profile, legs_to_run, scope, pool)
-    index = store.vector_index() if (_needs_vectors(profile) or recall._vector is not None) else None
+    def index_for(self, recall: Recall) -> VectorIndex | None:
+        """The memories' vectors, when the query was embedded or the profile scores by cosine."""
+        fusion = self.profile.fusion
+        scores_cosine = fusion.blend_vector is not None or (fusion.method == "weighted" and "vector" in fusion.weights)
+        return self.store.vector_index() if scores_cosine or recall.embedded else None
 
-    def attempt(extra: dict[str, dict[int, LegHit]]) -> list[Candidate]:
-        current = {**legs, **extra}
-        ids = sorted({memory_id for hits in current.values() for memory_id in hits})
-        cosines = cosines_for(index, recall.vector(), ids) if index is not None else None
-        candidates = build_candidates(store, current, cosines)
-        vectors = _vectors(index, ids) if profile.select.mmr_lambda is not None and index is not None else {}
-        speaker = None
-        if any(a.kind == "speaker" for a in profile.adjust):
-            # A speaker the query names is among the candidates: the lexical legs match the name.
-            speaker = named_speaker(request.query, sorted({c.memory.role for c in candidates if c.memory.role}))
-        return score_and_select(candidates, profile, k, now, project, vectors, request.max_tokens, speaker)
-
-    ranked = attempt({})
-    if recall.exhaustive_ranking:
-        name = next(n for n, spec in legs_to_run.items() if spec == "vector")
-        ranked = _exact_top_k(ranked, recall.exhaustive_ranking, pool, k, profile, lambda hits: attempt({name: hits}))
-    return ranked
-
-
-def _session_search(
-    store: SQLiteStore,
-    request: SearchRequest,
-    query_vector: Callable[[str], np.ndarray],
-    profile: Profile,
-    legs_to_run: Mapping[str, str],
-    scope: Scope,
-    k: int,
-    now: datetime,
-    project: str | None,
-) -> list[Candidate]:
-    """Session chunks are what is returned; their turns add bounded support (Memsense)."""
-    pool = profile.pool.size(k)
-    session_scope = replace(scope, kinds=("session", "note"))
-    turn_scope = replace(scope, kinds=("turn",))
-    recall, session_legs = _recall(store, request, query_vector, profile, legs_to_run, session_scope, pool)
-    _, turn_legs = _recall(store, request, query_vector, profile, legs_to_run, turn_scope, pool)
-    embed = recall.vector if recall._vector is not None or _needs_vectors(profile) else None
-    index = store.vector_index() if embed is not None else None
-
-    def candidates(legs: Mapping[str, Mapping[int, LegHit]]) -> list[Candidate]:
+    def candidates(
+        self, recall: Recall, index: VectorIndex | None, legs: Mapping[str, Mapping[int, LegHit]]
+    ) -> list[Candidate]:
         ids = sorted({memory_id for hits in legs.values() for memory_id in hits})
         cosines = cosines_for(index, recall.vector(), ids) if index is not None else None
-        return fuse(build_candidates(store, legs, cosines), profile.fusion, now)
+        return build_candidates(self.store, legs, cosines)
 
-    turns = candidates(turn_legs)
-    sessions = candidates(session_legs)
-    found = {c.id for c in sessions}
-    missing = sorted({t.memory.parent_id for t in turns if t.memory.parent_id is not None} - found)
-    extra = build_candidates(store, {"": {i: LegHit(0, 0.0) for i in missing}}, None)
-    sessions += [replace(c, legs={}) for c in extra]
-    supported = session_support(sessions, turns, profile.session_support_cap, profile.session_support_share)
-    vectors = _vectors(index, [c.id for c in supported]) if index is not None else {}
-    return select(supported, profile, k, now, project, vectors, request.max_tokens)
+    def ranked(self, scope: Scope) -> list[Candidate]:
+        recall, legs = self.recall(scope)
+        index = self.index_for(recall)
+        profile = self.profile
+
+        def attempt(extra: dict[str, dict[int, LegHit]]) -> list[Candidate]:
+            candidates = self.candidates(recall, index, {**legs, **extra})
+            ids = [c.id for c in candidates]
+            vectors = _vectors(index, ids) if profile.select.mmr_lambda is not None and index is not None else {}
+            speaker = None
+            if any(a.kind == "speaker" for a in profile.adjust):
+                # A speaker the query names is among the candidates: the lexical legs match the name.
+                speaker = named_speaker(
+                    self.request.query, sorted({c.memory.role for c in candidates if c.memory.role})
+                )
+            return score_and_select(
+                candidates, profile, self.k, self.now, self.project, vectors, self.request.max_tokens, speaker
+            )
+
+        ranked = attempt({})
+        if recall.exhaustive_ranking:
+            name = next(n for n, spec in self.legs_to_run.items() if spec == "vector")
+            ranked = _exact_top_k(
+                ranked, recall.exhaustive_ranking, self.pool, self.k, profile, lambda hits: attempt({name: hits})
+            )
+        return ranked
+
+    def sessions(self, scope: Scope) -> list[Candidate]:
+        """Session chunks are what is returned; their turns add bounded support (Memsense)."""
+        recall, session_legs = self.recall(replace(scope, kinds=("session", "note")))
+        turn_recall, turn_legs = self.recall(replace(scope, kinds=("turn",)))
+        index = self.index_for(recall) or self.index_for(turn_recall)
+        fusion, now = self.profile.fusion, self.now
+        turns = fuse(self.candidates(turn_recall, index, turn_legs), fusion, now)
+        sessions = fuse(self.candidates(recall, index, session_legs), fusion, now)
+        found = {c.id for c in sessions}
+        missing = sorted({t.memory.parent_id for t in turns if t.memory.parent_id is not None} - found)
+        sessions += [replace(c, legs={}) for c in build_candidates(self.store, {"": dict.fromkeys(missing)}, None)]
+        supported = session_support(
+            sessions, turns, self.profile.session_support_cap, self.profile.session_support_share
+        )
+        vectors = _vectors(index, [c.id for c in supported]) if index is not None else {}
+        return select(supported, self.profile, self.k, now, self.project, vectors, self.request.max_tokens)
 
 
 def _exact_top_k(
