@@ -111,7 +111,10 @@ def explain_dict(candidate: Candidate, profile: Profile) -> dict[str, Any]:
     fusion_doc: dict[str, Any] = {"method": fusion.method}
     if fusion.method == "rrf":
         fusion_doc["k"] = fusion.rrf_k
-    fusion_doc["weights"] = dict(fusion.weights)
+    if fusion.method == "rrf":  # the weight of each leg that found it (1 unless the profile says otherwise)
+        fusion_doc["weights"] = {leg: fusion.weights.get(leg, 1.0) for leg in sorted(candidate.legs)}
+    else:
+        fusion_doc["weights"] = dict(fusion.weights)
     fusion_doc["terms"] = dict(sorted(candidate.fusion_terms.items()))
     if candidate.fusion_detail:
         fusion_doc["detail"] = dict(candidate.fusion_detail)
