@@ -301,21 +301,6 @@ def named_speaker(query: str, speakers: Sequence[str]) -> str | None:
 # -- the pure part -------------------------------------------------------------------------
 
 
-def score_and_select(
-    candidates: Sequence[Candidate],
-    profile: Profile,
-    k: int,
-    now: datetime,
-    project: str | None,
-    vectors: Mapping[int, np.ndarray],
-    max_tokens: int | None,
-    speaker: str | None = None,
-) -> list[Candidate]:
-    """fuse → filter → adjust → select. Pure: everything it needs is in its arguments."""
-    fused = fuse(candidates, profile.fusion, now)
-    return select(fused, profile, k, now, project, vectors, max_tokens, speaker)
-
-
 def select(
     fused: Sequence[Candidate],
     profile: Profile,
@@ -326,7 +311,7 @@ def select(
     max_tokens: int | None,
     speaker: str | None = None,
 ) -> list[Candidate]:
-    """filter → adjust → select over fused candidates."""
+    """filter → adjust → select over fused candidates. Pure: everything it needs is in its arguments."""
     if profile.drop_superseded:
         fused = drop_superseded(fused)
     if profile.min_score is not None:
@@ -483,9 +468,8 @@ class _Search:
                 speaker = named_speaker(
                     self.request.query, sorted({c.memory.role for c in candidates if c.memory.role})
                 )
-            return score_and_select(
-                candidates, profile, self.k, self.now, self.project, vectors, self.request.max_tokens, speaker
-            )
+            fused = fuse(candidates, profile.fusion, self.now)
+            return select(fused, profile, self.k, self.now, self.project, vectors, self.request.max_tokens, speaker)
 
         ranked = attempt({})
         if recall.exhaustive_ranking:
