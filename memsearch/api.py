@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -304,7 +303,3 @@ class Memsearch:
         if not dry_run:
             store.set_consolidation(result.superseded, result.groups)
         return result
-
-    @staticmethod
-    def now() -> datetime:
-        return utc_now()

@@ -182,7 +182,7 @@ def scope_mask(store: SQLiteStore, index: VectorIndex, scope: Scope) -> np.ndarr
     (session chunks, usually few) is computed from the memories it leaves out."""
     if scope.is_everything:
         return None
-    if scope == Scope(kinds=scope.kinds):
+    if scope.only_kinds:
         return ~np.isin(index.ids, np.asarray(store.ids_of_other_kinds(scope.kinds), np.int64))
     return np.isin(index.ids, np.asarray(store.scoped_ids(scope), np.int64))
 
@@ -282,14 +282,9 @@ def build_candidates(
 
 def cosines_for(index: VectorIndex, query_vector: np.ndarray, ids: Sequence[int]) -> dict[int, float]:
     """The query's cosine with each of `ids` that has a vector."""
-    if index.ids.size == 0 or not ids:
-        return {}
-    wanted = np.asarray(ids, np.int64)
-    rows = np.searchsorted(index.ids, wanted)
-    rows = np.minimum(rows, index.ids.size - 1)
-    present = index.ids[rows] == wanted
-    scores = index.matrix[rows[present]] @ query_vector
-    return {int(i): float(s) for i, s in zip(wanted[present], scores, strict=True)}
+    found, rows = index.rows_of(ids)
+    scores = index.matrix[rows] @ query_vector
+    return {int(i): float(s) for i, s in zip(found, scores, strict=True)}
 
 
 def named_speaker(query: str, speakers: Sequence[str]) -> str | None:
@@ -524,12 +519,8 @@ def _exact_top_k(
 
 
 def _vectors(index: VectorIndex, ids: Sequence[int]) -> dict[int, np.ndarray]:
-    rows = np.searchsorted(index.ids, np.asarray(ids, np.int64))
-    return {
-        int(memory_id): index.matrix[row]
-        for memory_id, row in zip(ids, rows, strict=True)
-        if row < index.ids.size and index.ids[row] == memory_id
-    }
+    found, rows = index.rows_of(ids)
+    return {int(i): index.matrix[row] for i, row in zip(found, rows, strict=True)}
 
 
 def with_tau(profile: Profile, tau_days: float | None) -> Profile:

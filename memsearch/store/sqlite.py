@@ -62,6 +62,11 @@ class Scope:
     def is_everything(self) -> bool:
         return self == EVERYTHING
 
+    @property
+    def only_kinds(self) -> bool:
+        """True when the scope does nothing but leave out some kinds (served by the kind index)."""
+        return bool(self.kinds) and self == Scope(kinds=self.kinds)
+
     def where(self, alias: str = "m") -> tuple[str, list[Any]]:
         """A SQL condition over the memories table (under `alias`) and its parameters."""
         clauses: list[str] = []
@@ -108,6 +113,17 @@ class VectorIndex:
 
     ids: np.ndarray
     matrix: np.ndarray
+
+    def rows_of(self, ids: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+        """Of `ids`, those that have a vector here, and their rows in the matrix (ids are sorted)."""
+        import numpy as np
+
+        wanted = np.asarray(ids, np.int64)
+        if self.ids.size == 0 or wanted.size == 0:
+            return wanted[:0], wanted[:0]
+        rows = np.minimum(np.searchsorted(self.ids, wanted), self.ids.size - 1)
+        present = self.ids[rows] == wanted
+        return wanted[present], rows[present]
 
 
 def _row_to_memory(row: sqlite3.Row | tuple[Any, ...]) -> Memory:
@@ -473,7 +489,7 @@ class SQLiteStore:
     def count(self, scope: Scope = EVERYTHING) -> int:
         if scope.is_everything:
             return self._db.execute("SELECT count(*) FROM memories").fetchone()[0]
-        if scope == Scope(kinds=scope.kinds):  # through the kind index
+        if scope.only_kinds:
             return self.count() - len(self.ids_of_other_kinds(scope.kinds))
         where, params = scope.where()
         return self._db.execute(f"SELECT count(*) FROM memories m WHERE {where}", params).fetchone()[0]
@@ -567,13 +583,6 @@ class SQLiteStore:
         index = VectorIndex(ids=ids, matrix=matrix.reshape(len(rows), dim) if rows else np.zeros((0, dim), np.float32))
         self._vector_cache[view] = (generation, index)
         return index
-
-    def views_of(self, memory_id: int) -> dict[str, str]:
-        rows = self._db.execute("SELECT view, text FROM views WHERE memory_id = ? ORDER BY view", (memory_id,))
-        return {view: text for view, text in rows}
-
-    def view_names(self) -> list[str]:
-        return [row[0] for row in self._db.execute("SELECT DISTINCT view FROM views ORDER BY view")]
 
     def views_with_vectors(self) -> list[tuple[int, str, str]]:
         """(memory id, view, text) of every stored vector view, for reindex."""
