@@ -133,7 +133,7 @@ def test_search_output_matches_the_golden_snapshot(stores: dict[str, Memsearch])
     actual = json.loads(json.dumps(snapshot(stores)))
     if os.environ.get("MEMSEARCH_GOLDEN_UPDATE"):
         GOLDEN.parent.mkdir(exist_ok=True)
-        lines = (f"{json.dumps(label)}: {json.dumps(value, ensure_ascii=False)}" for label, value in sorted(actual.items()))
+        lines = (f"{json.dumps(name)}: {json.dumps(doc, ensure_ascii=False)}" for name, doc in sorted(actual.items()))
         GOLDEN.write_text("{\n" + ",\n".join(lines) + "\n}\n", encoding="utf-8")
     expected = json.loads(GOLDEN.read_text(encoding="utf-8"))
     problems: list[str] = []
