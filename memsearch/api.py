@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from memsearch.consolidate import ConsolidationPlan, plan
 from memsearch.embedding import Encoder, Progress, load_encoder, resolve_model
 from memsearch.errors import InvalidInputError
-from memsearch.models import Memory, NewMemory, check_range, normalise_tags
+from memsearch.models import VECTOR_VIEWS, Memory, NewMemory, check_range, normalise_tags
 from memsearch.paths import resolve_db_path
 from memsearch.profiles import Profile
 from memsearch.retrieval.pipeline import (
@@ -22,8 +22,7 @@ from memsearch.retrieval.pipeline import (
     run_search,
     with_tau,
 )
-from memsearch.store import EVERYTHING, Scope, SQLiteStore
-from memsearch.store.sqlite import VECTOR_VIEWS
+from memsearch.store import EVERYTHING, Scope, Store, open_store
 from memsearch.timeutil import utc_now
 
 if TYPE_CHECKING:
@@ -65,37 +64,25 @@ def embed_memories(
 
 
 def near_duplicates(
-    store: SQLiteStore, memories: Sequence[NewMemory], vectors: np.ndarray, threshold: float
+    store: Store, memories: Sequence[NewMemory], vectors: np.ndarray, threshold: float
 ) -> dict[int, tuple[tuple[bool, int], float]]:
     """Batch position → ((in batch?, stored id or earlier batch position), cosine) for each memory
     whose best match, among stored memories and earlier kept ones of the batch, reaches `threshold`.
     A memory being replaced by key is not its own duplicate."""
-    import numpy as np
-
-    index = store.vector_index()
     replaced = {store.id_for_key(m.key) for m in memories if m.key is not None} - {None}
-    excluded = np.isin(index.ids, np.asarray(sorted(replaced), np.int64)) if replaced else None
+    stored_best = store.nearest(vectors, exclude={i for i in replaced if i is not None})
     found: dict[int, tuple[tuple[bool, int], float]] = {}
     kept: list[int] = []
-    for start in range(0, len(vectors), 256):
-        chunk = vectors[start : start + 256]
-        scores = chunk @ index.matrix.T if index.ids.size else np.zeros((len(chunk), 0), np.float32)
-        if excluded is not None:
-            scores[:, excluded] = -np.inf
-        for offset, row in enumerate(scores):
-            position = start + offset
-            best: tuple[tuple[bool, int], float] | None = None
-            if row.size:
-                column = int(np.argmax(row))
-                best = ((False, int(index.ids[column])), float(row[column]))
-            for earlier in kept:
-                similarity = float(vectors[earlier] @ vectors[position])
-                if best is None or similarity > best[1]:
-                    best = ((True, earlier), similarity)
-            if best is not None and best[1] >= threshold:
-                found[position] = best
-            else:
-                kept.append(position)
+    for position, stored in enumerate(stored_best):
+        best: tuple[tuple[bool, int], float] | None = ((False, stored[0]), stored[1]) if stored else None
+        for earlier in kept:
+            similarity = float(vectors[earlier] @ vectors[position])
+            if best is None or similarity > best[1]:
+                best = ((True, earlier), similarity)
+        if best is not None and best[1] >= threshold:
+            found[position] = best
+        else:
+            kept.append(position)
     return found
 
 
@@ -122,13 +109,13 @@ class Memsearch:
         self._model = model
         self._encoder = encoder
         self._encoder_factory = encoder_factory
-        self._store: SQLiteStore | None = None
+        self._store: Store | None = None
 
     # -- plumbing -------------------------------------------------------------------------
 
-    def store(self, *, create: bool = False) -> SQLiteStore:
+    def store(self, *, create: bool = False) -> Store:
         if self._store is None:
-            self._store = SQLiteStore.open(self.path, create=create)
+            self._store = open_store(self.path, create=create)
         return self._store
 
     def encoder(self) -> Encoder:
@@ -297,9 +284,9 @@ class Memsearch:
         check_range("duplicate threshold", duplicate, 0, 1)
         check_range("related threshold", related, 0, 1)
         store = self.store()
-        index = store.vector_index()
+        ids, matrix = store.all_vectors()
         order = [m.id for m in sorted(store.list(), key=lambda m: (m.created_at, m.id))]
-        result = plan(index.ids, index.matrix, order, duplicate, related)
+        result = plan(ids, matrix, order, duplicate, related)
         if not dry_run:
             store.set_consolidation(result.superseded, result.groups)
         return result

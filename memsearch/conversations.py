@@ -14,8 +14,7 @@ from dataclasses import replace
 
 from memsearch.embedding import Encoder
 from memsearch.eval.datasets import Conversation, Turn
-from memsearch.models import NewMemory
-from memsearch.store.sqlite import FACETS
+from memsearch.models import FACETS, NewMemory
 
 CONTEXT_TURNS = 2  # turns either side in the `context` view
 

@@ -13,9 +13,19 @@ class ExitCode(IntEnum):
 
 
 class MemsearchError(Exception):
-    """Base of every error memsearch raises on purpose; its message is one line for the user."""
+    """Base of every error memsearch raises on purpose; its message is one line for the user.
+
+    `field` names the API parameter at fault, if one is: each front end words it its own way (the
+    CLI as its option, say), with `problem` as the rest of the sentence. The message itself names
+    no front end's options or commands; front ends add their own hints by the error's type.
+    """
 
     exit_code: ExitCode = ExitCode.ERROR
+
+    def __init__(self, problem: str, *, field: str | None = None) -> None:
+        super().__init__(f"{field} {problem}" if field else problem)
+        self.problem = problem
+        self.field = field
 
 
 class InvalidInputError(MemsearchError):

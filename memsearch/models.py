@@ -23,6 +23,21 @@ IMPORT_FIELDS = frozenset(
 KINDS = ("note", "turn", "session")
 
 
+@dataclass(frozen=True)
+class EmbeddingModelInfo:
+    """The model that made a store's vectors: its name and their dimension."""
+
+    name: str
+    dim: int
+
+
+# Views: extra texts a memory is searched by (a turn's neighbourhood, its facets). The lexical
+# views are full-text indexed; the vector views are embedded. A note's views are its own text.
+LEXICAL_VIEWS = ("context", "prev")
+FACETS = ("personal_info", "preferences", "events")
+VECTOR_VIEWS = ("context", "next", *(f"facet_{name}" for name in FACETS))
+
+
 def content_hash(text: str) -> str:
     """Hash of the text with white space folded, so re-adds of the same note are recognised."""
     return hashlib.sha256(" ".join(text.split()).encode("utf-8")).hexdigest()

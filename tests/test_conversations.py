@@ -16,8 +16,9 @@ from memsearch.eval.datasets import load_locomo
 from memsearch.models import Memory, NewMemory, content_hash
 from memsearch.retrieval.candidates import Candidate, LegHit
 from memsearch.retrieval.pipeline import SearchRequest, dense_query_text, named_speaker, session_support
-from memsearch.store import Scope, SQLiteStore
+from memsearch.store import Scope
 from memsearch.store.migrations import MIGRATIONS, SCHEMA_VERSION
+from memsearch.store.sqlite import SQLiteStore
 from tests.conftest import T0
 from tests.test_cli import run
 
@@ -179,9 +180,9 @@ def test_a_version_2_store_is_upgraded_in_place(tmp_path: Path) -> None:
     db.close()
     store = SQLiteStore.open(path)
     assert store.schema_version == SCHEMA_VERSION
-    assert [i for i, _ in store.lexical_search('"deploy"', Scope(), 5)] == [1]
-    assert [i for i, _ in store.lexical_search('"prod"', Scope(), 5)] == [1]  # tags carried over
-    assert [i for i, _ in store.lexical_search('"deploy"', Scope(), 5, column="context")] == [1]
+    assert [i for i, _ in store.lexical_search("deploy", Scope(), 5)] == [1]
+    assert [i for i, _ in store.lexical_search("prod", Scope(), 5)] == [1]  # tags carried over
+    assert [i for i, _ in store.lexical_search("deploy", Scope(), 5, view="context")] == [1]
     assert store.get(1).kind == "note"
 
 

@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memsearch.store.fts import MAX_TERMS, match_expression, query_terms
+from memsearch.store.fts import match_expression
+from memsearch.text import MAX_TERMS, query_terms
 
 NASTY = [
     "fix the auth-middleware bug",

@@ -9,9 +9,9 @@ import pytest
 
 from memsearch.api import Memsearch
 from memsearch.errors import InvalidInputError, ModelMismatchError
-from memsearch.models import NewMemory
+from memsearch.models import EmbeddingModelInfo, NewMemory
 from memsearch.retrieval.pipeline import SearchRequest
-from memsearch.store import EmbeddingModelInfo, Scope
+from memsearch.store import Scope
 from tests.conftest import T0
 
 NOTES = [
@@ -122,8 +122,8 @@ def test_the_store_refuses_another_models_queries(notes: Memsearch) -> None:
     store = notes.store()
     ids = [m.id for m in store.list()]
     other = EmbeddingModelInfo("someone-elses-model", 384)
-    store.replace_vectors(ids, store.vector_index().matrix.copy(), other)
-    with pytest.raises(ModelMismatchError, match="reindex"):
+    store.replace_vectors(ids, store.all_vectors()[1].copy(), other)
+    with pytest.raises(ModelMismatchError, match="vectors come from someone-elses-model"):
         notes.search(SearchRequest("coffee", mode="hybrid"))
     assert top(notes, "coffee", mode="lexical") == [NOTES[3].text]
     assert notes.reindex() == len(NOTES)

@@ -14,10 +14,10 @@ from memsearch.models import Memory, content_hash
 from memsearch.profiles import Adjustment
 from memsearch.retrieval.candidates import Candidate, Factor, LegHit
 from memsearch.retrieval.fusion import rrf
-from memsearch.retrieval.recall import rank_hits, vector_top
+from memsearch.retrieval.recall import rank_hits
 from memsearch.retrieval.scoring import apply_adjustments, exponential_decay
 from memsearch.retrieval.select import drop_exact_duplicates, rank_by_final, take_top
-from memsearch.store import VectorIndex
+from memsearch.store.vectors import VectorIndex, vector_top
 from memsearch.timeutil import SECONDS_PER_DAY
 from tests.conftest import T0
 

@@ -17,9 +17,10 @@ from memsearch.errors import (
     StoreCorruptError,
     StoreNotFoundError,
 )
-from memsearch.models import NewMemory
-from memsearch.store import EmbeddingModelInfo, Scope, SQLiteStore
+from memsearch.models import EmbeddingModelInfo, NewMemory
+from memsearch.store import Scope
 from memsearch.store.migrations import SCHEMA_VERSION
+from memsearch.store.sqlite import SQLiteStore
 from tests.conftest import T0
 
 MODEL = EmbeddingModelInfo("test-model", 3)
@@ -79,7 +80,7 @@ def test_insert_writes_memory_fts_and_vector_together(store: SQLiteStore) -> Non
 
 def test_a_failing_batch_stores_nothing(store: SQLiteStore) -> None:
     store.insert([NewMemory("first", key="k1")], vectors(1), MODEL, T0)
-    with pytest.raises(DuplicateKeyError, match="--replace"):
+    with pytest.raises(DuplicateKeyError, match="exists already"):
         store.insert([NewMemory("second"), NewMemory("third", key="k1")], vectors(2), MODEL, T0)
     assert [m.text for m in store.list()] == ["first"]
     assert store.lexical_search('"second"', Scope(), 5) == []
@@ -98,7 +99,7 @@ def test_replace_rewrites_in_place(store: SQLiteStore) -> None:
 def test_models_are_never_mixed(store: SQLiteStore) -> None:
     store.insert([NewMemory("one")], vectors(1), MODEL, T0)
     other = EmbeddingModelInfo("other-model", 3)
-    with pytest.raises(ModelMismatchError, match="memsearch reindex"):
+    with pytest.raises(ModelMismatchError, match="vectors come from test-model"):
         store.insert([NewMemory("two")], vectors(1), other, T0)
     assert store.count() == 1
     store.replace_vectors([1], vectors(1), other)

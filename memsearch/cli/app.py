@@ -38,6 +38,24 @@ def _fail(message: str, code: int) -> None:
     sys.exit(code)
 
 
+# The CLI's words for the library's parameters and errors.
+OPTION_OF_FIELD = {"max_tokens": "--max-tokens", "tau_days": "--tau", "limit": "--limit", "mode": "--mode"}
+HINT_OF_ERROR = {
+    "StoreNotFoundError": "add a memory first or pass --db",
+    "DuplicateKeyError": "pass --replace to overwrite it",
+    "ModelMismatchError": (
+        "run `memsearch reindex` to re-embed the store with it, or pass the store's model with --model"
+    ),
+}
+
+
+def cli_message(error: MemsearchError) -> str:
+    """The library's message with the CLI's option for the field at fault and its hint."""
+    message = f"{OPTION_OF_FIELD[error.field]} {error.problem}" if error.field in OPTION_OF_FIELD else str(error)
+    hint = HINT_OF_ERROR.get(type(error).__name__)
+    return f"{message}; {hint}" if hint else message
+
+
 class MemsearchGroup(TyperGroup):
     """Turns every failure into one line on stderr and a documented exit code."""
 
@@ -55,7 +73,7 @@ class MemsearchGroup(TyperGroup):
         except MemsearchError as error:
             if _state["debug"]:
                 traceback.print_exc()
-            _fail(str(error), error.exit_code)
+            _fail(cli_message(error), error.exit_code)
         except BrokenPipeError:
             sys.stderr.close()  # the reader went away (`| head`); that is not an error
             sys.exit(ExitCode.OK)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from memsearch.errors import EmbeddingError, InvalidInputError
-from memsearch.store import EmbeddingModelInfo
+from memsearch.models import EmbeddingModelInfo
 
 if TYPE_CHECKING:
     import numpy as np
@@ -61,7 +61,7 @@ def resolve_model(model: str | None = None) -> ModelSpec:
     if not (path / "modules.json").is_file() and not (path / "config.json").is_file():
         raise InvalidInputError(
             f"model {chosen!r} is not a sentence-transformers model directory (no model hub is used: "
-            "pass a local directory, or omit --model for the bundled all-MiniLM-L6-v2)"
+            "pass a local directory, or none for the bundled all-MiniLM-L6-v2)"
         )
     resolved = path.resolve()
     return ModelSpec(str(resolved), resolved)

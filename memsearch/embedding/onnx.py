@@ -22,8 +22,8 @@ import numpy as np
 
 from memsearch.embedding import ModelSpec, Progress
 from memsearch.errors import EmbeddingError
+from memsearch.models import EmbeddingModelInfo
 from memsearch.paths import cache_dir
-from memsearch.store import EmbeddingModelInfo
 
 log = logging.getLogger(__name__)
 

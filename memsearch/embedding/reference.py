@@ -10,7 +10,7 @@ import numpy as np
 
 from memsearch.embedding import ModelSpec, Progress
 from memsearch.errors import EmbeddingError
-from memsearch.store import EmbeddingModelInfo
+from memsearch.models import EmbeddingModelInfo
 
 BATCH_SIZE = 64
 

@@ -384,7 +384,7 @@ def run_eval(
     modes, granularities = list(dict.fromkeys(modes)), list(dict.fromkeys(granularities))
     chosen = _check(fmt, profiles, modes, granularities)
     if limit is not None and limit < 1:
-        raise InvalidInputError(f"--limit must be at least 1, not {limit}")
+        raise InvalidInputError(f"must be at least 1, not {limit}", field="limit")
     data = _load(dataset, fmt)
     if limit is not None:
         data = data[:limit]

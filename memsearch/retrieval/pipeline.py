@@ -19,7 +19,7 @@ from memsearch.profiles import Profile, leg_kind, load_profile
 from memsearch.retrieval.candidates import Candidate, LegHit
 from memsearch.retrieval.dates import as_datetimes, date_ranges
 from memsearch.retrieval.fusion import fuse
-from memsearch.retrieval.recall import rank_hits, vector_top
+from memsearch.retrieval.recall import rank_hits
 from memsearch.retrieval.routing import Route, route_query
 from memsearch.retrieval.scoring import apply_adjustments
 from memsearch.retrieval.select import (
@@ -31,8 +31,8 @@ from memsearch.retrieval.select import (
     rank_by_final,
     take_top,
 )
-from memsearch.store import EVERYTHING, Scope, SQLiteStore, VectorIndex
-from memsearch.store.fts import STOPWORDS, match_expression
+from memsearch.store.base import EVERYTHING, Scope, SearchBackend
+from memsearch.text import STOPWORDS
 from memsearch.timeutil import to_iso, utc_now
 
 MODES = ("auto", "vector", "hybrid", "lexical")
@@ -63,7 +63,7 @@ class SearchRequest:
         if self.granularity not in GRANULARITIES:
             raise InvalidInputError(f"granularity must be turn or session, not {self.granularity!r}")
         if self.max_tokens is not None and self.max_tokens < 1:
-            raise InvalidInputError(f"--max-tokens must be at least 1, not {self.max_tokens}")
+            raise InvalidInputError(f"must be at least 1, not {self.max_tokens}", field="max_tokens")
 
     @property
     def records_access(self) -> bool:
@@ -169,7 +169,7 @@ def choose_route(request: SearchRequest, profile: Profile) -> tuple[Route, dict[
     if not legs:
         raise InvalidInputError(
             f"profile {profile.name} has no {route.strategy} leg (its legs: {', '.join(profile.legs)}); "
-            "choose another --mode"
+            "choose another mode"
         )
     kinds = {leg_kind(spec) for spec in legs.values()} - {"time"}
     if route.strategy == "hybrid" and len(kinds) < 2:
@@ -177,20 +177,10 @@ def choose_route(request: SearchRequest, profile: Profile) -> tuple[Route, dict[
     return route, legs
 
 
-def scope_mask(store: SQLiteStore, index: VectorIndex, scope: Scope) -> np.ndarray | None:
-    """Which rows of the index are in scope; None for all. A scope that only leaves out some kinds
-    (session chunks, usually few) is computed from the memories it leaves out."""
-    if scope.is_everything:
-        return None
-    if scope.only_kinds:
-        return ~np.isin(index.ids, np.asarray(store.ids_of_other_kinds(scope.kinds), np.int64))
-    return np.isin(index.ids, np.asarray(store.scoped_ids(scope), np.int64))
-
-
 _WORD_WITH_POSSESSIVE = re.compile(r"\b(\w+)(?:'s)?\b")
 
 
-def dense_query_text(store: SQLiteStore, query: str, scope: Scope, share: float | None) -> str:
+def dense_query_text(store: SearchBackend, query: str, scope: Scope, share: float | None) -> str:
     """The query without the words found in more than `share` of the memories in scope (speaker
     names in a conversation, say): they pull the query vector towards every memory alike. The
     query is kept whole when nothing would remain."""
@@ -201,7 +191,7 @@ def dense_query_text(store: SQLiteStore, query: str, scope: Scope, share: float 
     common = {
         word
         for word in {w.lower() for w in _WORD_WITH_POSSESSIVE.findall(query)} - STOPWORDS
-        if total and store.document_frequency(f'"{word}"', scope, limit) >= limit
+        if total and store.document_frequency(word, scope, limit) >= limit
     }
     if not common:
         return query
@@ -215,7 +205,7 @@ class Recall:
     """What the legs of one search share: the store, the scope, the pool, and the query vector
     (embedded once, on first use)."""
 
-    store: SQLiteStore
+    store: SearchBackend
     query: str
     scope: Scope
     pool: int
@@ -237,18 +227,16 @@ class Recall:
     def leg(self, spec: str) -> dict[int, LegHit]:
         kind = leg_kind(spec)
         if kind == "lexical":
-            match = match_expression(self.query)
-            column = spec.partition("@")[2] or None
-            return rank_hits(self.store.lexical_search(match, self.scope, self.pool, column)) if match else {}
+            view = spec.partition("@")[2] or None
+            return rank_hits(self.store.lexical_search(self.query, self.scope, self.pool, view))
         if kind == "time":
             return self.time_leg()
         view_role, _, role = spec.partition(":")
         view = view_role.partition("@")[2] or None
-        index = self.store.vector_index(view)
         scope = replace(self.scope, roles=(role,)) if role else self.scope
-        size = index.ids.size if self.profile.exhaustive and view is None and not role else self.pool
-        ranking = vector_top(index, self.vector(), size, scope_mask(self.store, index, scope))
-        if size > self.pool:
+        exhaustive = self.profile.exhaustive and view is None and not role
+        ranking = self.store.vector_search(self.vector(), scope, None if exhaustive else self.pool, view)
+        if exhaustive:
             self.exhaustive_ranking = ranking
         return rank_hits(ranking[: self.pool])
 
@@ -265,7 +253,7 @@ class Recall:
 
 
 def build_candidates(
-    store: SQLiteStore, legs: Mapping[str, Mapping[int, LegHit]], cosines: Mapping[int, float] | None
+    store: SearchBackend, legs: Mapping[str, Mapping[int, LegHit]], cosines: Mapping[int, float] | None
 ) -> list[Candidate]:
     ids = sorted({memory_id for hits in legs.values() for memory_id in hits})
     memories = store.get_many(ids)
@@ -278,13 +266,6 @@ def build_candidates(
         for memory_id in ids
         if memory_id in memories
     ]
-
-
-def cosines_for(index: VectorIndex, query_vector: np.ndarray, ids: Sequence[int]) -> dict[int, float]:
-    """The query's cosine with each of `ids` that has a vector."""
-    found, rows = index.rows_of(ids)
-    scores = index.matrix[rows] @ query_vector
-    return {int(i): float(s) for i, s in zip(found, scores, strict=True)}
 
 
 def named_speaker(query: str, speakers: Sequence[str]) -> str | None:
@@ -366,7 +347,7 @@ def session_support(
     return out
 
 
-def expand_neighbours(ranked: Sequence[Candidate], store: SQLiteStore, distance: int) -> list[Candidate]:
+def expand_neighbours(ranked: Sequence[Candidate], store: SearchBackend, distance: int) -> list[Candidate]:
     """Results followed by the turns next to them (marked as context); the dropped after."""
     results = [c for c in ranked if c.dropped is None]
     shown = {c.id for c in results}
@@ -383,7 +364,7 @@ def expand_neighbours(ranked: Sequence[Candidate], store: SQLiteStore, distance:
 
 
 def run_search(
-    store: SQLiteStore,
+    store: SearchBackend,
     request: SearchRequest,
     query_vector: Callable[[str], np.ndarray],
     profile: Profile,
@@ -418,7 +399,7 @@ def run_search(
 class _Search:
     """One search's fixed inputs; `ranked` and `sessions` run it at turn or session level."""
 
-    store: SQLiteStore
+    store: SearchBackend
     request: SearchRequest
     query_vector: Callable[[str], np.ndarray]
     profile: Profile
@@ -435,28 +416,29 @@ class _Search:
         recall = Recall(self.store, self.request.query, scope, self.pool, self.profile, self.query_vector)
         return recall, {name: recall.leg(spec) for name, spec in self.legs_to_run.items()}
 
-    def index_for(self, recall: Recall) -> VectorIndex | None:
-        """The memories' vectors, when the query was embedded or the profile scores by cosine."""
+    def uses_vectors(self, recall: Recall) -> bool:
+        """Whether candidates get cosines (and MMR vectors): when the query was embedded or the
+        profile scores by cosine."""
         fusion = self.profile.fusion
         scores_cosine = fusion.blend_vector is not None or (fusion.method == "weighted" and "vector" in fusion.weights)
-        return self.store.vector_index() if scores_cosine or recall.embedded else None
+        return scores_cosine or recall.embedded
 
     def candidates(
-        self, recall: Recall, index: VectorIndex | None, legs: Mapping[str, Mapping[int, LegHit]]
+        self, recall: Recall, with_cosines: bool, legs: Mapping[str, Mapping[int, LegHit]]
     ) -> list[Candidate]:
         ids = sorted({memory_id for hits in legs.values() for memory_id in hits})
-        cosines = cosines_for(index, recall.vector(), ids) if index is not None else None
+        cosines = self.store.cosines(recall.vector(), ids) if with_cosines else None
         return build_candidates(self.store, legs, cosines)
 
     def ranked(self, scope: Scope) -> list[Candidate]:
         recall, legs = self.recall(scope)
-        index = self.index_for(recall)
+        with_vectors = self.uses_vectors(recall)
         profile = self.profile
 
         def attempt(extra: dict[str, dict[int, LegHit]]) -> list[Candidate]:
-            candidates = self.candidates(recall, index, {**legs, **extra})
+            candidates = self.candidates(recall, with_vectors, {**legs, **extra})
             ids = [c.id for c in candidates]
-            vectors = _vectors(index, ids) if profile.select.mmr_lambda is not None and index is not None else {}
+            vectors = self.store.vectors(ids) if profile.select.mmr_lambda is not None and with_vectors else {}
             speaker = None
             if any(a.kind == "speaker" for a in profile.adjust):
                 # A speaker the query names is among the candidates: the lexical legs match the name.
@@ -478,17 +460,17 @@ class _Search:
         """Session chunks are what is returned; their turns add bounded support (Memsense)."""
         recall, session_legs = self.recall(replace(scope, kinds=("session", "note")))
         turn_recall, turn_legs = self.recall(replace(scope, kinds=("turn",)))
-        index = self.index_for(recall) or self.index_for(turn_recall)
+        with_vectors = self.uses_vectors(recall) or self.uses_vectors(turn_recall)
         fusion, now = self.profile.fusion, self.now
-        turns = fuse(self.candidates(turn_recall, index, turn_legs), fusion, now)
-        sessions = fuse(self.candidates(recall, index, session_legs), fusion, now)
+        turns = fuse(self.candidates(turn_recall, with_vectors, turn_legs), fusion, now)
+        sessions = fuse(self.candidates(recall, with_vectors, session_legs), fusion, now)
         found = {c.id for c in sessions}
         missing = sorted({t.memory.parent_id for t in turns if t.memory.parent_id is not None} - found)
         sessions += [replace(c, legs={}) for c in build_candidates(self.store, {"": dict.fromkeys(missing)}, None)]
         supported = session_support(
             sessions, turns, self.profile.session_support_cap, self.profile.session_support_share
         )
-        vectors = _vectors(index, [c.id for c in supported]) if index is not None else {}
+        vectors = self.store.vectors([c.id for c in supported]) if with_vectors else {}
         return select(supported, self.profile, self.k, now, self.project, vectors, self.request.max_tokens)
 
 
@@ -518,19 +500,16 @@ def _exact_top_k(
     return ranked
 
 
-def _vectors(index: VectorIndex, ids: Sequence[int]) -> dict[int, np.ndarray]:
-    found, rows = index.rows_of(ids)
-    return {int(i): index.matrix[row] for i, row in zip(found, rows, strict=True)}
-
-
 def with_tau(profile: Profile, tau_days: float | None) -> Profile:
     """The profile with its decay time constant replaced; 0 switches decay off."""
     if tau_days is None:
         return profile
     if tau_days < 0:
-        raise InvalidInputError(f"--tau must be 0 (no decay) or a positive number of days, not {tau_days:g}")
+        raise InvalidInputError(
+            f"must be 0 (no decay) or a positive number of days, not {tau_days:g}", field="tau_days"
+        )
     if profile.decay() is None:
-        raise InvalidInputError(f"profile {profile.name} has no time decay for --tau to set")
+        raise InvalidInputError(f"profile {profile.name} has no time decay to set", field="tau_days")
     adjust = tuple(
         a if a.kind != "decay" else replace(a, tau_days=tau_days)
         for a in profile.adjust
@@ -545,7 +524,7 @@ def resolve_profile(profile: Profile | str | None) -> Profile:
     return load_profile(profile or "default")
 
 
-def encoder_query_vector(encoder_factory: Callable[[], Encoder], store: SQLiteStore) -> Callable[[str], np.ndarray]:
+def encoder_query_vector(encoder_factory: Callable[[], Encoder], store: SearchBackend) -> Callable[[str], np.ndarray]:
     """Embed queries with the encoder the factory makes on first use, checked against the store."""
     cache: dict[str, Encoder] = {}
 

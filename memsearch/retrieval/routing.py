@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from memsearch.store.fts import STOPWORDS
+from memsearch.text import STOPWORDS
 
 INTENT_PATTERNS: dict[str, tuple[str, ...]] = {
     "preference": (

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+import threading
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,8 +18,11 @@ from memsearch.errors import (
     StoreCorruptError,
     StoreNotFoundError,
 )
-from memsearch.models import Memory, NewMemory, content_hash
+from memsearch.models import LEXICAL_VIEWS, Memory, NewMemory, content_hash
+from memsearch.store.base import EVERYTHING, EmbeddingModelInfo, Hits, Scope
+from memsearch.store.fts import match_expression
 from memsearch.store.migrations import MIGRATIONS, SCHEMA_VERSION
+from memsearch.store.vectors import VectorIndex, vector_top
 from memsearch.timeutil import from_iso, to_iso
 
 if TYPE_CHECKING:
@@ -35,95 +38,39 @@ _MEMORY_COLUMNS = (
     "kind, conversation, position, parent_id"
 )
 
-# The full-text columns, and the views that are full-text columns or have vectors.
-FTS_COLUMNS = ("text", "tags", "context", "prev")
-LEXICAL_VIEWS = ("context", "prev")
-FACETS = ("personal_info", "preferences", "events")
-VECTOR_VIEWS = ("context", "next", *(f"facet_{name}" for name in FACETS))
+# The full-text columns: the memory's text and tags, then one per lexical view.
+FTS_COLUMNS = ("text", "tags", *LEXICAL_VIEWS)
 
 # Fields `memsearch set` may change, with their SQL columns.
 SETTABLE_FIELDS = ("importance", "priority", "pinned", "project", "namespace", "memory_score", "tags")
 
 
-@dataclass(frozen=True)
-class Scope:
-    """Which memories a read may see. Every field narrows; tags must all be present."""
-
-    project: str | None = None
-    namespace: str | None = None
-    tags: tuple[str, ...] = ()
-    since: datetime | None = None
-    until: datetime | None = None
-    kinds: tuple[str, ...] = ()  # note, turn, session; empty: every kind
-    conversation: str | None = None
-    roles: tuple[str, ...] = ()
-
-    @property
-    def is_everything(self) -> bool:
-        return self == EVERYTHING
-
-    @property
-    def only_kinds(self) -> bool:
-        """True when the scope does nothing but leave out some kinds (served by the kind index)."""
-        return bool(self.kinds) and self == Scope(kinds=self.kinds)
-
-    def where(self, alias: str = "m") -> tuple[str, list[Any]]:
-        """A SQL condition over the memories table (under `alias`) and its parameters."""
-        clauses: list[str] = []
-        params: list[Any] = []
-        if self.project is not None:
-            clauses.append(f"{alias}.project = ?")
-            params.append(self.project)
-        if self.namespace is not None:
-            clauses.append(f"{alias}.namespace = ?")
-            params.append(self.namespace)
-        for tag in self.tags:
-            clauses.append(f"EXISTS (SELECT 1 FROM json_each({alias}.tags) WHERE json_each.value = ?)")
-            params.append(tag)
-        if self.since is not None:
-            clauses.append(f"{alias}.created_at >= ?")
-            params.append(to_iso(self.since))
-        if self.until is not None:
-            clauses.append(f"{alias}.created_at <= ?")
-            params.append(to_iso(self.until))
-        if self.kinds:
-            clauses.append(f"{alias}.kind IN ({','.join('?' * len(self.kinds))})")
-            params.extend(self.kinds)
-        if self.conversation is not None:
-            clauses.append(f"{alias}.conversation = ?")
-            params.append(self.conversation)
-        if self.roles:
-            clauses.append(f"{alias}.role IN ({','.join('?' * len(self.roles))})")
-            params.extend(self.roles)
-        return (" AND ".join(clauses) or "1"), params
-
-
-EVERYTHING = Scope()
-
-
-@dataclass(frozen=True)
-class EmbeddingModelInfo:
-    name: str
-    dim: int
-
-
-@dataclass(frozen=True)
-class VectorIndex:
-    """All stored vectors as one contiguous matrix, row i belonging to memory ids[i]."""
-
-    ids: np.ndarray
-    matrix: np.ndarray
-
-    def rows_of(self, ids: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
-        """Of `ids`, those that have a vector here, and their rows in the matrix (ids are sorted)."""
-        import numpy as np
-
-        wanted = np.asarray(ids, np.int64)
-        if self.ids.size == 0 or wanted.size == 0:
-            return wanted[:0], wanted[:0]
-        rows = np.minimum(np.searchsorted(self.ids, wanted), self.ids.size - 1)
-        present = self.ids[rows] == wanted
-        return wanted[present], rows[present]
+def _where(scope: Scope, alias: str = "m") -> tuple[str, list[Any]]:
+    """A SQL condition over the memories table (under `alias`) for `scope`, and its parameters."""
+    clauses: list[str] = []
+    params: list[Any] = []
+    for column, value in (
+        ("project", scope.project),
+        ("namespace", scope.namespace),
+        ("conversation", scope.conversation),
+    ):
+        if value is not None:
+            clauses.append(f"{alias}.{column} = ?")
+            params.append(value)
+    for tag in scope.tags:
+        clauses.append(f"EXISTS (SELECT 1 FROM json_each({alias}.tags) WHERE json_each.value = ?)")
+        params.append(tag)
+    if scope.since is not None:
+        clauses.append(f"{alias}.created_at >= ?")
+        params.append(to_iso(scope.since))
+    if scope.until is not None:
+        clauses.append(f"{alias}.created_at <= ?")
+        params.append(to_iso(scope.until))
+    for column, values in (("kind", scope.kinds), ("role", scope.roles)):
+        if values:
+            clauses.append(f"{alias}.{column} IN ({','.join('?' * len(values))})")
+            params.extend(values)
+    return (" AND ".join(clauses) or "1"), params
 
 
 def _row_to_memory(row: sqlite3.Row | tuple[Any, ...]) -> Memory:
@@ -154,20 +101,74 @@ def _row_to_memory(row: sqlite3.Row | tuple[Any, ...]) -> Memory:
     )
 
 
+def make_private_dirs(folder: Path) -> None:
+    """Create `folder` and any missing parents readable by the owner only (mkdir's mode applies
+    to the last folder alone, and only through the umask)."""
+    missing = []
+    while not folder.exists():
+        missing.append(folder)
+        folder = folder.parent
+    for path in reversed(missing):
+        try:
+            path.mkdir(mode=0o700)
+        except FileExistsError:  # another process made it first
+            pass
+        else:
+            path.chmod(0o700)
+
+
 def _create_private_file(path: Path) -> None:
-    """Create the store file (and its folder) readable by the owner only."""
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    """Create the store file (and its folders) readable by the owner only; another process
+    creating it at the same moment is fine."""
+    make_private_dirs(path.parent)
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    except FileExistsError:
+        return
     os.close(fd)
 
 
 class SQLiteStore:
-    """One memsearch store file. Open with `SQLiteStore.open`; close when done."""
+    """One memsearch store file. Open with `SQLiteStore.open`; close when done.
 
-    def __init__(self, path: Path, connection: sqlite3.Connection) -> None:
+    Each thread gets its own connection (SQLite connections are not to be shared by threads that
+    run at once), so one store object can serve a threaded server.
+    """
+
+    def __init__(self, path: Path) -> None:
         self.path = path
-        self._db = connection
+        self.location = str(path)
+        self._local = threading.local()
+        self._connections: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
         self._vector_cache: dict[str | None, tuple[int, VectorIndex]] = {}
+
+    @property
+    def _db(self) -> sqlite3.Connection:
+        connection: sqlite3.Connection | None = getattr(self._local, "connection", None)
+        if connection is None:
+            connection = self._connect()
+            self._local.connection = connection
+        return connection
+
+    def _connect(self) -> sqlite3.Connection:
+        try:
+            connection = sqlite3.connect(
+                self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
+            )
+        except sqlite3.Error as error:
+            raise StoreCorruptError(f"cannot open {self.path}: {error}") from None
+        try:
+            connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            connection.execute("PRAGMA journal_mode = WAL")
+            connection.execute("PRAGMA synchronous = NORMAL")
+            connection.execute("PRAGMA foreign_keys = ON")
+        except BaseException:
+            connection.close()
+            raise
+        with self._lock:
+            self._connections.append(connection)
+        return connection
 
     # -- opening -------------------------------------------------------------------------
 
@@ -176,53 +177,51 @@ class SQLiteStore:
         """Open the store at `path`, creating it when `create` is set, migrating it to the latest schema."""
         if not path.exists():
             if not create:
-                raise StoreNotFoundError(f"no memsearch store at {path}; add a memory first or pass --db")
+                raise StoreNotFoundError(f"no memsearch store at {path}")
             _create_private_file(path)
         if path.is_dir():
             raise StoreCorruptError(f"{path} is a directory, not a memsearch store file")
+        store = cls(path)
         try:
-            connection = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
-        except sqlite3.Error as error:
-            raise StoreCorruptError(f"cannot open {path}: {error}") from None
-        store = cls(path, connection)
-        try:
-            store._configure()
             store._migrate()
         except sqlite3.DatabaseError as error:
-            connection.close()
+            store.close()
             raise StoreCorruptError(f"{path} is not a usable memsearch store ({error})") from None
         except BaseException:
-            connection.close()
+            store.close()
             raise
         return store
 
-    def _configure(self) -> None:
-        self._db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-        self._db.execute("PRAGMA journal_mode = WAL")
-        self._db.execute("PRAGMA synchronous = NORMAL")
-        self._db.execute("PRAGMA foreign_keys = ON")
-
     def _migrate(self) -> None:
-        (app_id,) = self._db.execute("PRAGMA application_id").fetchone()
+        """Bring the schema up to date. The version is read inside the write transaction, so
+        processes opening a new or old store at once migrate it exactly once between them."""
         (version,) = self._db.execute("PRAGMA user_version").fetchone()
-        if app_id != APPLICATION_ID:
-            (tables,) = self._db.execute("SELECT count(*) FROM sqlite_schema").fetchone()
-            if app_id != 0 or tables:
-                raise StoreCorruptError(f"{self.path} is an SQLite file of another program, not a memsearch store")
-        if version > SCHEMA_VERSION:
-            raise StoreCorruptError(
-                f"{self.path} has schema version {version}, newer than this memsearch's {SCHEMA_VERSION}; "
-                "upgrade memsearch"
-            )
-        for number in range(version + 1, SCHEMA_VERSION + 1):
-            with self.transaction():
+        if version == SCHEMA_VERSION:
+            return
+        with self.transaction():
+            (app_id,) = self._db.execute("PRAGMA application_id").fetchone()
+            (version,) = self._db.execute("PRAGMA user_version").fetchone()
+            if app_id != APPLICATION_ID:
+                (tables,) = self._db.execute("SELECT count(*) FROM sqlite_schema").fetchone()
+                if app_id != 0 or tables:
+                    raise StoreCorruptError(f"{self.path} is an SQLite file of another program, not a memsearch store")
+            if version > SCHEMA_VERSION:
+                raise StoreCorruptError(
+                    f"{self.path} has schema version {version}, newer than this memsearch's {SCHEMA_VERSION}; "
+                    "upgrade memsearch"
+                )
+            for number in range(version + 1, SCHEMA_VERSION + 1):
                 for statement in _split_statements(MIGRATIONS[number - 1]):
                     self._db.execute(statement)
                 self._db.execute(f"PRAGMA user_version = {number}")
-                self._db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+            self._db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
 
     def close(self) -> None:
-        self._db.close()
+        with self._lock:
+            connections, self._connections = self._connections, []
+        for connection in connections:
+            connection.close()
+        self._local = threading.local()
 
     def __enter__(self) -> SQLiteStore:
         return self
@@ -269,8 +268,7 @@ class SQLiteStore:
         if stored is not None and stored != model and self.vector_count():
             raise ModelMismatchError(
                 f"this store's vectors come from {stored.name} ({stored.dim}-d) but the model in use is "
-                f"{model.name} ({model.dim}-d); run `memsearch reindex` to re-embed the store with it, "
-                "or pass the store's model with --model"
+                f"{model.name} ({model.dim}-d)"
             )
 
     # -- writes ---------------------------------------------------------------------------
@@ -302,8 +300,7 @@ class SQLiteStore:
                 existing = self.id_for_key(memory.key) if memory.key is not None else None
                 if existing is not None and not replace:
                     raise DuplicateKeyError(
-                        f"a memory with key {memory.key!r} exists already (id {existing}); "
-                        "pass --replace to overwrite it"
+                        f"a memory with key {memory.key!r} exists already (id {existing})"
                     )
                 created = to_iso(memory.created_at or now)
                 values = (
@@ -475,7 +472,7 @@ class SQLiteStore:
 
     def list(self, scope: Scope = EVERYTHING, *, limit: int | None = None, offset: int = 0) -> list[Memory]:
         """Memories in scope, newest first."""
-        where, params = scope.where()
+        where, params = _where(scope)
         rows = self._db.execute(
             f"SELECT {_MEMORY_COLUMNS} FROM memories m WHERE {where} ORDER BY m.created_at DESC, m.id DESC "
             "LIMIT ? OFFSET ?",
@@ -490,37 +487,38 @@ class SQLiteStore:
         if scope.is_everything:
             return self._db.execute("SELECT count(*) FROM memories").fetchone()[0]
         if scope.only_kinds:
-            return self.count() - len(self.ids_of_other_kinds(scope.kinds))
-        where, params = scope.where()
+            return self.count() - len(self._ids_of_other_kinds(scope.kinds))
+        where, params = _where(scope)
         return self._db.execute(f"SELECT count(*) FROM memories m WHERE {where}", params).fetchone()[0]
 
     def vector_count(self) -> int:
         return self._db.execute("SELECT count(*) FROM vectors").fetchone()[0]
 
-    def scoped_ids(self, scope: Scope) -> list[int]:
-        where, params = scope.where()
+    def _scoped_ids(self, scope: Scope) -> list[int]:
+        where, params = _where(scope)
         return [row[0] for row in self._db.execute(f"SELECT m.id FROM memories m WHERE {where}", params)]
 
-    def lexical_search(
-        self, match: str, scope: Scope, limit: int, column: str | None = None
-    ) -> list[tuple[int, float]]:
+    def lexical_search(self, query: str, scope: Scope, limit: int, view: str | None = None) -> Hits:
         """FTS5 BM25, best first, as (id, score) with higher scores better: over text and tags, or
         over one view's column (`context`, `prev`) only."""
-        if column is None:
+        match = match_expression(query)
+        if match is None:
+            return []
+        if view is None:
             expression, weights = f"{{text tags}} : ({match})", "1.0, 1.0, 0.0, 0.0"
-        elif column in LEXICAL_VIEWS:
+        elif view in LEXICAL_VIEWS:
             expression, weights = (
-                f"{{{column}}} : ({match})",
-                ", ".join("1.0" if name == column else "0.0" for name in FTS_COLUMNS),
+                f"{{{view}}} : ({match})",
+                ", ".join("1.0" if name == view else "0.0" for name in FTS_COLUMNS),
             )
         else:
-            raise ValueError(f"no full-text view {column!r}")
+            raise ValueError(f"no full-text view {view!r}")
         rank = f"bm25(memories_fts, {weights})"
         if scope.is_everything:
             sql = f"SELECT rowid, -{rank} FROM memories_fts WHERE memories_fts MATCH ? ORDER BY {rank} LIMIT ?"
             params: list[Any] = [expression, limit]
         else:
-            where, scope_params = scope.where()
+            where, scope_params = _where(scope)
             sql = (
                 f"SELECT f.rowid, -{rank} FROM memories_fts f JOIN memories m ON m.id = f.rowid "
                 f"WHERE memories_fts MATCH ? AND {where} ORDER BY {rank} LIMIT ?"
@@ -528,14 +526,15 @@ class SQLiteStore:
             params = [expression, *scope_params, limit]
         return [(int(row[0]), float(row[1])) for row in self._db.execute(sql, params)]
 
-    def document_frequency(self, match: str, scope: Scope, at_most: int) -> int:
-        """How many memories in scope match `match` in their text or tags, counting no further
-        than `at_most` (enough to tell a common word; a rare one answers at once)."""
+    def document_frequency(self, word: str, scope: Scope, at_most: int) -> int:
+        """How many memories in scope hold `word` in their text or tags, counting no further than
+        `at_most` (enough to tell a common word; a rare one answers at once)."""
+        match = '"' + word.replace('"', '""') + '"'
         if scope.is_everything:
             sql = "SELECT count(*) FROM (SELECT 1 FROM memories_fts WHERE memories_fts MATCH ? LIMIT ?)"
             params: list[Any] = [f"{{text tags}} : ({match})", at_most]
         else:
-            where, scope_params = scope.where()
+            where, scope_params = _where(scope)
             sql = (
                 "SELECT count(*) FROM (SELECT 1 FROM memories_fts f JOIN memories m ON m.id = f.rowid "
                 f"WHERE memories_fts MATCH ? AND {where} LIMIT ?)"
@@ -546,14 +545,14 @@ class SQLiteStore:
     def has_kind(self, kind: str) -> bool:
         return self._db.execute("SELECT 1 FROM memories WHERE kind = ? LIMIT 1", (kind,)).fetchone() is not None
 
-    def ids_of_other_kinds(self, kinds: Sequence[str]) -> list[int]:
+    def _ids_of_other_kinds(self, kinds: Sequence[str]) -> list[int]:
         """The memories whose kind is not one of `kinds` (through the kind index: cheap when few)."""
         marks = ",".join("?" * len(kinds))
         return [row[0] for row in self._db.execute(f"SELECT id FROM memories WHERE kind NOT IN ({marks})", kinds)]
 
     def ids_created_between(self, start: datetime, end: datetime, scope: Scope, limit: int) -> list[int]:
         """Memories in scope created within [start, end], at most `limit` + 1 (so callers see overflow)."""
-        where, params = scope.where()
+        where, params = _where(scope)
         rows = self._db.execute(
             f"SELECT m.id FROM memories m WHERE m.created_at >= ? AND m.created_at <= ? AND {where} "
             "ORDER BY m.created_at, m.id LIMIT ?",
@@ -583,6 +582,54 @@ class SQLiteStore:
         index = VectorIndex(ids=ids, matrix=matrix.reshape(len(rows), dim) if rows else np.zeros((0, dim), np.float32))
         self._vector_cache[view] = (generation, index)
         return index
+
+    def _scope_mask(self, index: VectorIndex, scope: Scope) -> np.ndarray | None:
+        """Which rows of the index are in scope; None for all. A scope that only leaves out some
+        kinds (session chunks, usually few) is computed from the memories it leaves out."""
+        import numpy as np
+
+        if scope.is_everything:
+            return None
+        if scope.only_kinds:
+            return ~np.isin(index.ids, np.asarray(self._ids_of_other_kinds(scope.kinds), np.int64))
+        return np.isin(index.ids, np.asarray(self._scoped_ids(scope), np.int64))
+
+    def vector_search(self, vector: np.ndarray, scope: Scope, limit: int | None, view: str | None = None) -> Hits:
+        """Exact search: the query against every stored vector of the view, in process."""
+        index = self.vector_index(view)
+        return vector_top(index, vector, index.ids.size if limit is None else limit, self._scope_mask(index, scope))
+
+    def cosines(self, vector: np.ndarray, ids: Sequence[int]) -> dict[int, float]:
+        index = self.vector_index()
+        found, rows = index.rows_of(ids)
+        scores = index.matrix[rows] @ vector
+        return {int(i): float(s) for i, s in zip(found, scores, strict=True)}
+
+    def vectors(self, ids: Sequence[int]) -> dict[int, np.ndarray]:
+        index = self.vector_index()
+        found, rows = index.rows_of(ids)
+        return {int(i): index.matrix[row] for i, row in zip(found, rows, strict=True)}
+
+    def all_vectors(self) -> tuple[np.ndarray, np.ndarray]:
+        index = self.vector_index()
+        return index.ids, index.matrix
+
+    def nearest(self, vectors: np.ndarray, exclude: Collection[int] = ()) -> list[tuple[int, float] | None]:
+        import numpy as np
+
+        index = self.vector_index()
+        if index.ids.size == 0:
+            return [None] * len(vectors)
+        excluded = np.isin(index.ids, np.asarray(sorted(exclude), np.int64)) if exclude else None
+        found: list[tuple[int, float] | None] = []
+        for start in range(0, len(vectors), 256):
+            scores = vectors[start : start + 256] @ index.matrix.T
+            if excluded is not None:
+                scores[:, excluded] = -np.inf
+            for row in scores:
+                column = int(np.argmax(row))
+                found.append(None if row[column] == -np.inf else (int(index.ids[column]), float(row[column])))
+        return found
 
     def views_with_vectors(self) -> list[tuple[int, str, str]]:
         """(memory id, view, text) of every stored vector view, for reindex."""

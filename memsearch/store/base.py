@@ -1,0 +1,184 @@
+"""The store protocol: what retrieval and the service need from a store, in their own words.
+
+Plain text, a `Scope` and vectors go in; `(id, score)` lists and `Memory` records come out. No
+SQL, full-text syntax or vector matrix crosses this boundary, so a store may answer in process
+(SQLite, with the vectors in memory) or push the work into a database server (PostgreSQL with
+pgvector). `SearchBackend` is what `run_search` reads; `Store` adds the writes and the bulk
+reads of the use cases (import, curation, reindex, consolidate, copy).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from memsearch.models import EmbeddingModelInfo, Memory, NewMemory
+
+if TYPE_CHECKING:
+    import numpy as np
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Which memories a read may see. Every field narrows; tags must all be present."""
+
+    project: str | None = None
+    namespace: str | None = None
+    tags: tuple[str, ...] = ()
+    since: datetime | None = None
+    until: datetime | None = None
+    kinds: tuple[str, ...] = ()  # note, turn, session; empty: every kind
+    conversation: str | None = None
+    roles: tuple[str, ...] = ()
+
+    @property
+    def is_everything(self) -> bool:
+        return self == EVERYTHING
+
+    @property
+    def only_kinds(self) -> bool:
+        """True when the scope does nothing but leave out some kinds."""
+        return bool(self.kinds) and self == Scope(kinds=self.kinds)
+
+    def admits(self, memory: Memory) -> bool:
+        """Whether `memory` is in scope (the reference semantics every store implements)."""
+        return (
+            (self.project is None or memory.project == self.project)
+            and (self.namespace is None or memory.namespace == self.namespace)
+            and all(tag in memory.tags for tag in self.tags)
+            and (self.since is None or memory.created_at >= self.since)
+            and (self.until is None or memory.created_at <= self.until)
+            and (not self.kinds or memory.kind in self.kinds)
+            and (self.conversation is None or memory.conversation == self.conversation)
+            and (not self.roles or memory.role in self.roles)
+        )
+
+
+EVERYTHING = Scope()
+
+
+Hits = list[tuple[int, float]]  # (memory id, score), best first
+
+
+@runtime_checkable
+class SearchBackend(Protocol):
+    """The reads a search makes. Vectors are unit length; cosine is their dot product."""
+
+    def count(self, scope: Scope) -> int:
+        """How many memories are in scope."""
+        ...
+
+    def has_kind(self, kind: str) -> bool: ...
+
+    def lexical_search(self, query: str, scope: Scope, limit: int, view: str | None = None) -> Hits:
+        """BM25 over the memories' text and tags (or one full-text view: `context`, `prev`) for
+        the words of the plain-text `query`, any of them; higher scores are better. A query with
+        no words finds nothing."""
+        ...
+
+    def document_frequency(self, word: str, scope: Scope, at_most: int) -> int:
+        """How many memories in scope hold `word` in their text or tags, counting no further than
+        `at_most`."""
+        ...
+
+    def vector_search(self, vector: np.ndarray, scope: Scope, limit: int | None, view: str | None = None) -> Hits:
+        """The `limit` memories in scope whose vector (or whose `view`'s vector) is most cosine-
+        similar to `vector`, best first, ties to the smaller id; `limit=None` ranks them all."""
+        ...
+
+    def cosines(self, vector: np.ndarray, ids: Sequence[int]) -> dict[int, float]:
+        """`vector`'s cosine with the own vector of each of `ids` that has one."""
+        ...
+
+    def vectors(self, ids: Sequence[int]) -> dict[int, np.ndarray]:
+        """The own vectors of those of `ids` that have one."""
+        ...
+
+    def get_many(self, ids: Sequence[int]) -> dict[int, Memory]: ...
+
+    def around(self, memory: Memory, before: int, after: int) -> list[Memory]:
+        """The memory with its neighbours: a session chunk with all its turns; a turn with the
+        turns around it in its session; a note with the memories around it in time."""
+        ...
+
+    def ids_created_between(self, start: datetime, end: datetime, scope: Scope, limit: int) -> list[int]:
+        """Memories in scope created within [start, end], oldest first, at most `limit` + 1 (so
+        callers see overflow)."""
+        ...
+
+    def check_model(self, model: EmbeddingModelInfo) -> None:
+        """Refuse (ModelMismatchError) to use vectors of another model than the store's."""
+        ...
+
+
+@runtime_checkable
+class Store(SearchBackend, Protocol):
+    """A whole store: the search reads plus everything the service's use cases do."""
+
+    location: str  # a path or a URL without its password, for messages
+
+    def close(self) -> None: ...
+
+    # -- writes: each is one transaction, all or nothing ----------------------------------
+
+    def insert(
+        self,
+        memories: Sequence[NewMemory],
+        vectors: np.ndarray | None,
+        model: EmbeddingModelInfo | None,
+        now: datetime,
+        *,
+        replace: bool = False,
+        view_vectors: Mapping[int, Mapping[str, np.ndarray]] | None = None,
+    ) -> list[int]: ...
+
+    def delete(self, ids: Sequence[int]) -> None: ...
+
+    def touch(self, ids: Sequence[int], now: datetime) -> None: ...
+
+    def update(self, memory_id: int, changes: dict[str, Any]) -> Memory: ...
+
+    def set_consolidation(self, superseded: dict[int, int], groups: dict[int, int]) -> None: ...
+
+    def replace_vectors(
+        self,
+        ids: Sequence[int],
+        vectors: np.ndarray,
+        model: EmbeddingModelInfo,
+        view_vectors: Mapping[tuple[int, str], np.ndarray] | None = None,
+    ) -> None: ...
+
+    # -- reads of the use cases -------------------------------------------------------------
+
+    def get(self, memory_id: int) -> Memory: ...
+
+    def get_by_key(self, key: str) -> Memory: ...
+
+    def id_for_key(self, key: str) -> int | None: ...
+
+    def list(self, scope: Scope = EVERYTHING, *, limit: int | None = None, offset: int = 0) -> list[Memory]:
+        """Memories in scope, newest first."""
+        ...
+
+    def iter_texts(self) -> Iterator[tuple[int, str]]: ...
+
+    def views_with_vectors(self) -> list[tuple[int, str, str]]:
+        """(memory id, view, text) of every stored vector view."""
+        ...
+
+    def all_vectors(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every memory's own vector: sorted ids and the matching rows of one matrix."""
+        ...
+
+    def nearest(self, vectors: np.ndarray, exclude: Collection[int] = ()) -> list[tuple[int, float] | None]:
+        """For each row of `vectors`, the stored memory most cosine-similar to it (leaving out
+        `exclude`), or None in an empty store."""
+        ...
+
+    def embedding_model(self) -> EmbeddingModelInfo | None: ...
+
+    def vector_count(self) -> int: ...
+
+    def stats(self) -> dict[str, Any]: ...
