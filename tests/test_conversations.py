@@ -15,7 +15,9 @@ from memsearch.embedding import Encoder
 from memsearch.eval.datasets import load_locomo
 from memsearch.models import Memory, NewMemory, content_hash
 from memsearch.retrieval.candidates import Candidate, LegHit
-from memsearch.retrieval.pipeline import SearchRequest, dense_query_text, named_speaker, session_support
+from memsearch.retrieval.legs import dense_query_text, named_speaker
+from memsearch.retrieval.pipeline import SearchRequest
+from memsearch.retrieval.sessions import session_support
 from memsearch.store import Scope
 from memsearch.store.migrations import MIGRATIONS, SCHEMA_VERSION
 from memsearch.store.sqlite import SQLiteStore

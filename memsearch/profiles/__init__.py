@@ -17,24 +17,44 @@ from pathlib import Path
 from typing import Any
 
 from memsearch.errors import InvalidInputError
+from memsearch.models import LEXICAL_VIEWS, VECTOR_VIEWS
 
 SHIPPED_DIR = Path(__file__).parent
 SIGNALS = ("vector", "lexical", "importance", "access_recency")
 ADJUSTMENTS = ("decay", "memory_score", "priority", "pinned", "project", "speaker")
 
-# A leg (recall route) spec: `lexical` (text and tags) or `lexical@<column view>`; `vector` (the
-# memory's own vector) or `vector@<vector view>`, optionally `:<role>` to search that role's
-# memories only; `time`, the memories created within the dates a query names.
-LEG_SPEC = re.compile(
-    r"^(?:lexical(?:@(?:context|prev))?"
-    r"|vector(?:@(?:context|next|facet_personal_info|facet_preferences|facet_events))?(?::[^:@\s]+)?"
-    r"|time)$"
-)
+LEG_KINDS = ("lexical", "vector", "time")
+LEG_SPEC_FORM = "lexical[@context|@prev], vector[@view][:role], time"
+
+
+@dataclass(frozen=True)
+class LegSpec:
+    """A leg (recall route): `lexical` (text and tags) or `lexical@<lexical view>`; `vector` (the
+    memory's own vector) or `vector@<vector view>`, optionally `:<role>` to search that role's
+    memories only; `time`, the memories created within the dates a query names."""
+
+    kind: str
+    view: str | None = None
+    role: str | None = None
+
+    @classmethod
+    def parse(cls, spec: str) -> LegSpec:
+        head, _, role = spec.partition(":")
+        kind, _, view = head.partition("@")
+        views = {"lexical": LEXICAL_VIEWS, "vector": VECTOR_VIEWS, "time": ()}.get(kind)
+        if (
+            views is None
+            or (view and view not in views)
+            or ("@" in head and not view)
+            or (":" in spec and (kind != "vector" or not re.fullmatch(r"[^:@\s]+", role)))
+        ):
+            raise ValueError(f"{spec!r} is not a leg spec ({LEG_SPEC_FORM})")
+        return cls(kind, view or None, role or None)
 
 
 def leg_kind(spec: str) -> str:
     """`lexical`, `vector` or `time`: which modes a leg belongs to."""
-    return spec.split("@")[0].split(":")[0]
+    return LegSpec.parse(spec).kind
 
 
 DECAY_SHAPES = ("exponential", "floor", "hyperbolic")
@@ -250,10 +270,10 @@ def validate(profile: Profile) -> None:
     if not profile.legs:
         raise ValueError("a profile needs at least one leg")
     for name, spec in profile.legs.items():
-        if not LEG_SPEC.match(spec):
-            raise ValueError(
-                f"leg {name!r}: {spec!r} is not a leg spec (lexical[@context|@prev], vector[@view][:role], time)"
-            )
+        try:
+            LegSpec.parse(spec)
+        except ValueError as error:
+            raise ValueError(f"leg {name!r}: {error}") from None
     if profile.fusion.method not in ("rrf", "weighted"):
         raise ValueError(f"fusion.method must be rrf or weighted, not {profile.fusion.method!r}")
     allowed = tuple(profile.legs) if profile.fusion.method == "rrf" else SIGNALS

@@ -5,10 +5,13 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from datetime import datetime
 
 import numpy as np
 
+from memsearch.profiles import Profile
 from memsearch.retrieval.candidates import Candidate
+from memsearch.retrieval.scoring import apply_adjustments
 
 
 def rank_by_final(candidates: Sequence[Candidate]) -> list[Candidate]:
@@ -137,3 +140,33 @@ def fit_budget(ranked: Sequence[Candidate], max_tokens: int) -> list[Candidate]:
                 candidate = replace(candidate, selection={**candidate.selection, "tokens": tokens})
         out.append(candidate)
     return out
+
+
+def select(
+    fused: Sequence[Candidate],
+    profile: Profile,
+    k: int,
+    now: datetime,
+    project: str | None,
+    vectors: Mapping[int, np.ndarray],
+    max_tokens: int | None,
+    speaker: str | None = None,
+) -> list[Candidate]:
+    """filter → adjust → select over fused candidates. Pure: everything it needs is in its arguments."""
+    if profile.drop_superseded:
+        fused = drop_superseded(fused)
+    if profile.min_score is not None:
+        fused = drop_below(fused, profile.min_score)
+    ranked = rank_by_final(apply_adjustments(fused, profile.adjust, now, project, speaker))
+    choice = profile.select
+    if choice.drop_identical:
+        ranked = drop_exact_duplicates(ranked)
+    if choice.candidate_limit is not None:
+        ranked = take_top(ranked, choice.candidate_limit.size(k), reason="candidate limit")
+    if choice.mmr_lambda is not None:
+        ranked = mmr_select(ranked, k, vectors, choice.mmr_lambda, choice.mmr_tag_weight, choice.duplicate_threshold)
+    ranked = take_top(ranked, k)
+    budget = max_tokens if max_tokens is not None else choice.max_tokens
+    if budget is not None:
+        ranked = fit_budget(ranked, budget)
+    return [c for c in ranked if c.dropped is None] + [c for c in ranked if c.dropped is not None]

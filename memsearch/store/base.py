@@ -9,6 +9,7 @@ reads of the use cases (import, curation, reindex, consolidate, copy).
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -132,7 +133,7 @@ class Store(SearchBackend, Protocol):
         *,
         replace: bool = False,
         view_vectors: Mapping[int, Mapping[str, np.ndarray]] | None = None,
-    ) -> list[int]: ...
+    ) -> builtins.list[int]: ...
 
     def delete(self, ids: Sequence[int]) -> None: ...
 
@@ -158,13 +159,13 @@ class Store(SearchBackend, Protocol):
 
     def id_for_key(self, key: str) -> int | None: ...
 
-    def list(self, scope: Scope = EVERYTHING, *, limit: int | None = None, offset: int = 0) -> list[Memory]:
+    def list(self, scope: Scope = EVERYTHING, *, limit: int | None = None, offset: int = 0) -> builtins.list[Memory]:
         """Memories in scope, newest first."""
         ...
 
     def iter_texts(self) -> Iterator[tuple[int, str]]: ...
 
-    def views_with_vectors(self) -> list[tuple[int, str, str]]:
+    def views_with_vectors(self) -> builtins.list[tuple[int, str, str]]:
         """(memory id, view, text) of every stored vector view."""
         ...
 
@@ -172,7 +173,7 @@ class Store(SearchBackend, Protocol):
         """Every memory's own vector: sorted ids and the matching rows of one matrix."""
         ...
 
-    def nearest(self, vectors: np.ndarray, exclude: Collection[int] = ()) -> list[tuple[int, float] | None]:
+    def nearest(self, vectors: np.ndarray, exclude: Collection[int] = ()) -> builtins.list[tuple[int, float] | None]:
         """For each row of `vectors`, the stored memory most cosine-similar to it (leaving out
         `exclude`), or None in an empty store."""
         ...

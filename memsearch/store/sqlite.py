@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import json
 import os
 import sqlite3
@@ -139,7 +140,7 @@ class SQLiteStore:
         self.path = path
         self.location = str(path)
         self._local = threading.local()
-        self._connections: list[sqlite3.Connection] = []
+        self._connections: builtins.list[sqlite3.Connection] = []
         self._lock = threading.Lock()
         self._vector_cache: dict[str | None, tuple[int, VectorIndex]] = {}
 
@@ -282,7 +283,7 @@ class SQLiteStore:
         *,
         replace: bool = False,
         view_vectors: Mapping[int, Mapping[str, np.ndarray]] | None = None,
-    ) -> list[int]:
+    ) -> builtins.list[int]:
         """Store the memories with their FTS rows and vectors in one transaction; return their ids.
 
         A key that exists already is an error unless `replace`, which rewrites that memory in place.
@@ -290,7 +291,7 @@ class SQLiteStore:
         """
         if vectors is not None and model is None:
             raise ValueError("vectors need the model that made them")
-        ids: list[int] = []
+        ids: builtins.list[int] = []
         with self.transaction():
             if model is not None:
                 self.check_model(model)
@@ -299,9 +300,7 @@ class SQLiteStore:
             for index, memory in enumerate(memories):
                 existing = self.id_for_key(memory.key) if memory.key is not None else None
                 if existing is not None and not replace:
-                    raise DuplicateKeyError(
-                        f"a memory with key {memory.key!r} exists already (id {existing})"
-                    )
+                    raise DuplicateKeyError(f"a memory with key {memory.key!r} exists already (id {existing})")
                 created = to_iso(memory.created_at or now)
                 values = (
                     memory.key,
@@ -470,7 +469,7 @@ class SQLiteStore:
                 found[row[0]] = _row_to_memory(row)
         return found
 
-    def list(self, scope: Scope = EVERYTHING, *, limit: int | None = None, offset: int = 0) -> list[Memory]:
+    def list(self, scope: Scope = EVERYTHING, *, limit: int | None = None, offset: int = 0) -> builtins.list[Memory]:
         """Memories in scope, newest first."""
         where, params = _where(scope)
         rows = self._db.execute(
@@ -494,7 +493,7 @@ class SQLiteStore:
     def vector_count(self) -> int:
         return self._db.execute("SELECT count(*) FROM vectors").fetchone()[0]
 
-    def _scoped_ids(self, scope: Scope) -> list[int]:
+    def _scoped_ids(self, scope: Scope) -> builtins.list[int]:
         where, params = _where(scope)
         return [row[0] for row in self._db.execute(f"SELECT m.id FROM memories m WHERE {where}", params)]
 
@@ -516,7 +515,7 @@ class SQLiteStore:
         rank = f"bm25(memories_fts, {weights})"
         if scope.is_everything:
             sql = f"SELECT rowid, -{rank} FROM memories_fts WHERE memories_fts MATCH ? ORDER BY {rank} LIMIT ?"
-            params: list[Any] = [expression, limit]
+            params: builtins.list[Any] = [expression, limit]
         else:
             where, scope_params = _where(scope)
             sql = (
@@ -532,7 +531,7 @@ class SQLiteStore:
         match = '"' + word.replace('"', '""') + '"'
         if scope.is_everything:
             sql = "SELECT count(*) FROM (SELECT 1 FROM memories_fts WHERE memories_fts MATCH ? LIMIT ?)"
-            params: list[Any] = [f"{{text tags}} : ({match})", at_most]
+            params: builtins.list[Any] = [f"{{text tags}} : ({match})", at_most]
         else:
             where, scope_params = _where(scope)
             sql = (
@@ -545,12 +544,12 @@ class SQLiteStore:
     def has_kind(self, kind: str) -> bool:
         return self._db.execute("SELECT 1 FROM memories WHERE kind = ? LIMIT 1", (kind,)).fetchone() is not None
 
-    def _ids_of_other_kinds(self, kinds: Sequence[str]) -> list[int]:
+    def _ids_of_other_kinds(self, kinds: Sequence[str]) -> builtins.list[int]:
         """The memories whose kind is not one of `kinds` (through the kind index: cheap when few)."""
         marks = ",".join("?" * len(kinds))
         return [row[0] for row in self._db.execute(f"SELECT id FROM memories WHERE kind NOT IN ({marks})", kinds)]
 
-    def ids_created_between(self, start: datetime, end: datetime, scope: Scope, limit: int) -> list[int]:
+    def ids_created_between(self, start: datetime, end: datetime, scope: Scope, limit: int) -> builtins.list[int]:
         """Memories in scope created within [start, end], at most `limit` + 1 (so callers see overflow)."""
         where, params = _where(scope)
         rows = self._db.execute(
@@ -614,14 +613,14 @@ class SQLiteStore:
         index = self.vector_index()
         return index.ids, index.matrix
 
-    def nearest(self, vectors: np.ndarray, exclude: Collection[int] = ()) -> list[tuple[int, float] | None]:
+    def nearest(self, vectors: np.ndarray, exclude: Collection[int] = ()) -> builtins.list[tuple[int, float] | None]:
         import numpy as np
 
         index = self.vector_index()
         if index.ids.size == 0:
             return [None] * len(vectors)
         excluded = np.isin(index.ids, np.asarray(sorted(exclude), np.int64)) if exclude else None
-        found: list[tuple[int, float] | None] = []
+        found: builtins.list[tuple[int, float] | None] = []
         for start in range(0, len(vectors), 256):
             scores = vectors[start : start + 256] @ index.matrix.T
             if excluded is not None:
@@ -631,11 +630,11 @@ class SQLiteStore:
                 found.append(None if row[column] == -np.inf else (int(index.ids[column]), float(row[column])))
         return found
 
-    def views_with_vectors(self) -> list[tuple[int, str, str]]:
+    def views_with_vectors(self) -> builtins.list[tuple[int, str, str]]:
         """(memory id, view, text) of every stored vector view, for reindex."""
         return self._db.execute("SELECT memory_id, view, text FROM views ORDER BY memory_id, view").fetchall()
 
-    def session_turns(self, conversation: str | None, session: str) -> list[Memory]:
+    def session_turns(self, conversation: str | None, session: str) -> builtins.list[Memory]:
         """The turns of one session, in order."""
         rows = self._db.execute(
             f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE kind = 'turn' AND session = ? "
@@ -644,7 +643,7 @@ class SQLiteStore:
         )
         return [_row_to_memory(row) for row in rows]
 
-    def around(self, memory: Memory, before: int, after: int) -> list[Memory]:
+    def around(self, memory: Memory, before: int, after: int) -> builtins.list[Memory]:
         """The memory with its neighbours: a session chunk with all its turns; a turn with the
         turns around it; a note with the memories of its session (or store) around it in time."""
         if memory.kind == "session" and memory.session is not None:
@@ -654,7 +653,7 @@ class SQLiteStore:
             at = next(i for i, turn in enumerate(turns) if turn.id == memory.id)
             return turns[max(0, at - before) : at + after + 1]
         same_session = "AND session = ?" if memory.session is not None else ""
-        params: list[Any] = [memory.session] if memory.session is not None else []
+        params: builtins.list[Any] = [memory.session] if memory.session is not None else []
         stamp = (to_iso(memory.created_at), memory.id)
         older = self._db.execute(
             f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE (created_at, id) < (?, ?) AND kind != 'session' "
@@ -696,7 +695,7 @@ class SQLiteStore:
         }
 
 
-def _split_statements(script: str) -> list[str]:
+def _split_statements(script: str) -> builtins.list[str]:
     """Split a migration into statements; migrations contain no semicolons inside literals."""
     return [part.strip() for part in script.split(";") if part.strip()]
 

@@ -29,7 +29,7 @@ class VectorIndex:
 
 @functools.cache
 def _blas() -> object:
-    from threadpoolctl import ThreadpoolController
+    from threadpoolctl import ThreadpoolController  # type: ignore[import-untyped]
 
     return ThreadpoolController()
 

@@ -1,0 +1,103 @@
+"""What a search answers: the outcome and its JSON document (schema_version 1), with the explain trace."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from memsearch.profiles import Profile
+from memsearch.retrieval.candidates import Candidate
+from memsearch.retrieval.request import SearchRequest
+from memsearch.retrieval.routing import Route
+from memsearch.timeutil import to_iso
+
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class SearchOutcome:
+    request: SearchRequest
+    route: Route
+    profile: Profile
+    now: datetime
+    candidates: list[Candidate]  # every candidate, results first in order, each dropped or not
+
+    @property
+    def results(self) -> list[Candidate]:
+        return [candidate for candidate in self.candidates if candidate.dropped is None]
+
+    def to_dict(self, *, raw: bool = False) -> dict[str, Any]:
+        """The JSON document of the contract (schema_version 1); scores are never rounded."""
+        document: dict[str, Any] = {
+            "schema_version": SCHEMA_VERSION,
+            "query": self.request.query,
+            "mode": self.request.mode,
+            "strategy": self.route.strategy,
+            "strategy_reason": self.route.reason,
+            "intents": list(self.route.intents),
+            "profile": self.profile.name,
+            "as_of": to_iso(self.now),
+            "results": [
+                {"rank": rank, **candidate_dict(candidate, self.profile)}
+                for rank, candidate in enumerate(self.results, start=1)
+            ],
+        }
+        if raw:
+            document["candidates"] = [
+                {**candidate_dict(candidate, self.profile), "dropped": candidate.dropped}
+                for candidate in self.candidates
+            ]
+        return document
+
+
+def explain_dict(candidate: Candidate, profile: Profile) -> dict[str, Any]:
+    fusion = profile.fusion
+    fusion_doc: dict[str, Any] = {"method": fusion.method}
+    if fusion.method == "rrf":
+        fusion_doc["k"] = fusion.rrf_k
+    if fusion.method == "rrf":  # the weight of each leg that found it (1 unless the profile says otherwise)
+        fusion_doc["weights"] = {leg: fusion.weights.get(leg, 1.0) for leg in sorted(candidate.legs)}
+    else:
+        fusion_doc["weights"] = dict(fusion.weights)
+    fusion_doc["terms"] = dict(sorted(candidate.fusion_terms.items()))
+    if candidate.fusion_detail:
+        fusion_doc["detail"] = dict(candidate.fusion_detail)
+    fusion_doc["score"] = candidate.fusion
+    explain: dict[str, Any] = {
+        "legs": {leg: {"rank": hit.rank, "score": hit.score} for leg, hit in sorted(candidate.legs.items())},
+        "cosine": candidate.cosine,
+        "fusion": fusion_doc,
+        "factors": [
+            {"name": f.name, "op": f.op, "value": f.value, **({"detail": dict(f.detail)} if f.detail else {})}
+            for f in candidate.factors
+        ],
+        "final": candidate.final,
+    }
+    if candidate.selection:
+        explain["selection"] = dict(candidate.selection)
+    return explain
+
+
+def candidate_dict(candidate: Candidate, profile: Profile) -> dict[str, Any]:
+    memory = candidate.memory
+    return {
+        "id": memory.id,
+        "key": memory.key,
+        "text": memory.text,
+        "score": candidate.final,
+        "created_at": to_iso(memory.created_at),
+        "tags": list(memory.tags),
+        "metadata": dict(memory.metadata),
+        "project": memory.project,
+        "namespace": memory.namespace,
+        "session": memory.session,
+        "role": memory.role,
+        "pinned": memory.pinned,
+        "superseded_by": memory.superseded_by,
+        "kind": memory.kind,
+        "conversation": memory.conversation,
+        "position": memory.position,
+        "context_of": candidate.selection.get("context_of"),
+        "explain": explain_dict(candidate, profile),
+    }

@@ -1,0 +1,130 @@
+"""Recall: the route a query takes, the legs it runs (each one ranked list from the store), and the
+candidates they make."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from memsearch.errors import InvalidInputError
+from memsearch.profiles import LegSpec, Profile, leg_kind
+from memsearch.retrieval.candidates import Candidate, LegHit
+from memsearch.retrieval.dates import as_datetimes, date_ranges
+from memsearch.retrieval.recall import rank_hits
+from memsearch.retrieval.request import SearchRequest
+from memsearch.retrieval.routing import Route, route_query
+from memsearch.store.base import Scope, SearchBackend
+from memsearch.text import STOPWORDS
+
+
+def choose_route(request: SearchRequest, profile: Profile) -> tuple[Route, dict[str, str]]:
+    """The strategy and the legs to run: the profile's legs that belong to the mode."""
+    route = route_query(request.query) if request.mode == "auto" else Route(request.mode, f"--mode {request.mode}")
+    wanted = {"vector": ("vector",), "lexical": ("lexical",), "hybrid": ("lexical", "vector", "time")}[route.strategy]
+    legs = {name: spec for name, spec in profile.legs.items() if leg_kind(spec) in wanted}
+    if not legs:
+        raise InvalidInputError(
+            f"profile {profile.name} has no {route.strategy} leg (its legs: {', '.join(profile.legs)}); "
+            "choose another mode"
+        )
+    kinds = {leg_kind(spec) for spec in legs.values()} - {"time"}
+    if route.strategy == "hybrid" and len(kinds) < 2:
+        route = replace(route, reason=f"{route.reason}; profile {profile.name} recalls by {' and '.join(kinds)} only")
+    return route, legs
+
+
+_WORD_WITH_POSSESSIVE = re.compile(r"\b(\w+)(?:'s)?\b")
+
+
+def dense_query_text(store: SearchBackend, query: str, scope: Scope, share: float | None) -> str:
+    """The query without the words found in more than `share` of the memories in scope (speaker
+    names in a conversation, say): they pull the query vector towards every memory alike. The
+    query is kept whole when nothing would remain."""
+    if share is None:
+        return query
+    total = store.count(scope)
+    limit = int(share * total) + 1
+    common = {
+        word
+        for word in {w.lower() for w in _WORD_WITH_POSSESSIVE.findall(query)} - STOPWORDS
+        if total and store.document_frequency(word, scope, limit) >= limit
+    }
+    if not common:
+        return query
+    kept = _WORD_WITH_POSSESSIVE.sub(lambda m: "" if m.group(1).lower() in common else m.group(0), query)
+    kept = " ".join(kept.split())
+    return kept if re.search(r"\w", kept) else query
+
+
+@dataclass
+class Recall:
+    """What the legs of one search share: the store, the scope, the pool, and the query vector
+    (embedded once, on first use)."""
+
+    store: SearchBackend
+    query: str
+    scope: Scope
+    pool: int
+    profile: Profile
+    embed: Callable[[str], np.ndarray]
+    exhaustive_ranking: list[tuple[int, float]] = field(default_factory=list)
+    _vector: np.ndarray | None = None
+
+    @property
+    def embedded(self) -> bool:
+        return self._vector is not None
+
+    def vector(self) -> np.ndarray:
+        if self._vector is None:
+            text = dense_query_text(self.store, self.query, self.scope, self.profile.dense_common_share)
+            self._vector = self.embed(text)
+        return self._vector
+
+    def leg(self, spec: str) -> dict[int, LegHit]:
+        leg = LegSpec.parse(spec)
+        if leg.kind == "lexical":
+            return rank_hits(self.store.lexical_search(self.query, self.scope, self.pool, leg.view))
+        if leg.kind == "time":
+            return self.time_leg()
+        scope = replace(self.scope, roles=(leg.role,)) if leg.role else self.scope
+        exhaustive = self.profile.exhaustive and leg.view is None and leg.role is None
+        ranking = self.store.vector_search(self.vector(), scope, None if exhaustive else self.pool, leg.view)
+        if exhaustive:
+            self.exhaustive_ranking = ranking
+        return rank_hits(ranking[: self.pool])
+
+    def time_leg(self) -> dict[int, LegHit]:
+        """Every memory created within a date the query names, all ranked first; a range holding
+        more memories than the pool is too broad to tell anything and is skipped."""
+        hits: dict[int, LegHit] = {}
+        for day_range in date_ranges(self.query):
+            start, end = as_datetimes(day_range)
+            ids = self.store.ids_created_between(start, end, self.scope, self.pool)
+            if len(ids) <= self.pool:
+                hits.update({memory_id: LegHit(1, 1.0) for memory_id in ids})
+        return hits
+
+
+def build_candidates(
+    store: SearchBackend, legs: Mapping[str, Mapping[int, LegHit]], cosines: Mapping[int, float] | None
+) -> list[Candidate]:
+    ids = sorted({memory_id for hits in legs.values() for memory_id in hits})
+    memories = store.get_many(ids)
+    return [
+        Candidate(
+            memory=memories[memory_id],
+            legs={leg: hits[memory_id] for leg, hits in legs.items() if memory_id in hits},
+            cosine=cosines.get(memory_id) if cosines is not None else None,
+        )
+        for memory_id in ids
+        if memory_id in memories
+    ]
+
+
+def named_speaker(query: str, speakers: Sequence[str]) -> str | None:
+    """The one speaker the query names (whole words, any case), or None for none or several."""
+    named = [s for s in speakers if re.search(rf"\b{re.escape(s)}\b", query, re.IGNORECASE)]
+    return named[0] if len(named) == 1 else None
