@@ -134,3 +134,11 @@ def test_the_store_refuses_another_models_queries(notes: Memsearch) -> None:
 def test_bad_requests_are_refused(kwargs: dict[str, str], message: str) -> None:
     with pytest.raises(InvalidInputError, match=message):
         SearchRequest(**kwargs)  # type: ignore[arg-type]
+
+
+def test_memsense_lexical_mode_selects_with_stored_vectors(notes: Memsearch) -> None:
+    # MMR compares memories with each other: a lexical search never embedded the query, yet the
+    # memories' own vectors are stored and MMR uses them (this raised KeyError before).
+    outcome = notes.search(SearchRequest("deploy database web", mode="lexical", k=5), profile="memsense")
+    assert len(outcome.results) >= 2
+    assert all("mmr_score" in c.selection for c in outcome.results)

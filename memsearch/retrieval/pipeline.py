@@ -106,7 +106,8 @@ class _Search:
         def attempt(extra: dict[str, dict[int, LegHit]]) -> list[Candidate]:
             candidates = self.candidates(recall, with_vectors, {**legs, **extra})
             ids = [c.id for c in candidates]
-            vectors = self.store.vectors(ids) if profile.select.mmr_lambda is not None and with_vectors else {}
+            # MMR compares the memories' own vectors, which a lexical search has too.
+            vectors = self.store.vectors(ids) if profile.select.mmr_lambda is not None else {}
             speaker = None
             if any(a.kind == "speaker" for a in profile.adjust):
                 # A speaker the query names is among the candidates: the lexical legs match the name.
@@ -139,7 +140,8 @@ class _Search:
         supported = session_support(
             sessions, turns, self.profile.session_support_cap, self.profile.session_support_share
         )
-        vectors = self.store.vectors([c.id for c in supported]) if with_vectors else {}
+        mmr = self.profile.select.mmr_lambda is not None
+        vectors = self.store.vectors([c.id for c in supported]) if mmr else {}
         return select(supported, self.profile, self.k, now, self.project, vectors, self.request.max_tokens)
 
 
