@@ -36,6 +36,9 @@ class EmbeddingModelInfo:
 LEXICAL_VIEWS = ("context", "prev")
 FACETS = ("personal_info", "preferences", "events")
 VECTOR_VIEWS = ("context", "next", *(f"facet_{name}" for name in FACETS))
+# The views every memory has: one that has no text of its own for them (a note, say) is searched
+# there by its own text and vector, so no kind collects ranked lists another kind cannot.
+OWN_TEXT_VIEWS = ("context", "prev")
 
 
 def content_hash(text: str) -> str:

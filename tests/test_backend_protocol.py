@@ -53,6 +53,9 @@ class FakeBackend:
     def count(self, scope: Scope) -> int:
         return len(self._in(scope))
 
+    def roles(self, scope: Scope) -> list[str]:
+        return sorted({m.role for m in self._in(scope) if m.role})
+
     def has_kind(self, kind: str) -> bool:
         return any(m.kind == kind for m in self.memories.values())
 

@@ -87,7 +87,8 @@ def test_import_keys_timeline_and_turn_results(imported: Path) -> None:
 
 
 def test_session_granularity_is_session_first(imported: Path) -> None:
-    document = json.loads(run("search", "skating on the frozen lake", "-f", "json", "-g", "session", "-k", "2").stdout)
+    # (Only session 9 tells of skating; "frozen lake" would also match the lake painted in session 1.)
+    document = json.loads(run("search", "skating", "-f", "json", "-g", "session", "-k", "2").stdout)
     best = document["results"][0]
     assert best["kind"] == "session" and best["key"] == "conv-a/session_9"
     detail = best["explain"]["fusion"]["detail"]
@@ -127,6 +128,9 @@ def test_dense_query_drops_words_common_to_the_store(ms: Memsearch, tiny: list) 
     store, everything = ms.store(), Scope(conversation="conv-a")
     assert dense_query_text(store, "What did Ana's friend Ben paint?", everything, 0.2) == "What did friend paint?"
     assert dense_query_text(store, "Ana Ben", everything, 0.2) == "Ana Ben"  # nothing would remain
+    assert dense_query_text(store, "What did Ana paint?", Scope(conversation="conv-a", roles=("Zed",)), 0.2) == (
+        "What did Ana paint?"
+    )  # no speaker in that scope
     assert dense_query_text(store, "Ana Ben", everything, None) == "Ana Ben"
 
 
@@ -185,6 +189,7 @@ def test_a_version_2_store_is_upgraded_in_place(tmp_path: Path) -> None:
     assert [i for i, _ in store.lexical_search("deploy", Scope(), 5)] == [1]
     assert [i for i, _ in store.lexical_search("prod", Scope(), 5)] == [1]  # tags carried over
     assert [i for i, _ in store.lexical_search("deploy", Scope(), 5, view="context")] == [1]
+    assert [i for i, _ in store.lexical_search("deploy", Scope(), 5, view="prev")] == [1]  # a note's own text
     assert store.get(1).kind == "note"
 
 
@@ -196,3 +201,28 @@ def test_reindex_re_embeds_views_too(ms: Memsearch, tiny: list) -> None:
     assert after.shape == before.shape and float((after * before).sum(axis=1).min()) > 0.9999
     outcome = ms.search(SearchRequest("skating on the frozen lake", k=1))
     assert outcome.results[0].memory.key == "conv-a/D9:17"
+
+
+def test_dense_query_keeps_content_words_of_small_stores_and_non_speakers(ms: Memsearch) -> None:
+    # The README's first example: one memory holds every word of the query, yet none is a speaker
+    # name and one memory tells nothing about how common a word is.
+    ms.add(NewMemory("The deploy key is in the team vault", tags=("ops",)))
+    assert dense_query_text(ms.store(), "where is the deploy key?", Scope(), 0.2) == "where is the deploy key?"
+    ms.add_many([NewMemory(f"deploy note {n}: the deploy runs nightly on host {n}") for n in range(30)])
+    # 'deploy' is in every memory now, but it is content, not a speaker's name: kept.
+    assert dense_query_text(ms.store(), "where is the deploy key?", Scope(), 0.2) == "where is the deploy key?"
+    outcome = ms.search(SearchRequest("where is the deploy key?", k=1, mode="vector"))
+    assert outcome.embedded_query == "where is the deploy key?"
+    assert outcome.to_dict()["embedded_query"] == "where is the deploy key?"
+    assert outcome.results[0].cosine is not None and outcome.results[0].cosine > 0.5
+
+
+def test_notes_and_turns_collect_the_same_legs(ms: Memsearch, tiny: list) -> None:
+    # A note must not lose to turns because only turns have context and previous-turn views: a
+    # note's views are its own text, so it is found by every leg a turn is found by.
+    ms.add_many(conversation_memories(tiny[0][0]))
+    note = ms.add(NewMemory("The skating rink on the frozen lake opens in December")).id
+    outcome = ms.search(SearchRequest("skating rink frozen lake", k=5, mode="hybrid", touch=False))
+    legs = next(c.legs for c in outcome.candidates if c.id == note)
+    assert {"lexical", "lexical_prev", "vector", "vector_context"} <= set(legs)
+    assert outcome.results[0].id == note

@@ -44,13 +44,13 @@ def test_exact_identifier_routes_hybrid_and_wins(notes: Memsearch) -> None:
     assert outcome.route.strategy == "hybrid"
     assert "parseConfig" in outcome.route.reason
     assert outcome.results[0].memory.text == NOTES[1].text
-    assert set(outcome.results[0].legs) == {"lexical", "vector"}
+    assert set(outcome.results[0].legs) == {"lexical", "lexical_prev", "vector", "vector_context"}  # a note: own text
 
 
 def test_lexical_mode_uses_no_vector_leg(notes: Memsearch) -> None:
     outcome = notes.search(SearchRequest("coffee", mode="lexical"))
     assert [c.memory.text for c in outcome.results] == [NOTES[3].text]
-    assert set(outcome.results[0].legs) == {"lexical"}
+    assert set(outcome.results[0].legs) == {"lexical", "lexical_prev"}
 
 
 def test_scope_applies_to_both_legs(notes: Memsearch) -> None:

@@ -204,10 +204,12 @@ def _search_tables(console: Console, outcome: SearchOutcome, *, raw: bool, expla
     else:
         console.print(Text.assemble(title, "\n", ("no results", "yellow")))
     if explain:
+        if outcome.embedded_query is not None:
+            console.print(Text.assemble(("vector legs embedded: ", "bold"), outcome.embedded_query))
         for rank, candidate in enumerate(results, start=1):
             console.print(explain_table(rank, candidate, outcome))
     if raw:
-        console.print(_raw_table(outcome))
+        console.print(_raw_table(outcome, console.width))
 
 
 def explain_table(rank: int, candidate: Candidate, outcome: SearchOutcome) -> Table:
@@ -263,28 +265,31 @@ def explain_table(rank: int, candidate: Candidate, outcome: SearchOutcome) -> Ta
     return table
 
 
-def _raw_table(outcome: SearchOutcome) -> Table:
+def _raw_table(outcome: SearchOutcome, width: int) -> Table:
+    """Every candidate on one line: the legs' ranks in one column (so any number of legs fits), the
+    scores, why it was dropped, and as much of the text as the terminal has room for."""
     legs = sorted({leg for c in outcome.candidates for leg in c.legs})
-    title = f"all {len(outcome.candidates)} candidates before filtering (columns per leg: its rank)"
+    title = f"all {len(outcome.candidates)} candidates before filtering; leg ranks: {', '.join(legs) or 'none'}"
+    rows = [
+        [
+            str(c.id),
+            " ".join(str(c.legs[leg].rank) if leg in c.legs else "—" for leg in legs),
+            f"{c.fusion:.6f}",
+            f"{c.final:.6f}",
+            c.dropped or "kept",
+        ]
+        for c in outcome.candidates
+    ]
+    headers = ["id", "ranks", "fused", "final", "dropped"]
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
+    room = max(12, width - sum(widths) - 3 * len(widths) - 4)  # what the fixed columns and borders leave
     table = Table(title=title, title_justify="left")
-    table.add_column("id", justify="right", min_width=3)
-    for leg in legs:
-        table.add_column(leg, justify="right", min_width=len(leg))
-    table.add_column("fused", justify="right", min_width=8)
-    table.add_column("final", justify="right", min_width=8)
-    table.add_column("dropped", min_width=7)
-    table.add_column("text")
-    for candidate in outcome.candidates:
-        ranks = [str(candidate.legs[leg].rank) if leg in candidate.legs else "—" for leg in legs]
-        dropped = Text(candidate.dropped or "kept", style="dim" if candidate.dropped else "green")
-        table.add_row(
-            str(candidate.id),
-            *ranks,
-            f"{candidate.fusion:.6f}",
-            f"{candidate.final:.6f}",
-            dropped,
-            _preview(candidate.memory.text),
-        )
+    for header, justify in zip(headers, ("right", "left", "right", "right", "left"), strict=True):
+        table.add_column(header, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+    table.add_column("text", no_wrap=True, overflow="ellipsis", max_width=room)
+    for candidate, row in zip(outcome.candidates, rows, strict=True):
+        style = "dim" if candidate.dropped else "green"
+        table.add_row(*row[:4], Text(row[4], style=style), _preview(candidate.memory.text))
     return table
 
 

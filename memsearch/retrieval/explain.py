@@ -22,6 +22,7 @@ class SearchOutcome:
     profile: Profile
     now: datetime
     candidates: list[Candidate]  # every candidate, results first in order, each dropped or not
+    embedded_query: str | None = None  # the text embedded for the vector legs (None: not embedded)
 
     @property
     def results(self) -> list[Candidate]:
@@ -38,6 +39,7 @@ class SearchOutcome:
             "intents": list(self.route.intents),
             "profile": self.profile.name,
             "as_of": to_iso(self.now),
+            "embedded_query": self.embedded_query,
             "results": [
                 {"rank": rank, **candidate_dict(candidate, self.profile)}
                 for rank, candidate in enumerate(self.results, start=1)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from memsearch.errors import InvalidInputError
+from memsearch.models import OWN_TEXT_VIEWS
 from memsearch.profiles import LegSpec, Profile, leg_kind
 from memsearch.retrieval.candidates import Candidate, LegHit
 from memsearch.retrieval.dates import as_datetimes, date_ranges
@@ -17,7 +18,7 @@ from memsearch.retrieval.recall import rank_hits
 from memsearch.retrieval.request import SearchRequest
 from memsearch.retrieval.routing import Route, route_query
 from memsearch.store.base import Scope, SearchBackend
-from memsearch.text import STOPWORDS
+from memsearch.text import STOPWORDS, WORD
 
 
 def choose_route(request: SearchRequest, profile: Profile) -> tuple[Route, dict[str, str]]:
@@ -39,19 +40,41 @@ def choose_route(request: SearchRequest, profile: Profile) -> tuple[Route, dict[
 _WORD_WITH_POSSESSIVE = re.compile(r"\b(\w+)(?:'s)?\b")
 
 
+def own_text_legs(legs: Mapping[str, str]) -> dict[str, str]:
+    """The legs that differ for memories searched by their own text only (session chunks and
+    notes: they have no view texts of their own, see OWN_TEXT_VIEWS): a leg over such a view
+    repeats the plain leg's list, so only the first leg of each kind and view is kept."""
+    kept: dict[str, str] = {}
+    seen: set[tuple[str, str | None, str | None]] = set()
+    for name, spec in legs.items():
+        leg = LegSpec.parse(spec)
+        key = (leg.kind, None if leg.view in OWN_TEXT_VIEWS else leg.view, leg.role)
+        if key not in seen:
+            seen.add(key)
+            kept[name] = spec
+    return kept
+
+
+MIN_MEMORIES_TO_CLEAN = 20  # below this, a word's share of the memories says nothing
+
+
 def dense_query_text(store: SearchBackend, query: str, scope: Scope, share: float | None) -> str:
-    """The query without the words found in more than `share` of the memories in scope (speaker
-    names in a conversation, say): they pull the query vector towards every memory alike. The
-    query is kept whole when nothing would remain."""
+    """The query without the speaker names found in more than `share` of the memories in scope: in
+    a conversation they label memories rather than tell them apart, and pull the query vector
+    towards every memory of that speaker alike. Only where that is sound: words that name a speaker
+    in scope, with at least MIN_MEMORIES_TO_CLEAN memories there; the query is kept whole when
+    nothing would remain."""
     if share is None:
         return query
+    words = {w.lower() for w in _WORD_WITH_POSSESSIVE.findall(query)} - STOPWORDS
+    speakers = words & {part.lower() for role in store.roles(scope) for part in WORD.findall(role)}
+    if not speakers:
+        return query
     total = store.count(scope)
+    if total < MIN_MEMORIES_TO_CLEAN:
+        return query
     limit = int(share * total) + 1
-    common = {
-        word
-        for word in {w.lower() for w in _WORD_WITH_POSSESSIVE.findall(query)} - STOPWORDS
-        if total and store.document_frequency(word, scope, limit) >= limit
-    }
+    common = {word for word in speakers if store.document_frequency(word, scope, limit) >= limit}
     if not common:
         return query
     kept = _WORD_WITH_POSSESSIVE.sub(lambda m: "" if m.group(1).lower() in common else m.group(0), query)
@@ -71,6 +94,7 @@ class Recall:
     profile: Profile
     embed: Callable[[str], np.ndarray]
     exhaustive_ranking: list[tuple[int, float]] = field(default_factory=list)
+    embedded_text: str | None = None  # the text the query vector was made from, once made
     _vector: np.ndarray | None = None
 
     @property
@@ -79,8 +103,8 @@ class Recall:
 
     def vector(self) -> np.ndarray:
         if self._vector is None:
-            text = dense_query_text(self.store, self.query, self.scope, self.profile.dense_common_share)
-            self._vector = self.embed(text)
+            self.embedded_text = dense_query_text(self.store, self.query, self.scope, self.profile.dense_common_share)
+            self._vector = self.embed(self.embedded_text)
         return self._vector
 
     def leg(self, spec: str) -> dict[int, LegHit]:

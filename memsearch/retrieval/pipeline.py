@@ -9,7 +9,7 @@ fusion.py, scoring.py and select.py (the pure part), sessions.py (session level)
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 import numpy as np
@@ -20,7 +20,7 @@ from memsearch.profiles import Profile, leg_kind, load_profile
 from memsearch.retrieval.candidates import Candidate, LegHit
 from memsearch.retrieval.explain import SCHEMA_VERSION, SearchOutcome
 from memsearch.retrieval.fusion import fuse
-from memsearch.retrieval.legs import Recall, build_candidates, choose_route, named_speaker
+from memsearch.retrieval.legs import Recall, build_candidates, choose_route, named_speaker, own_text_legs
 from memsearch.retrieval.recall import rank_hits
 from memsearch.retrieval.request import GRANULARITIES, MAX_K, MODES, SearchRequest
 from memsearch.retrieval.select import select
@@ -54,13 +54,14 @@ def run_search(
         project=request.scope.project if profile.project_boost else None,
     )
     if request.granularity == "session" and store.count(replace(scope, kinds=("session",))):
-        return SearchOutcome(request, route, profile, search.now, search.sessions(scope))
+        sessions = search.sessions(scope)
+        return SearchOutcome(request, route, profile, search.now, sessions, search.embedded_query())
     # Session chunks are kept out of turn results; a store without any needs no such filter.
     turn_scope = replace(scope, kinds=("note", "turn")) if not scope.kinds and store.has_kind("session") else scope
     ranked = search.ranked(turn_scope)
     if request.granularity == "session":  # no session chunks: chunk-level ranking with neighbours
         ranked = expand_neighbours(ranked, store, profile.neighbours)
-    return SearchOutcome(request, route, profile, search.now, ranked)
+    return SearchOutcome(request, route, profile, search.now, ranked, search.embedded_query())
 
 
 @dataclass(frozen=True)
@@ -75,14 +76,22 @@ class _Search:
     k: int
     now: datetime
     project: str | None
+    recalls: list[Recall] = field(default_factory=list)  # in the order they ran
 
     @property
     def pool(self) -> int:
         return self.profile.pool.size(self.k)
 
-    def recall(self, scope: Scope) -> tuple[Recall, dict[str, dict[int, LegHit]]]:
+    def recall(
+        self, scope: Scope, legs: Mapping[str, str] | None = None
+    ) -> tuple[Recall, dict[str, dict[int, LegHit]]]:
         recall = Recall(self.store, self.request.query, scope, self.pool, self.profile, self.query_vector)
-        return recall, {name: recall.leg(spec) for name, spec in self.legs_to_run.items()}
+        self.recalls.append(recall)
+        return recall, {name: recall.leg(spec) for name, spec in (legs or self.legs_to_run).items()}
+
+    def embedded_query(self) -> str | None:
+        """The text the first recall (the one whose memories are returned) embedded, if it did."""
+        return next((r.embedded_text for r in self.recalls if r.embedded_text is not None), None)
 
     def uses_vectors(self, recall: Recall) -> bool:
         """Whether candidates get cosines (and MMR vectors): when the query was embedded or the
@@ -127,7 +136,7 @@ class _Search:
 
     def sessions(self, scope: Scope) -> list[Candidate]:
         """Session chunks are what is returned; their turns add bounded support (Memsense)."""
-        recall, session_legs = self.recall(replace(scope, kinds=("session", "note")))
+        recall, session_legs = self.recall(replace(scope, kinds=("session", "note")), own_text_legs(self.legs_to_run))
         turn_recall, turn_legs = self.recall(replace(scope, kinds=("turn",)))
         with_vectors = self.uses_vectors(recall) or self.uses_vectors(turn_recall)
         fusion, now = self.profile.fusion, self.now

@@ -73,6 +73,10 @@ class SearchBackend(Protocol):
 
     def has_kind(self, kind: str) -> bool: ...
 
+    def roles(self, scope: Scope) -> list[str]:
+        """The distinct roles (speakers) of the memories in scope."""
+        ...
+
     def lexical_search(self, query: str, scope: Scope, limit: int, view: str | None = None) -> Hits:
         """BM25 over the memories' text and tags (or one full-text view: `context`, `prev`) for
         the words of the plain-text `query`, any of them; higher scores are better. A query with

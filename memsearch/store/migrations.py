@@ -81,6 +81,12 @@ MIGRATIONS: tuple[str, ...] = (
     DROP TABLE memories_fts;
     ALTER TABLE memories_fts_new RENAME TO memories_fts;
     """,
+    # 4: every memory has the views every kind has (OWN_TEXT_VIEWS): a memory that has no
+    # previous-turn text of its own (a note, a session chunk) is searched there by its text.
+    """
+    UPDATE memories_fts SET prev = text WHERE prev = '';
+    CREATE INDEX memories_role ON memories (role);
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

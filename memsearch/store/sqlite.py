@@ -19,7 +19,7 @@ from memsearch.errors import (
     StoreCorruptError,
     StoreNotFoundError,
 )
-from memsearch.models import LEXICAL_VIEWS, Memory, NewMemory, content_hash
+from memsearch.models import LEXICAL_VIEWS, OWN_TEXT_VIEWS, Memory, NewMemory, content_hash
 from memsearch.store.base import EVERYTHING, EmbeddingModelInfo, Hits, Scope
 from memsearch.store.fts import match_expression
 from memsearch.store.migrations import MIGRATIONS, SCHEMA_VERSION
@@ -347,7 +347,7 @@ class SQLiteStore:
                         memory.text,
                         " ".join(memory.tags),
                         memory.views.get("context", memory.text),
-                        memory.views.get("prev", ""),
+                        memory.views.get("prev", memory.text),
                     ),
                 )
                 if vectors is not None:
@@ -541,6 +541,11 @@ class SQLiteStore:
             params = [f"{{text tags}} : ({match})", *scope_params, at_most]
         return self._db.execute(sql, params).fetchone()[0]
 
+    def roles(self, scope: Scope) -> builtins.list[str]:
+        where, params = _where(scope)
+        sql = f"SELECT DISTINCT m.role FROM memories m WHERE m.role IS NOT NULL AND {where} ORDER BY 1"
+        return [row[0] for row in self._db.execute(sql, params)]
+
     def has_kind(self, kind: str) -> bool:
         return self._db.execute("SELECT 1 FROM memories WHERE kind = ? LIMIT 1", (kind,)).fetchone() is not None
 
@@ -572,6 +577,14 @@ class SQLiteStore:
         dim = model.dim if model else 0
         if view is None:
             rows = self._db.execute("SELECT memory_id, vector FROM vectors ORDER BY memory_id").fetchall()
+        elif view in OWN_TEXT_VIEWS:  # a memory without a vector of this view is searched by its own
+            rows = self._db.execute(
+                "SELECT memory_id, vector FROM views WHERE view = ? AND vector IS NOT NULL "
+                "UNION ALL SELECT memory_id, vector FROM vectors v WHERE NOT EXISTS "
+                "(SELECT 1 FROM views w WHERE w.memory_id = v.memory_id AND w.view = ? AND w.vector IS NOT NULL) "
+                "ORDER BY memory_id",
+                (view, view),
+            ).fetchall()
         else:
             rows = self._db.execute(
                 "SELECT memory_id, vector FROM views WHERE view = ? ORDER BY memory_id", (view,)
