@@ -299,9 +299,7 @@ class SQLiteStore:
             for index, memory in enumerate(memories):
                 existing = self.id_for_key(memory.key) if memory.key is not None else None
                 if existing is not None and not replace:
-                    raise DuplicateKeyError(
-                        f"a memory with key {memory.key!r} exists already (id {existing})"
-                    )
+                    raise DuplicateKeyError(f"a memory with key {memory.key!r} exists already (id {existing})")
                 created = to_iso(memory.created_at or now)
                 values = (
                     memory.key,
