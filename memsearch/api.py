@@ -330,7 +330,7 @@ class Memsearch:
         store = self.store()
         encoder = self.encoder()
         rows = builtins.list(store.iter_texts())
-        views = store.views_with_vectors()
+        views: builtins.list[tuple[int, str, str]] = store.views_with_vectors()
         unique = builtins.list(dict.fromkeys([*(text for _, text in rows), *(text for _, _, text in views)]))
         encoded = encoder.encode(unique, progress=progress)
         position = {text: n for n, text in enumerate(unique)}

@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TypeAlias
 
 import typer
 from typer.core import TyperGroup
@@ -103,7 +103,13 @@ def _choice(name: str, values: Sequence[str]) -> Any:
 
 SHELLS = ("bash", "zsh", "fish")
 if TYPE_CHECKING:  # to the type checker the options are the strings the library takes
-    Mode = Granularity = Format = ImportFormat = DatasetFormat = ReportFormat = Shell = str
+    Mode: TypeAlias = str
+    Granularity: TypeAlias = str
+    Format: TypeAlias = str
+    ImportFormat: TypeAlias = str
+    DatasetFormat: TypeAlias = str
+    ReportFormat: TypeAlias = str
+    Shell: TypeAlias = str
 else:
     Mode = _choice("Mode", MODES)
     Granularity = _choice("Granularity", GRANULARITIES)
@@ -419,7 +425,7 @@ def search(
 
     if (query is None) == (queries is None):
         raise InvalidInputError("give a QUERY or --queries FILE (one of them)")
-    common = {
+    common: dict[str, Any] = {
         "k": k,
         "mode": str(mode),
         "scope": _scope(project, namespace, tag, since, until),
@@ -482,7 +488,7 @@ def delete(
 
 
 @app.command()
-def stats(fmt: FormatOption = Format.table, db: DbOption = None) -> None:
+def stats(fmt: FormatOption = "table", db: DbOption = None) -> None:
     """Show what the store holds."""
     from memsearch.cli.render import render_stats
 
@@ -587,7 +593,7 @@ app.add_typer(profiles_app, name="profiles")
 
 
 @profiles_app.callback()
-def profiles_list(context: typer.Context, fmt: FormatOption = Format.table) -> None:
+def profiles_list(context: typer.Context, fmt: FormatOption = "table") -> None:
     """List the ranking profiles with a one-line summary."""
     if context.invoked_subcommand is not None:
         return
@@ -599,7 +605,7 @@ def profiles_list(context: typer.Context, fmt: FormatOption = Format.table) -> N
 
 @profiles_app.command("show")
 def profiles_show(
-    name: Annotated[str, typer.Argument(help="The profile's name.")], fmt: FormatOption = Format.table
+    name: Annotated[str, typer.Argument(help="The profile's name.")], fmt: FormatOption = "table"
 ) -> None:
     """Print a profile's resolved parameters."""
     from memsearch.api import Memsearch

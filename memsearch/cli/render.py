@@ -11,7 +11,7 @@ import sys
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
+from rich.console import Console, JustifyMethod
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
@@ -180,14 +180,15 @@ def _search_tables(console: Console, outcome: SearchOutcome, *, raw: bool, expla
     title = Text.assemble((outcome.request.query, "bold"), "  →  ", (route.strategy, "cyan"), f"  ({route.reason})")
     results = outcome.results
     table = Table(title=title, title_justify="left")
-    for column, justify in (
+    columns: tuple[tuple[str, JustifyMethod], ...] = (
         ("#", "right"),
         ("id", "right"),
         ("score", "right"),
         ("created", "left"),
         ("tags", "left"),
         ("text", "left"),
-    ):
+    )
+    for column, justify in columns:
         table.add_column(
             column, justify=justify, overflow="fold" if column == "text" else "ellipsis", no_wrap=column != "text"
         )

@@ -112,7 +112,7 @@ def fuse_bert(path: Path, model: Any) -> None:
     are left as exported."""
     config = getattr(model[0], "auto_model", None)
     config = getattr(config, "config", None)
-    if getattr(config, "model_type", None) != "bert":
+    if config is None or getattr(config, "model_type", None) != "bert":
         return
     from onnxruntime.transformers.optimizer import optimize_model
 

@@ -75,7 +75,13 @@ PROTOCOL_DESCRIPTIONS = {
 # The metric the tables show as "R@k" and "NDCG@k", per format.
 RECALL_METRIC = {"locomo": "recall", "longmemeval": "recall_all"}
 NDCG_METRIC = {"locomo": "ndcg", "longmemeval": "ndcg_any"}
-LOCOMO_CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
+LOCOMO_CATEGORIES: dict[str | int, str] = {
+    1: "multi-hop",
+    2: "temporal",
+    3: "open-domain",
+    4: "single-hop",
+    5: "adversarial",
+}
 
 Progress = Callable[[str, int, int], None]
 
@@ -475,6 +481,7 @@ def _search_conversation(
         if row.kind != "profile":
             continue
         profile = next(p for p in profiles if p.name == name)
+        assert mode is not None  # only baseline rows have none
         for question in questions:
             gold = golds[question.id, granularity]
             if not gold:

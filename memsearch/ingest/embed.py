@@ -43,7 +43,7 @@ def near_duplicates(
     whose best match, among stored memories and earlier kept ones of the batch, reaches `threshold`.
     A memory being replaced by key is not its own duplicate."""
     replaced = {store.id_for_key(m.key) for m in memories if m.key is not None} - {None}
-    stored_best = store.nearest(vectors, exclude={i for i in replaced if i is not None})
+    stored_best: list[tuple[int, float] | None] = store.nearest(vectors, exclude={i for i in replaced if i is not None})
     found: dict[int, tuple[tuple[bool, int], float]] = {}
     kept: list[int] = []
     for position, stored in enumerate(stored_best):
