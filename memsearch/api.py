@@ -320,12 +320,12 @@ class Memsearch:
                 )
 
     def delete(self, refs: Sequence[int | str]) -> builtins.list[int]:
-        """Delete memories by id or key: all of them, or none if any is not found; returns their ids."""
-        ids = builtins.list(dict.fromkeys(memory.id for memory in self.get_many(refs)))
+        """Delete memories by id (an int) or key (a str): all, or none if any is not found; returns their ids."""
+        ids = builtins.list(dict.fromkeys(self.get(ref).id for ref in refs))
         self.store().delete(ids)
         return ids
 
-    def reindex(self, *, progress: Progress | None = None) -> int:
+    def reindex(self, progress: Progress | None = None) -> int:
         """Re-embed every memory with the current model; returns how many."""
         store = self.store()
         encoder = self.encoder()
@@ -359,7 +359,7 @@ class Memsearch:
         unless it is all digits and `by_key`. Any not found raises MemoryNotFoundError."""
         return [self.get(self.resolve(ref, by_key=by_key) if isinstance(ref, str) else ref) for ref in refs]
 
-    def list(self, scope: Scope = EVERYTHING, *, limit: int | None = None, offset: int = 0) -> builtins.list[Memory]:
+    def list(self, scope: Scope = EVERYTHING, limit: int | None = None, offset: int = 0) -> builtins.list[Memory]:
         return self.store().list(scope, limit=limit, offset=offset)
 
     def stats(self) -> dict[str, Any]:
@@ -426,8 +426,8 @@ class Memsearch:
         return self.store().update(memory.id, _checked_changes(changes))
 
     def set_pinned(self, refs: Sequence[int | str], pinned: bool) -> builtins.list[int]:
-        """Pin or unpin memories by id or key: all of them, or none if any is not found."""
-        ids = builtins.list(dict.fromkeys(memory.id for memory in self.get_many(refs)))
+        """Pin or unpin memories by id (an int) or key (a str): all of them, or none if any is not found."""
+        ids = builtins.list(dict.fromkeys(self.get(ref).id for ref in refs))
         store = self.store()
         for memory_id in ids:
             store.update(memory_id, {"pinned": pinned})

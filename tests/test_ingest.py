@@ -133,6 +133,16 @@ def test_delete_by_refs_is_all_or_nothing(ms: Memsearch) -> None:
     assert ms.delete(["one", 1, 2]) == [1, 2]
 
 
+def test_delete_and_pin_by_a_numeric_key(tmp_path: Path) -> None:
+    db = str(tmp_path / "m.db")
+    run("add", "first", "--db", db)  # id 1
+    run("add", "keyed", "--key", "1", "--db", db)  # id 2, key "1"
+    assert run("pin", "--key", "1", "--db", db).stderr.strip() == "pinned 2"
+    assert json.loads(run("get", "1", "--db", db, "-f", "json").stdout)["pinned"] is False
+    run("delete", "--key", "1", "--db", db)
+    assert [m["text"] for m in json.loads(run("list", "--db", db, "-f", "json").stdout)] == ["first"]
+
+
 def test_timeline_marks_the_memory_asked_for(ms: Memsearch) -> None:
     ms.import_text((DATA / "chat_tiny.jsonl").read_text(encoding="utf-8"), source="chat_tiny.jsonl", fmt="chat")
     turn = ms.get("chat_tiny/ack-1")
