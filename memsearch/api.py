@@ -277,6 +277,8 @@ class Memsearch:
             raise InvalidInputError(
                 f"unknown import format {fmt!r} (choose from {', '.join(IMPORT_FORMATS)})", field="fmt"
             )
+        if conversation is not None and fmt != "chat":
+            raise InvalidInputError("names a chat's conversation; other formats name their own", field="conversation")
         if fmt == "jsonl":
             lines, memories = parse_memories(content, source)
         else:

@@ -82,6 +82,16 @@ def test_the_product_never_imports_eval() -> None:
     assert not {name: found for name, found in offenders.items() if found}
 
 
+def test_the_choices_are_the_ones_the_library_checks() -> None:
+    from memsearch import choices
+    from memsearch.api import IMPORT_FORMATS
+    from memsearch.eval.runner import FORMATS
+    from memsearch.retrieval.pipeline import GRANULARITIES, MODES
+
+    assert (choices.MODES, choices.GRANULARITIES) == (MODES, GRANULARITIES)
+    assert (choices.IMPORT_FORMATS, choices.BENCHMARK_FORMATS) == (IMPORT_FORMATS, FORMATS)
+
+
 def test_front_ends_never_reach_the_store_or_the_encoder() -> None:
     for path in (PACKAGE / "cli").glob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):

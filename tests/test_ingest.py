@@ -179,6 +179,11 @@ def test_a_chat_from_stdin_takes_its_conversation_name(tmp_path: Path) -> None:
     assert json.loads(run("get", "stdin/ack-1", "--db", db, "-f", "json").stdout)["conversation"] == "stdin"
 
 
+def test_a_conversation_name_is_only_for_chats(tmp_path: Path) -> None:
+    error = run("import", "-", "--conversation", "x", "--db", str(tmp_path / "m.db"), input="{}", code=2).stderr
+    assert "--conversation names a chat's conversation" in error
+
+
 def test_consolidate_and_profiles_show_print_csv_when_asked(tmp_path: Path) -> None:
     db = str(tmp_path / "m.db")
     run("add", "The staging database password rotates every month", "--db", db)

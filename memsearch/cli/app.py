@@ -37,7 +37,14 @@ def _fail(message: str, code: int) -> None:
 
 
 # The CLI's words for the library's parameters and errors.
-OPTION_OF_FIELD = {"max_tokens": "--max-tokens", "tau_days": "--tau", "limit": "--limit", "mode": "--mode"}
+OPTION_OF_FIELD = {
+    "max_tokens": "--max-tokens",
+    "tau_days": "--tau",
+    "limit": "--limit",
+    "mode": "--mode",
+    "fmt": "--format",
+    "conversation": "--conversation",
+}
 HINT_OF_ERROR = {
     "StoreNotFoundError": "add a memory first or pass --db",
     "DuplicateKeyError": "pass --replace to overwrite it",
@@ -244,7 +251,7 @@ class _ProgressBar:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
             self.bar = Progress(
-                TextColumn(self.description),
+                TextColumn("{task.description}"),
                 BarColumn(),
                 MofNCompleteColumn(),
                 TimeRemainingColumn(),
@@ -254,7 +261,7 @@ class _ProgressBar:
             )
             self.bar.start()
             self.task = self.bar.add_task(self.description, total=total)
-        self.bar.update(self.task, completed=done, total=total)
+        self.bar.update(self.task, completed=done, total=total, description=self.description)
 
     def __enter__(self) -> _ProgressBar:
         return self
