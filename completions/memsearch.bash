@@ -18,9 +18,9 @@ _memsearch_import() {
         -f|--format) _memsearch_reply -W 'jsonl chat locomo longmemeval'; return ;;
         --db) _memsearch_paths -f; return ;;
         --model) _memsearch_paths -d; return ;;
-        -p|--profile) return ;;
+        --conversation|-p|--profile) return ;;
     esac
-    if [[ $cur == -* ]]; then _memsearch_reply -W '-f --format --no-sessions --sessions --facets --replace -p --profile --db --model -h --help'
+    if [[ $cur == -* ]]; then _memsearch_reply -W '-f --format --no-sessions --sessions --facets --conversation --replace -p --profile --db --model -h --help'
     else _memsearch_paths -f; fi
 }
 

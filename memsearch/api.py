@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
+import builtins
 import os
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from pathlib import Path, PurePath
+from typing import Any
 
+from memsearch.choices import IMPORT_FORMATS
 from memsearch.consolidate import ConsolidationPlan, plan
 from memsearch.embedding import Encoder, Progress, load_encoder, resolve_model
-from memsearch.errors import InvalidInputError
-from memsearch.models import VECTOR_VIEWS, Memory, NewMemory, check_range, normalise_tags
+from memsearch.errors import DuplicateKeyError, InvalidInputError
+from memsearch.ingest.conversations import conversation_memories, with_facets
+from memsearch.ingest.embed import embed_memories, near_duplicates
+from memsearch.ingest.readers import read_chat, read_locomo, read_longmemeval
+from memsearch.ingest.records import parse_memories, parse_queries
+from memsearch.models import Memory, NewMemory, check_range, normalise_tags
 from memsearch.paths import resolve_db_path
-from memsearch.profiles import Profile
+from memsearch.profiles import Profile, available, load_profile
 from memsearch.retrieval.pipeline import (
     SearchOutcome,
     SearchRequest,
@@ -25,69 +31,117 @@ from memsearch.retrieval.pipeline import (
 from memsearch.store import EVERYTHING, Scope, Store, open_store
 from memsearch.timeutil import utc_now
 
-if TYPE_CHECKING:
-    import numpy as np
+__all__ = [
+    "IMPORT_FORMATS", "AddOutcome", "Consolidation", "ImportOutcome", "Memsearch", "ProfileInfo", "Timeline",
+    "embed_memories", "near_duplicates",
+]  # fmt: skip
 
 
 @dataclass(frozen=True)
 class AddOutcome:
     """What became of one memory given to `add`: stored under `id`, or not stored because it is a
-    near-duplicate of memory `duplicate_of` (then `id` is that memory's)."""
+    near-duplicate of memory `duplicate_of` (then `id` is that memory's) at cosine `similarity`,
+    which reached the profile's ingest dedup `threshold`."""
 
     id: int
     stored: bool = True
     duplicate_of: int | None = None
     similarity: float | None = None
+    threshold: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "stored": self.stored,
+            "duplicate_of": self.duplicate_of,
+            "similarity": self.similarity,
+        }
 
 
-def embed_memories(
-    encoder: Encoder, memories: Sequence[NewMemory], progress: Progress | None = None
-) -> tuple[np.ndarray, dict[int, dict[str, np.ndarray]]]:
-    """Vectors of the memories' texts and of their vector views, each distinct text embedded once
-    (a turn's text is also its predecessor's `next` view, for instance). A view whose text is the
-    memory's own gets no vector of its own (the memory's vector stands for it), except a facet,
-    whose route searches only the memories that have it."""
-    texts = [m.text for m in memories]
-    view_texts = {
-        (i, view): text
-        for i, m in enumerate(memories)
-        for view, text in m.views.items()
-        if view in VECTOR_VIEWS and (text != m.text or view.startswith("facet_"))
-    }
-    unique = list(dict.fromkeys([*texts, *view_texts.values()]))
-    encoded = encoder.encode(unique, progress=progress)
-    row = {text: n for n, text in enumerate(unique)}
-    view_vectors: dict[int, dict[str, np.ndarray]] = {}
-    for (i, view), text in view_texts.items():
-        view_vectors.setdefault(i, {})[view] = encoded[row[text]]
-    return encoded[[row[text] for text in texts]], view_vectors
+KIND_NAMES = {"note": ("memory", "memories"), "turn": ("turn", "turns"), "session": ("session", "sessions")}
 
 
-def near_duplicates(
-    store: Store, memories: Sequence[NewMemory], vectors: np.ndarray, threshold: float
-) -> dict[int, tuple[tuple[bool, int], float]]:
-    """Batch position → ((in batch?, stored id or earlier batch position), cosine) for each memory
-    whose best match, among stored memories and earlier kept ones of the batch, reaches `threshold`.
-    A memory being replaced by key is not its own duplicate."""
-    replaced = {store.id_for_key(m.key) for m in memories if m.key is not None} - {None}
-    stored_best = store.nearest(vectors, exclude={i for i in replaced if i is not None})
-    found: dict[int, tuple[tuple[bool, int], float]] = {}
-    kept: list[int] = []
-    for position, stored in enumerate(stored_best):
-        best: tuple[tuple[bool, int], float] | None = ((False, stored[0]), stored[1]) if stored else None
-        for earlier in kept:
-            similarity = float(vectors[earlier] @ vectors[position])
-            if best is None or similarity > best[1]:
-                best = ((True, earlier), similarity)
-        if best is not None and best[1] >= threshold:
-            found[position] = best
-        else:
-            kept.append(position)
-    return found
+@dataclass(frozen=True)
+class ImportOutcome:
+    """What an import stored: `counts` by kind, and the near-duplicates it did not store, each with
+    its line number (JSONL records) or item number (the memories made from conversations)."""
+
+    source: str
+    counts: dict[str, int]
+    duplicates: list[tuple[int, AddOutcome]] = field(default_factory=list)
+    numbered_by: str = "line"  # "line" or "item"
+
+    @property
+    def summary(self) -> str:
+        """ "3 memories", "2 sessions, 9 turns": the stored memories by kind."""
+        parts = [f"{n} {KIND_NAMES[kind][n != 1]}" for kind, n in self.counts.items() if n]
+        return ", ".join(parts) or "0 memories"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "counts": dict(self.counts),
+            "duplicates": [{self.numbered_by: number, **outcome.to_dict()} for number, outcome in self.duplicates],
+        }
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """A memory with its neighbours in order (see `Store.around`); `current` is the one asked for."""
+
+    memories: list[Memory]
+    current: int
+
+    def to_dict(self) -> list[dict[str, Any]]:
+        return [{**memory.to_dict(), "current": memory.id == self.current} for memory in self.memories]
+
+
+@dataclass(frozen=True)
+class Consolidation:
+    """What `consolidate` marked (or would mark, on a dry run), with the superseded memories' texts."""
+
+    plan: ConsolidationPlan
+    dry_run: bool
+    older: dict[int, Memory]  # the superseded memories by id
+
+    @property
+    def superseded(self) -> dict[int, int]:
+        return self.plan.superseded
+
+    @property
+    def groups(self) -> dict[int, list[int]]:
+        """Group id → its memories' ids, in order."""
+        groups: dict[int, list[int]] = {}
+        for memory_id, group in sorted(self.plan.groups.items()):
+            groups.setdefault(group, []).append(memory_id)
+        return groups
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "dry_run": self.dry_run,
+            "superseded": [{"id": old, "superseded_by": new} for old, new in sorted(self.superseded.items())],
+            "groups": [{"group_id": group, "ids": ids} for group, ids in self.groups.items()],
+        }
+
+
+@dataclass(frozen=True)
+class ProfileInfo:
+    """A ranking profile as listed: its parameters and the file it comes from."""
+
+    profile: Profile
+    path: Path
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.profile.name,
+            "summary": self.profile.summary,
+            "seed": self.profile.seed,
+            "path": str(self.path),
+        }
 
 
 class Memsearch:
-    """A memsearch store with its encoder.
+    """A memsearch store with its encoder: every use case a front end offers is a method here.
 
     >>> ms = Memsearch("/tmp/notes.db")
     >>> ms.add(NewMemory("The deploy key lives in 1Password", tags=("ops",)))
@@ -109,14 +163,14 @@ class Memsearch:
         self._model = model
         self._encoder = encoder
         self._encoder_factory = encoder_factory
-        self._store: Store | None = None
+        self._opened: Store | None = None
 
-    # -- plumbing -------------------------------------------------------------------------
+    # -- plumbing (for tests and benchmarks; front ends use the use cases below) ---------------
 
     def store(self, *, create: bool = False) -> Store:
-        if self._store is None:
-            self._store = open_store(self.path, create=create)
-        return self._store
+        if self._opened is None:
+            self._opened = open_store(self.path, create=create)
+        return self._opened
 
     def encoder(self) -> Encoder:
         if self._encoder is None:
@@ -126,9 +180,9 @@ class Memsearch:
         return self._encoder
 
     def close(self) -> None:
-        if self._store is not None:
-            self._store.close()
-            self._store = None
+        if self._opened is not None:
+            self._opened.close()
+            self._opened = None
 
     def __enter__(self) -> Memsearch:
         return self
@@ -136,23 +190,29 @@ class Memsearch:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
+    @property
+    def model_name(self) -> str:
+        """The name of the encoder's model (loads it)."""
+        return self.encoder().info.name
+
     # -- writes ---------------------------------------------------------------------------
 
-    def add(self, memory: NewMemory, *, replace: bool = False, dedup: float | None = None) -> AddOutcome:
-        return self.add_many([memory], replace=replace, dedup=dedup)[0]
+    def add(self, memory: NewMemory, *, replace: bool = False, profile: Profile | str | None = None) -> AddOutcome:
+        return self.add_many([memory], replace=replace, profile=profile)[0]
 
     def add_many(
         self,
         memories: Sequence[NewMemory],
         *,
         replace: bool = False,
-        dedup: float | None = None,
+        profile: Profile | str | None = None,
         progress: Progress | None = None,
-    ) -> list[AddOutcome]:
+    ) -> builtins.list[AddOutcome]:
         """Embed and store all memories in one transaction: all of them are stored, or none.
 
-        With `dedup`, a memory whose cosine with a stored one (or an earlier one of the batch)
-        reaches it is not stored and is reported as that memory's duplicate.
+        With a `profile` that has an ingest dedup threshold, a memory whose cosine with a stored one
+        (or an earlier one of the batch) reaches it is not stored and is reported as that memory's
+        duplicate. A key that exists already (without `replace`) fails before anything is embedded.
         """
         if not memories:
             return []
@@ -160,10 +220,14 @@ class Memsearch:
         if len(keys) != len(set(keys)):
             duplicate = next(key for key in keys if keys.count(key) > 1)
             raise InvalidInputError(f"key {duplicate!r} is given twice")
-        if dedup is not None:
-            check_range("dedup threshold", dedup, 0.0, 1.0)
-        encoder = self.encoder()
+        dedup = _ingest_dedup(profile)
         store = self.store(create=True)
+        if not replace:
+            for key in keys:
+                existing = store.id_for_key(key)
+                if existing is not None:
+                    raise DuplicateKeyError(f"a memory with key {key!r} exists already (id {existing})")
+        encoder = self.encoder()
         store.check_model(encoder.info)  # before the slow part, not after it
         vectors, view_vectors = embed_memories(encoder, memories, progress)
         duplicates = near_duplicates(store, memories, vectors, dedup) if dedup is not None else {}
@@ -184,21 +248,92 @@ class Memsearch:
             if position in duplicates:
                 (in_batch, ref), similarity = duplicates[position]
                 target = new_ids[ref] if in_batch else ref
-                outcomes.append(AddOutcome(target, stored=False, duplicate_of=target, similarity=similarity))
+                outcomes.append(
+                    AddOutcome(target, stored=False, duplicate_of=target, similarity=similarity, threshold=dedup)
+                )
             else:
                 outcomes.append(AddOutcome(new_ids[position]))
         return outcomes
 
-    def delete(self, ids: Sequence[int]) -> None:
-        self.store().delete(ids)
+    def import_text(
+        self,
+        content: str,
+        *,
+        source: str,
+        fmt: str = "jsonl",
+        sessions: bool = True,
+        facets: bool = False,
+        replace: bool = False,
+        profile: Profile | str | None = None,
+        conversation: str | None = None,
+        progress: Progress | None = None,
+    ) -> ImportOutcome:
+        """Import memories (`jsonl`, one a line) or conversations (`chat` JSONL, `locomo`,
+        `longmemeval`) from a text read from `source` (a display name for messages): every one is
+        stored, or none is. A chat's conversation is `conversation`, else the source's file stem.
+        Conversations become a session chunk per session (with `sessions`) and a memory per turn,
+        with facet views if `facets`. Bad lines and existing keys fail before anything is embedded."""
+        if fmt not in IMPORT_FORMATS:
+            raise InvalidInputError(
+                f"unknown import format {fmt!r} (choose from {', '.join(IMPORT_FORMATS)})", field="fmt"
+            )
+        if conversation is not None and fmt != "chat":
+            raise InvalidInputError("names a chat's conversation; other formats name their own", field="conversation")
+        if fmt == "jsonl":
+            lines, memories = parse_memories(content, source)
+        else:
+            lines, memories = [], self._conversation_memories(content, source, fmt, sessions, conversation)
+        if not memories:
+            return ImportOutcome(source, {kind: 0 for kind in KIND_NAMES})
+        if not replace and self.path.exists():
+            self._check_new_keys(memories, lines, source)
+        if facets:
+            memories = with_facets(memories, self.encoder())
+        outcomes = self.add_many(memories, replace=replace, profile=profile, progress=progress)
+        numbers = lines or list(range(1, len(memories) + 1))
+        stored = [m for m, o in zip(memories, outcomes, strict=True) if o.stored]
+        return ImportOutcome(
+            source,
+            {kind: sum(m.kind == kind for m in stored) for kind in KIND_NAMES},
+            [(number, o) for number, o in zip(numbers, outcomes, strict=True) if not o.stored],
+            "line" if lines else "item",
+        )
 
-    def reindex(self, *, progress: Progress | None = None) -> int:
+    @staticmethod
+    def _conversation_memories(
+        content: str, source: str, fmt: str, sessions: bool, conversation: str | None
+    ) -> builtins.list[NewMemory]:
+        if fmt == "chat":
+            conversations = [read_chat(content, source, conversation or PurePath(source).stem or source)]
+        else:
+            conversations = (read_locomo if fmt == "locomo" else read_longmemeval)(content, source)
+        return [m for c in conversations for m in conversation_memories(c, sessions=sessions)]
+
+    def _check_new_keys(self, memories: Sequence[NewMemory], lines: Sequence[int], source: str) -> None:
+        """A key of the import that a stored memory has already fails with its line (or item) number."""
+        store = self.store()
+        for position, memory in enumerate(memories):
+            existing = store.id_for_key(memory.key) if memory.key is not None else None
+            if existing is not None:
+                where = f"line {lines[position]}" if lines else f"item {position + 1}"
+                raise DuplicateKeyError(
+                    f"{source}, {where}: a memory with key {memory.key!r} exists already (id {existing}); "
+                    "nothing from this file was stored"
+                )
+
+    def delete(self, refs: Sequence[int | str]) -> builtins.list[int]:
+        """Delete memories by id (an int) or key (a str): all, or none if any is not found; returns their ids."""
+        ids = builtins.list(dict.fromkeys(self.get(ref).id for ref in refs))
+        self.store().delete(ids)
+        return ids
+
+    def reindex(self, progress: Progress | None = None) -> int:
         """Re-embed every memory with the current model; returns how many."""
         store = self.store()
         encoder = self.encoder()
-        rows = list(store.iter_texts())
-        views = store.views_with_vectors()
-        unique = list(dict.fromkeys([*(text for _, text in rows), *(text for _, _, text in views)]))
+        rows = builtins.list(store.iter_texts())
+        views: builtins.list[tuple[int, str, str]] = store.views_with_vectors()
+        unique = builtins.list(dict.fromkeys([*(text for _, text in rows), *(text for _, _, text in views)]))
         encoded = encoder.encode(unique, progress=progress)
         position = {text: n for n, text in enumerate(unique)}
         store.replace_vectors(
@@ -211,16 +346,44 @@ class Memsearch:
 
     # -- reads ----------------------------------------------------------------------------
 
+    @staticmethod
+    def resolve(ref: str, *, by_key: bool = False) -> int | str:
+        """A reference as typed: digits are an id unless `by_key`; anything else is a key."""
+        return ref if by_key or not ref.isdigit() else int(ref)
+
     def get(self, ref: int | str) -> Memory:
         """A memory by id (an int) or key (a str)."""
         store = self.store()
         return store.get(ref) if isinstance(ref, int) else store.get_by_key(ref)
 
-    def list(self, scope: Scope = EVERYTHING, *, limit: int | None = None, offset: int = 0) -> list[Memory]:
+    def get_many(self, refs: Iterable[int | str], *, by_key: bool = False) -> builtins.list[Memory]:
+        """Memories by id or key, in the order given; a str is resolved as typed (see `resolve`)
+        unless it is all digits and `by_key`. Any not found raises MemoryNotFoundError."""
+        return [self.get(self.resolve(ref, by_key=by_key) if isinstance(ref, str) else ref) for ref in refs]
+
+    def list(self, scope: Scope = EVERYTHING, limit: int | None = None, offset: int = 0) -> builtins.list[Memory]:
         return self.store().list(scope, limit=limit, offset=offset)
 
     def stats(self) -> dict[str, Any]:
         return self.store().stats()
+
+    def timeline(self, ref: int | str, *, before: int = 5, after: int = 5) -> Timeline:
+        """The turns around a memory in order (for a note: the memories around it in time)."""
+        check_range("before", before, 0, 10_000)
+        check_range("after", after, 0, 10_000)
+        memory = self.get(ref)
+        return Timeline(self.store().around(memory, before, after), memory.id)
+
+    @staticmethod
+    def profiles() -> builtins.list[ProfileInfo]:
+        """Every ranking profile found, by name."""
+        return [ProfileInfo(load_profile(name), path) for name, path in available().items()]
+
+    @staticmethod
+    def profile(name: str) -> ProfileInfo:
+        """One ranking profile with its resolved parameters."""
+        profile = load_profile(name)
+        return ProfileInfo(profile, available()[profile.name])
 
     def search(
         self, request: SearchRequest, *, profile: Profile | str | None = None, tau_days: float | None = None
@@ -233,7 +396,7 @@ class Memsearch:
         *,
         profile: Profile | str | None = None,
         tau_days: float | None = None,
-    ) -> list[SearchOutcome]:
+    ) -> builtins.list[SearchOutcome]:
         """Run several searches in this process, loading the encoder at most once.
 
         Each search records the access on the memories it returns (last_accessed_at,
@@ -250,35 +413,29 @@ class Memsearch:
             outcomes.append(outcome)
         return outcomes
 
+    @staticmethod
+    def parse_queries(content: str, *, source: str, **defaults: Any) -> builtins.list[SearchRequest]:
+        """Search requests from a JSONL text of {"query", optional "k" and "mode"} objects (the
+        CLI's `--queries`); `defaults` gives every other SearchRequest field. All lines are checked
+        first; a bad one raises ImportLineError with its line number."""
+        return parse_queries(content, source, defaults)
+
     # -- curation ---------------------------------------------------------------------------
 
     def update(self, ref: int | str, **changes: object) -> Memory:
         """Change importance, priority, pinned, project, namespace, memory_score or tags of a memory."""
         memory = self.get(ref)
-        checked: dict[str, object] = {}
-        for name, value in changes.items():
-            match name:
-                case "importance":
-                    checked[name] = check_range(name, value, 0, 1)  # type: ignore[arg-type]
-                case "memory_score":  # None goes back to the score derived from importance and use
-                    checked[name] = None if value is None else check_range(name, value, 0, 1)  # type: ignore[arg-type]
-                case "priority":
-                    checked[name] = check_range(name, value, 1, 2)  # type: ignore[arg-type]
-                case "pinned":
-                    checked[name] = bool(value)
-                case "tags":
-                    checked[name] = normalise_tags(value)  # type: ignore[arg-type]
-                case "project" | "namespace":
-                    if value is not None and (not isinstance(value, str) or not value.strip()):
-                        raise InvalidInputError(f"{name} must be a non-empty string")
-                    checked[name] = value
-                case _:
-                    raise InvalidInputError(f"cannot set {name!r}")
-        return self.store().update(memory.id, checked)
+        return self.store().update(memory.id, _checked_changes(changes))
 
-    def consolidate(
-        self, *, duplicate: float = 0.95, related: float = 0.80, dry_run: bool = False
-    ) -> ConsolidationPlan:
+    def set_pinned(self, refs: Sequence[int | str], pinned: bool) -> builtins.list[int]:
+        """Pin or unpin memories by id (an int) or key (a str): all of them, or none if any is not found."""
+        ids = builtins.list(dict.fromkeys(self.get(ref).id for ref in refs))
+        store = self.store()
+        for memory_id in ids:
+            store.update(memory_id, {"pinned": pinned})
+        return ids
+
+    def consolidate(self, *, duplicate: float = 0.95, related: float = 0.80, dry_run: bool = False) -> Consolidation:
         """Mark older near-duplicates (cosine ≥ duplicate) superseded by the newest one and group
         related memories (cosine ≥ related); every earlier mark is replaced."""
         check_range("duplicate threshold", duplicate, 0, 1)
@@ -289,4 +446,36 @@ class Memsearch:
         result = plan(ids, matrix, order, duplicate, related)
         if not dry_run:
             store.set_consolidation(result.superseded, result.groups)
-        return result
+        return Consolidation(result, dry_run, store.get_many(builtins.list(result.superseded)))
+
+
+def _ingest_dedup(profile: Profile | str | None) -> float | None:
+    if profile is None:
+        return None
+    threshold = resolve_profile(profile).ingest_dedup
+    if threshold is not None:
+        check_range("dedup threshold", threshold, 0.0, 1.0)
+    return threshold
+
+
+def _checked_changes(changes: dict[str, object]) -> dict[str, object]:
+    checked: dict[str, object] = {}
+    for name, value in changes.items():
+        match name:
+            case "importance":
+                checked[name] = check_range(name, value, 0, 1)  # type: ignore[arg-type]
+            case "memory_score":  # None goes back to the score derived from importance and use
+                checked[name] = None if value is None else check_range(name, value, 0, 1)  # type: ignore[arg-type]
+            case "priority":
+                checked[name] = check_range(name, value, 1, 2)  # type: ignore[arg-type]
+            case "pinned":
+                checked[name] = bool(value)
+            case "tags":
+                checked[name] = normalise_tags(value)  # type: ignore[arg-type]
+            case "project" | "namespace":
+                if value is not None and (not isinstance(value, str) or not value.strip()):
+                    raise InvalidInputError(f"{name} must be a non-empty string")
+                checked[name] = value
+            case _:
+                raise InvalidInputError(f"cannot set {name!r}")
+    return checked

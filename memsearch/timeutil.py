@@ -8,6 +8,16 @@ from memsearch.errors import InvalidInputError
 
 SECONDS_PER_DAY = 86_400.0
 
+# English month names → number, matched without the locale (strptime's %B follows it).
+MONTHS = {
+    name: number
+    for number, name in enumerate(
+        ("january", "february", "march", "april", "may", "june",
+         "july", "august", "september", "october", "november", "december"),
+        start=1,
+    )
+}  # fmt: skip
+
 
 def utc_now() -> datetime:
     return datetime.now(UTC)

@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 
 from memsearch.api import Memsearch
-from memsearch.conversations import conversation_memories, turn_text, with_facets
 from memsearch.embedding import Encoder
 from memsearch.eval.datasets import load_locomo
+from memsearch.ingest.conversations import conversation_memories, with_facets
+from memsearch.ingest.readers import turn_text
 from memsearch.models import Memory, NewMemory, content_hash
 from memsearch.retrieval.candidates import Candidate, LegHit
 from memsearch.retrieval.legs import dense_query_text, named_speaker

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from memsearch.eval.baseline import BM25Baseline, bm25_rank, longmemeval_bm25, space_tokens, word_tokens
-from memsearch.eval.datasets import load_locomo, locomo_turn_text
+from memsearch.eval.datasets import load_locomo
 from memsearch.eval.metrics import recall_at_k
+from memsearch.ingest.readers import turn_text
 
 LOCOMO_DEV = Path(__file__).parents[2] / "shared" / "benchdata" / "locomo_dev.json"
 
@@ -61,7 +62,7 @@ def test_reproduces_the_benchdata_readme_bm25_row() -> None:
     recalls: dict[int, list[float]] = {5: [], 10: [], 25: [], 50: []}
     for conversation, questions in load_locomo(LOCOMO_DEV):
         turns = conversation.turns
-        index = BM25Baseline([t.key for t in turns], [locomo_turn_text(t) for t in turns])
+        index = BM25Baseline([t.key for t in turns], [turn_text(t) for t in turns])
         for question in questions:
             if question.is_scored:
                 ranked = index.rank(question.text, k=50)

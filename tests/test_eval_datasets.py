@@ -8,15 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from memsearch.eval.datasets import (
+from memsearch.eval.datasets import load_locomo, load_longmemeval, locomo_evidence_ids
+from memsearch.ingest.readers import (
     DatasetError,
     load_chat_jsonl,
-    load_locomo,
-    load_longmemeval,
-    locomo_evidence_ids,
-    locomo_turn_text,
     parse_locomo_date,
     parse_longmemeval_date,
+    turn_text,
 )
 
 DATA = Path(__file__).parent / "data"
@@ -94,14 +92,14 @@ def test_locomo_turns(locomo: list) -> None:
     assert turn.timestamp == datetime(2023, 12, 2, 12, 30, tzinfo=UTC)
     assert turn.conversation_id == "conv-a"
     assert turn.image_caption is None
-    assert locomo_turn_text(turn) == "Ana: The lake froze over, so we went skating."
+    assert turn_text(turn) == "Ana: The lake froze over, so we went skating."
 
 
 def test_locomo_image_caption_goes_into_the_retrieval_text(locomo: list) -> None:
     turn = locomo[0][0].sessions[0].turns[1]
     assert turn.image_caption == "a painting of a lake at sunset"
     assert turn.text == "Look at what I painted last week!"
-    assert locomo_turn_text(turn) == "Ben: Look at what I painted last week! [image: a painting of a lake at sunset]"
+    assert turn_text(turn) == "Ben: Look at what I painted last week! [image: a painting of a lake at sunset]"
 
 
 def test_locomo_questions(locomo: list) -> None:

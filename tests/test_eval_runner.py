@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 
-from memsearch.conversations import turn_text
 from memsearch.embedding import Encoder
 from memsearch.errors import InvalidInputError
 from memsearch.eval import runner
@@ -19,6 +18,7 @@ from memsearch.eval.datasets import load_locomo
 from memsearch.eval.metrics import KS
 from memsearch.eval.report import render_report
 from memsearch.eval.runner import BASELINE_NAME, EvalReport, run_eval, score
+from memsearch.ingest.readers import turn_text
 
 DATA = Path(__file__).parent / "data"
 LOCOMO_TINY = DATA / "locomo_tiny.json"

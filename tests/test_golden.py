@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 
 from memsearch.api import Memsearch
-from memsearch.conversations import conversation_memories
 from memsearch.embedding import Encoder
 from memsearch.eval.datasets import load_locomo
+from memsearch.ingest.conversations import conversation_memories
 from memsearch.models import NewMemory
 from memsearch.profiles import available
 from memsearch.retrieval.pipeline import GRANULARITIES, MODES, SearchRequest

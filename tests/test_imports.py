@@ -20,7 +20,8 @@ try:
     app()
 except SystemExit as stop:
     code = stop.code
-print(json.dumps({"code": code, "torch": "torch" in sys.modules, "onnxruntime": "onnxruntime" in sys.modules}))
+print(json.dumps({"code": code, "torch": "torch" in sys.modules, "onnxruntime": "onnxruntime" in sys.modules,
+                  "eval": any(name.startswith("memsearch.eval") for name in sys.modules)}))
 """
 
 
@@ -53,7 +54,7 @@ def store(db_path: Path, ms: Memsearch) -> Path:
 def test_no_torch_and_no_model(store: Path, args: list[str]) -> None:
     needs_db = args[0] not in ("--help",)
     seen = probe(*args, *(["--db", str(store)] if needs_db else []))
-    assert seen == {"code": 0, "torch": False, "onnxruntime": False}
+    assert seen == {"code": 0, "torch": False, "onnxruntime": False, "eval": False}
 
 
 def test_the_console_entry_point_exits_with_the_commands_code(store: Path) -> None:
@@ -77,4 +78,4 @@ def test_the_console_entry_point_exits_with_the_commands_code(store: Path) -> No
 
 def test_vector_search_uses_the_fast_route_without_torch(store: Path) -> None:
     seen = probe("search", "where is the deploy key", "--mode", "hybrid", "--db", str(store))
-    assert seen == {"code": 0, "torch": False, "onnxruntime": True}
+    assert seen == {"code": 0, "torch": False, "onnxruntime": True, "eval": False}

@@ -6,28 +6,26 @@ fast and never import torch.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import sys
 import traceback
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TypeAlias
 
 import typer
 from typer.core import TyperGroup
 
 from memsearch import __version__
+from memsearch.choices import BENCHMARK_FORMATS, GRANULARITIES, IMPORT_FORMATS, MODES, OUTPUT_FORMATS
 from memsearch.cli.render import messages
-from memsearch.errors import ExitCode, ImportLineError, InvalidInputError, MemsearchError
+from memsearch.errors import ExitCode, InvalidInputError, MemsearchError
 
 if TYPE_CHECKING:
     from memsearch.api import Memsearch
-    from memsearch.models import NewMemory
-    from memsearch.retrieval.pipeline import SearchRequest
     from memsearch.store import Scope
 
 _state = {"debug": False}
@@ -39,7 +37,14 @@ def _fail(message: str, code: int) -> None:
 
 
 # The CLI's words for the library's parameters and errors.
-OPTION_OF_FIELD = {"max_tokens": "--max-tokens", "tau_days": "--tau", "limit": "--limit", "mode": "--mode"}
+OPTION_OF_FIELD = {
+    "max_tokens": "--max-tokens",
+    "tau_days": "--tau",
+    "limit": "--limit",
+    "mode": "--mode",
+    "fmt": "--format",
+    "conversation": "--conversation",
+}
 HINT_OF_ERROR = {
     "StoreNotFoundError": "add a memory first or pass --db",
     "DuplicateKeyError": "pass --replace to overwrite it",
@@ -98,23 +103,28 @@ app = typer.Typer(
 )
 
 
-class Mode(StrEnum):
-    auto = "auto"
-    vector = "vector"
-    hybrid = "hybrid"
-    lexical = "lexical"
+def _choice(name: str, values: Sequence[str]) -> Any:
+    """An option type whose values are the library's tuple (Typer takes choices from an Enum)."""
+    return StrEnum(name, [(value, value) for value in values])
 
 
-class Granularity(StrEnum):
-    turn = "turn"
-    session = "session"
-
-
-class Format(StrEnum):
-    table = "table"
-    json = "json"
-    jsonl = "jsonl"
-    csv = "csv"
+SHELLS = ("bash", "zsh", "fish")
+if TYPE_CHECKING:  # to the type checker the options are the strings the library takes
+    Mode: TypeAlias = str
+    Granularity: TypeAlias = str
+    Format: TypeAlias = str
+    ImportFormat: TypeAlias = str
+    DatasetFormat: TypeAlias = str
+    ReportFormat: TypeAlias = str
+    Shell: TypeAlias = str
+else:
+    Mode = _choice("Mode", MODES)
+    Granularity = _choice("Granularity", GRANULARITIES)
+    Format = _choice("Format", OUTPUT_FORMATS)
+    ImportFormat = _choice("ImportFormat", IMPORT_FORMATS)
+    DatasetFormat = _choice("DatasetFormat", BENCHMARK_FORMATS)
+    ReportFormat = _choice("ReportFormat", ("table", "json"))
+    Shell = _choice("Shell", SHELLS)
 
 
 def _version(value: bool) -> None:
@@ -173,6 +183,7 @@ ProfileOption = Annotated[
     str | None, typer.Option("--profile", "-p", help="Ranking profile (see `memsearch profiles`). Default: default.")
 ]
 FormatOption = Annotated[Format, typer.Option("--format", "-f", help="Output format.")]
+ReplaceOption = Annotated[bool, typer.Option("--replace", help="Overwrite memories whose key exists already.")]
 ProjectOption = Annotated[str | None, typer.Option("--project", help="Only memories of this project.")]
 NamespaceOption = Annotated[str | None, typer.Option("--namespace", help="Only memories of this namespace.")]
 TagOption = Annotated[
@@ -184,6 +195,10 @@ SinceOption = Annotated[
 UntilOption = Annotated[
     str | None, typer.Option("--until", help="Only memories created at or before this ISO-8601 time.")
 ]
+RefArgument = Annotated[str, typer.Argument(help="The memory's id, or its key.")]
+RefsArgument = Annotated[list[str], typer.Argument(help="Ids or keys.")]
+KeyOption = Annotated[bool, typer.Option("--key", help="Read REF as a key even if it is a number.")]
+KeysOption = Annotated[bool, typer.Option("--key", help="Read every REF as a key.")]
 
 
 def _scope(
@@ -222,19 +237,38 @@ def _read_source(source: str) -> tuple[str, str]:
         raise InvalidInputError(f"{source} is not UTF-8 text") from None
 
 
-def _progress(description: str, total: int) -> Any:
-    """A progress bar on stderr, shown only for long jobs and only on a terminal."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+class _ProgressBar:
+    """A progress bar on stderr for the library's (done, total) callbacks, shown only for long
+    jobs (200 items or more) and only on a terminal; it starts at the first report."""
 
-    return Progress(
-        TextColumn(description),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeRemainingColumn(),
-        console=messages,
-        transient=True,
-        disable=total < 200,
-    )
+    def __init__(self, description: str) -> None:
+        self.description = description
+        self.bar: Any = None
+        self.task: Any = None
+
+    def __call__(self, done: int, total: int) -> None:
+        if self.bar is None:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+            self.bar = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeRemainingColumn(),
+                console=messages,
+                transient=True,
+                disable=total < 200,
+            )
+            self.bar.start()
+            self.task = self.bar.add_task(self.description, total=total)
+        self.bar.update(self.task, completed=done, total=total, description=self.description)
+
+    def __enter__(self) -> _ProgressBar:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self.bar is not None:
+            self.bar.stop()
 
 
 # -- commands ------------------------------------------------------------------------------
@@ -254,7 +288,7 @@ def add(
     role: Annotated[str | None, typer.Option("--role", help="Who said it (user, assistant, …).")] = None,
     at: Annotated[str | None, typer.Option("--at", help="Creation time, ISO-8601 (default: now).")] = None,
     meta: Annotated[list[str] | None, typer.Option("--meta", help="Metadata as key=value (repeatable).")] = None,
-    replace: Annotated[bool, typer.Option("--replace", help="Overwrite the memory that has the same --key.")] = False,
+    replace: ReplaceOption = False,
     profile: ProfileOption = None,
     db: DbOption = None,
     model: ModelOption = None,
@@ -284,65 +318,15 @@ def add(
         created_at=parse_time(at, what="--at") if at else None,
         metadata=metadata,
     )
-    dedup = _ingest_dedup(profile)
     with _memsearch(db, model) as ms:
-        outcome = ms.add(memory, replace=replace, dedup=dedup)
+        outcome = ms.add(memory, replace=replace, profile=profile)
     if not outcome.stored:
         messages.print(
-            f"not stored: a near-duplicate of id {outcome.duplicate_of} (cosine {outcome.similarity:.3f} ≥ {dedup:g}, "
-            f"profile {profile}); its id is printed",
+            f"not stored: a near-duplicate of id {outcome.duplicate_of} "
+            f"(cosine {outcome.similarity:.3f} ≥ {outcome.threshold:g}, profile {profile}); its id is printed",
             markup=False,
         )
     typer.echo(outcome.id)
-
-
-def _ingest_dedup(profile: str | None) -> float | None:
-    if profile is None:
-        return None
-    from memsearch.profiles import load_profile
-
-    return load_profile(profile).ingest_dedup
-
-
-def parse_jsonl(content: str, source: str) -> list[tuple[int, Any]]:
-    """The decoded objects of a JSONL text with their line numbers; blank lines are skipped."""
-    rows = []
-    for number, line in enumerate(content.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            rows.append((number, json.loads(line)))
-        except json.JSONDecodeError as error:
-            raise ImportLineError(source, number, f"not valid JSON ({error.msg} at column {error.colno})") from None
-    return rows
-
-
-def parse_memories(content: str, source: str) -> tuple[list[int], list[NewMemory]]:
-    """The memories of a JSONL text and their line numbers; the first bad line is an error."""
-    from memsearch.models import NewMemory
-
-    numbers = []
-    memories = []
-    seen_keys: dict[str, int] = {}
-    for number, obj in parse_jsonl(content, source):
-        try:
-            memory = NewMemory.from_json(obj)
-        except InvalidInputError as error:
-            raise ImportLineError(source, number, str(error)) from None
-        if memory.key is not None:
-            if memory.key in seen_keys:
-                raise ImportLineError(source, number, f"key {memory.key!r} is used on line {seen_keys[memory.key]} too")
-            seen_keys[memory.key] = number
-        numbers.append(number)
-        memories.append(memory)
-    return numbers, memories
-
-
-class ImportFormat(StrEnum):
-    jsonl = "jsonl"
-    chat = "chat"
-    locomo = "locomo"
-    longmemeval = "longmemeval"
 
 
 @app.command("import")
@@ -356,81 +340,46 @@ def import_(
             help="jsonl: one memory per line. chat: one turn per line (session, role or speaker, text, "
             "created_at). locomo, longmemeval: those benchmarks' JSON.",
         ),
-    ] = ImportFormat.jsonl,
+    ] = "jsonl",
     sessions: Annotated[
         bool, typer.Option("--sessions/--no-sessions", help="Conversations: store a chunk per session too.")
     ] = True,
     facets: Annotated[
         bool, typer.Option("--facets", help="Conversations: extract facet views (personal info, preferences, events).")
     ] = False,
-    replace: Annotated[bool, typer.Option("--replace", help="Overwrite memories whose key exists already.")] = False,
+    conversation: Annotated[
+        str | None,
+        typer.Option("--conversation", help="chat: the conversation's name (default: the file's stem; stdin: stdin)."),
+    ] = None,
+    replace: ReplaceOption = False,
     profile: ProfileOption = None,
     db: DbOption = None,
     model: ModelOption = None,
 ) -> None:
     """Import memories or conversations: every one is stored, or none is (near-duplicates are reported)."""
-    if fmt == ImportFormat.jsonl:
-        content, source = _read_source(file)
-        lines, memories = parse_memories(content, source)
-    else:
-        lines, memories, source = [], *_conversation_memories(file, fmt, sessions)
-    if not memories:
+    content, source = _read_source(file)
+    with _memsearch(db, model) as ms, _ProgressBar("embedding") as progress:
+        outcome = ms.import_text(
+            content,
+            source=source,
+            fmt=str(fmt),
+            sessions=sessions,
+            facets=facets,
+            replace=replace,
+            profile=profile,
+            conversation=conversation,
+            progress=progress,
+        )
+    if not outcome.duplicates and not any(outcome.counts.values()):
         messages.print(f"{source} has no memories; nothing imported", markup=False)
         return
-    dedup = _ingest_dedup(profile)
-    with _memsearch(db, model) as ms, _progress("embedding", len(memories)) as bar:
-        if facets:
-            from memsearch.conversations import with_facets
-
-            memories = with_facets(memories, ms.encoder())
-        task = bar.add_task("embedding", total=len(memories))
-        outcomes = ms.add_many(
-            memories,
-            replace=replace,
-            dedup=dedup,
-            progress=lambda done, total: bar.update(task, completed=done, total=total),
+    messages.print(f"imported {outcome.summary} from {source}", markup=False)
+    for number, duplicate in outcome.duplicates:
+        messages.print(
+            f"{outcome.numbered_by} {number} not stored: a near-duplicate of id {duplicate.duplicate_of} "
+            f"(cosine {duplicate.similarity:.3f})",
+            markup=False,
         )
-    stored = [m for m, o in zip(memories, outcomes, strict=True) if o.stored]
-    names = {"note": ("memory", "memories"), "turn": ("turn", "turns"), "session": ("session", "sessions")}
-    counts = {kind: sum(m.kind == kind for m in stored) for kind in names}
-    summary = ", ".join(f"{n} {names[kind][n != 1]}" for kind, n in counts.items() if n)
-    messages.print(f"imported {summary or '0 memories'} from {source}", markup=False)
-    for line, outcome in zip(lines or range(1, len(outcomes) + 1), outcomes, strict=True):
-        if not outcome.stored:
-            where = f"line {line}" if lines else f"item {line}"
-            messages.print(
-                f"{where} not stored: a near-duplicate of id {outcome.duplicate_of} (cosine {outcome.similarity:.3f})",
-                markup=False,
-            )
-
-
-def _conversation_memories(file: str, fmt: ImportFormat, sessions: bool) -> tuple[list[NewMemory], str]:
-    """The memories of a chat JSONL, LoCoMo or LongMemEval file (stdin is read into a temporary file)."""
-    import tempfile
-
-    from memsearch.conversations import conversation_memories
-    from memsearch.eval.datasets import load_chat_jsonl, load_locomo, load_longmemeval
-
-    if file == "-":
-        content, _ = _read_source(file)
-        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False, encoding="utf-8") as handle:
-            handle.write(content)
-        path, source = Path(handle.name), "stdin"
-    else:
-        path, source = Path(file), file
-        if not path.is_file():
-            raise InvalidInputError(f"cannot read {file}: no such file")
-    try:
-        if fmt == ImportFormat.chat:
-            conversations = [load_chat_jsonl(path, conversation_id=path.stem if file != "-" else "stdin")]
-        else:
-            loader = load_locomo if fmt == ImportFormat.locomo else load_longmemeval
-            conversations = [conversation for conversation, _ in loader(path)]
-    finally:
-        if file == "-":
-            path.unlink(missing_ok=True)
-    memories = [m for conversation in conversations for m in conversation_memories(conversation, sessions=sessions)]
-    return memories, source
 
 
 @app.command()
@@ -441,7 +390,7 @@ def search(
     ] = None,
     mode: Annotated[
         Mode, typer.Option("--mode", "-m", help="auto picks vector or hybrid per query and says why.")
-    ] = Mode.auto,
+    ] = "auto",
     raw: Annotated[
         bool, typer.Option("--raw", help="Also show every candidate before filtering, with why it was dropped.")
     ] = False,
@@ -456,7 +405,7 @@ def search(
         typer.Option(
             "--granularity", "-g", help="turn: turns and notes; session: session chunks, supported by their turns."
         ),
-    ] = Granularity.turn,
+    ] = "turn",
     max_tokens: Annotated[
         int | None,
         typer.Option("--max-tokens", help="Token budget for the results (about 4 characters a token).", min=1),
@@ -473,80 +422,44 @@ def search(
     tag: TagOption = None,
     since: SinceOption = None,
     until: UntilOption = None,
-    fmt: FormatOption = Format.table,
+    fmt: FormatOption = "table",
     db: DbOption = None,
     model: ModelOption = None,
 ) -> None:
     """Search memories."""
+    from memsearch.retrieval.pipeline import SearchRequest
     from memsearch.timeutil import parse_time
 
     if (query is None) == (queries is None):
         raise InvalidInputError("give a QUERY or --queries FILE (one of them)")
-    scope = _scope(project, namespace, tag, since, until)
-    moment = parse_time(as_of, what="--as-of") if as_of else None
-    common = {
-        "scope": scope,
-        "as_of": moment,
+    common: dict[str, Any] = {
+        "k": k,
+        "mode": str(mode),
+        "scope": _scope(project, namespace, tag, since, until),
+        "as_of": parse_time(as_of, what="--as-of") if as_of else None,
         "max_tokens": max_tokens,
         "touch": not no_touch,
-        "granularity": granularity.value,
+        "granularity": str(granularity),
     }
-    requests = (
-        parse_queries(queries, k=k, mode=mode.value, **common)
-        if queries is not None
-        else [_request(query or "", k, mode.value, **common)]
-    )
     from memsearch.cli.render import render_search
 
     with _memsearch(db, model) as ms:
+        if queries is not None:
+            content, source = _read_source(queries)
+            requests = ms.parse_queries(content, source=source, **common)
+        else:
+            requests = [SearchRequest(query=query or "", **common)]
         outcomes = ms.search_many(requests, profile=profile, tau_days=tau)
-    render_search(outcomes, fmt.value, raw=raw, explain=explain, batch=queries is not None)
-
-
-def _request(query: str, k: int | None, mode: str, **common: Any) -> SearchRequest:
-    from memsearch.retrieval.pipeline import SearchRequest
-
-    return SearchRequest(query=query, k=k, mode=mode, **common)
-
-
-def parse_queries(source: str, *, k: int | None, mode: str, **common: Any) -> list[SearchRequest]:
-    """Requests from a JSONL of {"query", optional "k" and "mode"}; all lines are checked first."""
-    content, name = _read_source(source)
-    requests = []
-    for number, obj in parse_jsonl(content, name):
-        if not isinstance(obj, dict) or not isinstance(obj.get("query"), str):
-            raise ImportLineError(name, number, 'expected an object with a "query" string')
-        unknown = sorted(set(obj) - {"query", "k", "mode"})
-        if unknown:
-            raise ImportLineError(name, number, f"unknown field {unknown[0]!r} (known: query, k, mode)")
-        line_k = obj.get("k", k)
-        if line_k is not None and (isinstance(line_k, bool) or not isinstance(line_k, int)):
-            raise ImportLineError(name, number, f"k must be a whole number, not {line_k!r}")
-        try:
-            requests.append(_request(obj["query"], line_k, obj.get("mode", mode), **common))
-        except InvalidInputError as error:
-            raise ImportLineError(name, number, str(error)) from None
-    if not requests:
-        raise InvalidInputError(f"{name} has no queries")
-    return requests
-
-
-def _resolve_ref(ms: Memsearch, ref: str, by_key: bool) -> Any:
-    return ms.get(_ref(ref, by_key))
+    render_search(outcomes, str(fmt), raw=raw, explain=explain, batch=queries is not None)
 
 
 @app.command()
-def get(
-    ref: Annotated[str, typer.Argument(help="The memory's id, or its key.")],
-    key: Annotated[bool, typer.Option("--key", help="Read REF as a key even if it is a number.")] = False,
-    fmt: FormatOption = Format.table,
-    db: DbOption = None,
-) -> None:
+def get(ref: RefArgument, key: KeyOption = False, fmt: FormatOption = "table", db: DbOption = None) -> None:
     """Show one memory."""
     from memsearch.cli.render import render_memories
 
     with _memsearch(db) as ms:
-        render_memories([_resolve_ref(ms, ref, key)], fmt.value, single=True)
+        render_memories(ms.get_many([ref], by_key=key), str(fmt), single=True)
 
 
 @app.command("list")
@@ -558,7 +471,7 @@ def list_(
     tag: TagOption = None,
     since: SinceOption = None,
     until: UntilOption = None,
-    fmt: FormatOption = Format.table,
+    fmt: FormatOption = "table",
     db: DbOption = None,
 ) -> None:
     """List memories, newest first."""
@@ -566,29 +479,28 @@ def list_(
 
     scope = _scope(project, namespace, tag, since, until)
     with _memsearch(db) as ms:
-        render_memories(ms.list(scope, limit=limit or None, offset=offset), fmt.value)
+        render_memories(ms.list(scope, limit=limit or None, offset=offset), str(fmt))
 
 
 @app.command()
 def delete(
     refs: Annotated[list[str], typer.Argument(help="Ids or keys of the memories to delete.")],
-    key: Annotated[bool, typer.Option("--key", help="Read every REF as a key.")] = False,
+    key: KeysOption = False,
     db: DbOption = None,
 ) -> None:
     """Delete memories: all of them, or none if any is not found."""
     with _memsearch(db) as ms:
-        ids = list(dict.fromkeys(_resolve_ref(ms, ref, key).id for ref in refs))
-        ms.delete(ids)
+        ids = ms.delete([ms.resolve(ref, by_key=key) for ref in refs])
     messages.print(f"deleted {len(ids)} {'memory' if len(ids) == 1 else 'memories'}: {', '.join(map(str, ids))}")
 
 
 @app.command()
-def stats(fmt: FormatOption = Format.table, db: DbOption = None) -> None:
+def stats(fmt: FormatOption = "table", db: DbOption = None) -> None:
     """Show what the store holds."""
     from memsearch.cli.render import render_stats
 
     with _memsearch(db) as ms:
-        render_stats(ms.stats(), fmt.value)
+        render_stats(ms.stats(), str(fmt))
 
 
 @app.command()
@@ -602,18 +514,15 @@ def path(db: DbOption = None) -> None:
 @app.command()
 def reindex(db: DbOption = None, model: ModelOption = None) -> None:
     """Re-embed every memory with the current model (after changing --model)."""
-    with _memsearch(db, model) as ms:
-        total = ms.stats()["memories"]
-        with _progress("re-embedding", total) as bar:
-            task = bar.add_task("re-embedding", total=total)
-            count = ms.reindex(progress=lambda done, total: bar.update(task, completed=done, total=total))
-        model_name = ms.encoder().info.name
+    with _memsearch(db, model) as ms, _ProgressBar("re-embedding") as progress:
+        count = ms.reindex(progress=progress)
+        model_name = ms.model_name
     messages.print(f"re-embedded {count} memories with {model_name}", markup=False)
 
 
 @app.command("set")
 def set_(
-    ref: Annotated[str, typer.Argument(help="The memory's id, or its key.")],
+    ref: RefArgument,
     importance: Annotated[float | None, typer.Option("--importance", help="0 to 1.")] = None,
     priority: Annotated[float | None, typer.Option("--priority", help="1 to 2.")] = None,
     memory_score: Annotated[float | None, typer.Option("--memory-score", help="Quality score, 0 to 1.")] = None,
@@ -623,8 +532,8 @@ def set_(
     project: Annotated[str | None, typer.Option("--project", help="Move it to this project.")] = None,
     namespace: Annotated[str | None, typer.Option("--namespace", help="Move it to this namespace.")] = None,
     tag: Annotated[list[str] | None, typer.Option("--tag", "-t", help="Replace its tags (repeatable).")] = None,
-    key: Annotated[bool, typer.Option("--key", help="Read REF as a key even if it is a number.")] = False,
-    fmt: FormatOption = Format.table,
+    key: KeyOption = False,
+    fmt: FormatOption = "table",
     db: DbOption = None,
 ) -> None:
     """Change a memory's scoring fields and show it."""
@@ -645,35 +554,23 @@ def set_(
     if not changes:
         raise InvalidInputError("nothing to set; see `memsearch set --help`")
     with _memsearch(db) as ms:
-        render_memories([ms.update(_ref(ref, key), **changes)], fmt.value, single=True)
-
-
-def _ref(ref: str, by_key: bool) -> int | str:
-    return ref if by_key or not ref.isdigit() else int(ref)
+        render_memories([ms.update(ms.resolve(ref, by_key=key), **changes)], str(fmt), single=True)
 
 
 def _set_pinned(refs: list[str], by_key: bool, db: Path | None, pinned: bool) -> None:
     with _memsearch(db) as ms:
-        ids = [ms.update(_ref(ref, by_key), pinned=pinned).id for ref in refs]
+        ids = ms.set_pinned([ms.resolve(ref, by_key=by_key) for ref in refs], pinned)
     messages.print(f"{'pinned' if pinned else 'unpinned'} {', '.join(map(str, ids))}", markup=False)
 
 
 @app.command()
-def pin(
-    refs: Annotated[list[str], typer.Argument(help="Ids or keys.")],
-    key: Annotated[bool, typer.Option("--key", help="Read every REF as a key.")] = False,
-    db: DbOption = None,
-) -> None:
+def pin(refs: RefsArgument, key: KeysOption = False, db: DbOption = None) -> None:
     """Pin memories (boosted by profiles that score pins; never hidden as superseded)."""
     _set_pinned(refs, key, db, True)
 
 
 @app.command()
-def unpin(
-    refs: Annotated[list[str], typer.Argument(help="Ids or keys.")],
-    key: Annotated[bool, typer.Option("--key", help="Read every REF as a key.")] = False,
-    db: DbOption = None,
-) -> None:
+def unpin(refs: RefsArgument, key: KeysOption = False, db: DbOption = None) -> None:
     """Unpin memories."""
     _set_pinned(refs, key, db, False)
 
@@ -685,15 +582,14 @@ def consolidate(
     ] = 0.95,
     related: Annotated[float, typer.Option("--related", help="Cosine at which memories join a group.")] = 0.80,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would change; change nothing.")] = False,
-    fmt: FormatOption = Format.table,
+    fmt: FormatOption = "table",
     db: DbOption = None,
 ) -> None:
     """Mark older near-duplicates superseded by the newest one and group related memories."""
     from memsearch.cli.render import render_consolidation
 
     with _memsearch(db) as ms:
-        result = ms.consolidate(duplicate=duplicate, related=related, dry_run=dry_run)
-        render_consolidation(result, ms.store().get_many(list(result.superseded)), fmt.value, dry_run=dry_run)
+        render_consolidation(ms.consolidate(duplicate=duplicate, related=related, dry_run=dry_run), str(fmt))
 
 
 profiles_app = typer.Typer(
@@ -704,52 +600,41 @@ app.add_typer(profiles_app, name="profiles")
 
 
 @profiles_app.callback()
-def profiles_list(context: typer.Context, fmt: FormatOption = Format.table) -> None:
+def profiles_list(context: typer.Context, fmt: FormatOption = "table") -> None:
     """List the ranking profiles with a one-line summary."""
     if context.invoked_subcommand is not None:
         return
+    from memsearch.api import Memsearch
     from memsearch.cli.render import render_profiles
-    from memsearch.profiles import available, load_profile
 
-    render_profiles([(load_profile(name), path) for name, path in available().items()], fmt.value)
+    render_profiles(Memsearch.profiles(), str(fmt))
 
 
 @profiles_app.command("show")
 def profiles_show(
-    name: Annotated[str, typer.Argument(help="The profile's name.")], fmt: FormatOption = Format.table
+    name: Annotated[str, typer.Argument(help="The profile's name.")], fmt: FormatOption = "table"
 ) -> None:
     """Print a profile's resolved parameters."""
+    from memsearch.api import Memsearch
     from memsearch.cli.render import render_profile
-    from memsearch.profiles import available, load_profile
 
-    render_profile(load_profile(name), available()[name], fmt.value)
+    render_profile(Memsearch.profile(name), str(fmt))
 
 
 @app.command()
 def timeline(
-    ref: Annotated[str, typer.Argument(help="The memory's id, or its key.")],
+    ref: RefArgument,
     before: Annotated[int, typer.Option("--before", "-B", help="How many memories before it.", min=0)] = 5,
     after: Annotated[int, typer.Option("--after", "-A", help="How many memories after it.", min=0)] = 5,
-    key: Annotated[bool, typer.Option("--key", help="Read REF as a key even if it is a number.")] = False,
-    fmt: FormatOption = Format.table,
+    key: KeyOption = False,
+    fmt: FormatOption = "table",
     db: DbOption = None,
 ) -> None:
     """Show the turns around a memory in order (for a note: the memories around it in time)."""
     from memsearch.cli.render import render_timeline
 
     with _memsearch(db) as ms:
-        memory = ms.get(_ref(ref, key))
-        render_timeline(ms.store().around(memory, before, after), memory.id, fmt.value)
-
-
-class DatasetFormat(StrEnum):
-    locomo = "locomo"
-    longmemeval = "longmemeval"
-
-
-class ReportFormat(StrEnum):
-    table = "table"
-    json = "json"
+        render_timeline(ms.timeline(ms.resolve(ref, by_key=key), before=before, after=after), str(fmt))
 
 
 @app.command("eval")
@@ -770,9 +655,7 @@ def eval_(
     limit: Annotated[
         int | None, typer.Option("--limit", help="Only the first N conversations (or questions).", min=1)
     ] = None,
-    output: Annotated[
-        ReportFormat, typer.Option("--output", "-o", help="table, or json for machines.")
-    ] = ReportFormat.table,
+    output: Annotated[ReportFormat, typer.Option("--output", "-o", help="table, or json for machines.")] = "table",
     model: ModelOption = None,
 ) -> None:
     """Measure retrieval on a benchmark: Recall@k and NDCG@k per category, latency, side by side."""
@@ -783,44 +666,32 @@ def eval_(
     if not dataset.is_file():
         raise InvalidInputError(f"cannot read {dataset}: no such file")
     names = profile or list(available())
-    with _progress("conversations", 2) as bar:
-        task = bar.add_task("conversations", total=None)
+    with _ProgressBar("eval") as bar:
 
         def progress(label: str, done: int, total: int) -> None:
-            bar.update(task, completed=done, total=total, description=f"eval {label}")
+            bar.description = f"eval {label}"
+            bar(done, total)
 
         report = run_eval(
             dataset,
-            fmt=dataset_format.value,
+            fmt=str(dataset_format),
             profiles=names,
-            modes=[m.value for m in mode or [Mode.auto]],
-            granularities=[g.value for g in granularity or [Granularity.turn, Granularity.session]],
+            modes=[str(m) for m in mode or ["auto"]],
+            granularities=[str(g) for g in granularity or GRANULARITIES],
             baselines=baseline,
             limit=limit,
-            encoder=_encoder_for(model),
+            model=model,
             progress=progress,
         )
-    render_report(report, output.value)
-
-
-def _encoder_for(model: str | None) -> Any:
-    from memsearch.embedding import load_encoder, resolve_model
-
-    return load_encoder(resolve_model(model))
-
-
-class Shell(StrEnum):
-    bash = "bash"
-    zsh = "zsh"
-    fish = "fish"
+    render_report(report, str(output))
 
 
 @app.command()
 def completions(shell: Annotated[Shell, typer.Argument(help="bash, zsh or fish.")]) -> None:
     """Print the shell-completion script (static: tab completion never starts Python)."""
-    from memsearch.cli.completions import generate
+    from memsearch.cli.shells import generate
 
-    sys.stdout.write(generate(shell.value))
+    sys.stdout.write(generate(str(shell), app))
 
 
 def main() -> None:

@@ -8,10 +8,10 @@ from __future__ import annotations
 import csv
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
+from rich.console import Console, JustifyMethod
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
@@ -19,11 +19,8 @@ from rich.text import Text
 from memsearch.profiles import leg_kind
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
-    from memsearch.consolidate import ConsolidationPlan
+    from memsearch.api import Consolidation, ProfileInfo, Timeline
     from memsearch.models import Memory
-    from memsearch.profiles import Profile
     from memsearch.retrieval.candidates import Candidate
     from memsearch.retrieval.pipeline import SearchOutcome
 
@@ -42,6 +39,38 @@ def write_json(document: Any, *, compact: bool = False) -> None:
         document, ensure_ascii=False, separators=(",", ":") if compact else None, indent=None if compact else 2
     )
     sys.stdout.write(text + "\n")
+
+
+def _cell(value: Any) -> Any:
+    """A CSV cell: lists joined with ";", mappings as JSON, None empty."""
+    if isinstance(value, list | tuple):
+        return ";".join(map(str, value))
+    if isinstance(value, dict):
+        return json.dumps(value, ensure_ascii=False)
+    return "" if value is None else value
+
+
+def write_output(
+    fmt: str,
+    *,
+    document: Any,
+    lines: Sequence[Any] | None = None,
+    columns: Sequence[str],
+    rows: Iterable[Mapping[str, Any]],
+) -> None:
+    """The one writer of machine output: json prints `document`; jsonl prints each of `lines`
+    (default: the document) on a line of its own; csv prints `columns` and a line per row."""
+    if fmt == "json":
+        write_json(document)
+    elif fmt == "jsonl":
+        for line in [document] if lines is None else lines:
+            write_json(line, compact=True)
+    elif fmt == "csv":
+        writer = csv.writer(sys.stdout)
+        writer.writerow(columns)
+        writer.writerows([_cell(row.get(column)) for column in columns] for row in rows)
+    else:
+        raise ValueError(f"not a machine format: {fmt!r}")
 
 
 def _preview(text: str) -> str:
@@ -72,18 +101,15 @@ MEMORY_CSV_COLUMNS = (
 
 
 def render_memories(memories: Sequence[Memory], fmt: str, *, single: bool = False) -> None:
-    if fmt == "json":
-        write_json(memories[0].to_dict() if single else [m.to_dict() for m in memories])
-    elif fmt == "jsonl":
-        for memory in memories:
-            write_json(memory.to_dict(), compact=True)
-    elif fmt == "csv":
-        writer = csv.writer(sys.stdout)
-        writer.writerow(MEMORY_CSV_COLUMNS)
-        for memory in memories:
-            row = memory.to_dict()
-            row["tags"] = ";".join(memory.tags)
-            writer.writerow([row[column] for column in MEMORY_CSV_COLUMNS])
+    if fmt != "table":
+        documents = [m.to_dict() for m in memories]
+        write_output(
+            fmt,
+            document=documents[0] if single else documents,
+            lines=documents,
+            columns=MEMORY_CSV_COLUMNS,
+            rows=documents,
+        )
     elif single:
         stdout_console().print(_memory_detail(memories[0]))
     else:
@@ -114,14 +140,9 @@ def _memory_detail(memory: Memory) -> Table:
 
 
 def render_stats(stats: dict[str, Any], fmt: str) -> None:
-    if fmt in ("json", "jsonl"):
-        write_json(stats, compact=fmt == "jsonl")
-        return
-    if fmt == "csv":
-        writer = csv.writer(sys.stdout)
-        writer.writerow(("name", "value"))
-        for name, value in stats.items():
-            writer.writerow((name, json.dumps(value) if isinstance(value, dict) else value))
+    if fmt != "table":
+        rows = [{"name": name, "value": value} for name, value in stats.items()]
+        write_output(fmt, document=stats, columns=("name", "value"), rows=rows)
         return
     table = Table(show_header=False, box=None)
     table.add_column(style="bold")
@@ -139,38 +160,19 @@ SEARCH_CSV_COLUMNS = ("query", "rank", "id", "key", "score", "created_at", "tags
 
 
 def render_search(outcomes: Sequence[SearchOutcome], fmt: str, *, raw: bool, explain: bool, batch: bool) -> None:
-    if fmt == "json":
-        documents = [o.to_dict(raw=raw) for o in outcomes]
-        write_json(documents if batch else documents[0])
-    elif fmt == "jsonl":
-        for outcome in outcomes:
-            write_json(outcome.to_dict(raw=raw), compact=True)
-    elif fmt == "csv":
-        _search_csv(outcomes, raw=raw)
-    else:
+    if fmt == "table":
         console = stdout_console()
         for outcome in outcomes:
             _search_tables(console, outcome, raw=raw, explain=explain)
-
-
-def _search_csv(outcomes: Sequence[SearchOutcome], *, raw: bool) -> None:
-    writer = csv.writer(sys.stdout)
-    writer.writerow((*SEARCH_CSV_COLUMNS, "dropped") if raw else SEARCH_CSV_COLUMNS)
-    for outcome in outcomes:
-        document = outcome.to_dict(raw=raw)
-        rows = document["candidates"] if raw else document["results"]
-        for position, row in enumerate(rows, start=1):
-            values = [
-                outcome.request.query,
-                row.get("rank", position),
-                row["id"],
-                row["key"],
-                repr(row["score"]),
-                row["created_at"],
-                ";".join(row["tags"]),
-                row["text"],
-            ]
-            writer.writerow((*values, row["dropped"] or "") if raw else values)
+        return
+    documents = [o.to_dict(raw=raw) for o in outcomes]
+    rows = [
+        {**row, "query": outcome.request.query, "rank": row.get("rank", position), "score": repr(row["score"])}
+        for outcome, document in zip(outcomes, documents, strict=True)
+        for position, row in enumerate(document["candidates"] if raw else document["results"], start=1)
+    ]
+    columns = (*SEARCH_CSV_COLUMNS, "dropped") if raw else SEARCH_CSV_COLUMNS
+    write_output(fmt, document=documents if batch else documents[0], lines=documents, columns=columns, rows=rows)
 
 
 def _search_tables(console: Console, outcome: SearchOutcome, *, raw: bool, explain: bool) -> None:
@@ -178,14 +180,15 @@ def _search_tables(console: Console, outcome: SearchOutcome, *, raw: bool, expla
     title = Text.assemble((outcome.request.query, "bold"), "  →  ", (route.strategy, "cyan"), f"  ({route.reason})")
     results = outcome.results
     table = Table(title=title, title_justify="left")
-    for column, justify in (
+    columns: tuple[tuple[str, JustifyMethod], ...] = (
         ("#", "right"),
         ("id", "right"),
         ("score", "right"),
         ("created", "left"),
         ("tags", "left"),
         ("text", "left"),
-    ):
+    )
+    for column, justify in columns:
         table.add_column(
             column, justify=justify, overflow="fold" if column == "text" else "ellipsis", no_wrap=column != "text"
         )
@@ -296,18 +299,10 @@ def _raw_table(outcome: SearchOutcome, width: int) -> Table:
 # -- profiles and consolidation -------------------------------------------------------------
 
 
-def render_profiles(profiles: Sequence[tuple[Profile, Path]], fmt: str) -> None:
-    rows = [{"name": p.name, "summary": p.summary, "seed": p.seed, "path": str(path)} for p, path in profiles]
-    if fmt in ("json", "jsonl"):
-        if fmt == "json":
-            write_json(rows)
-        for row in rows if fmt == "jsonl" else ():
-            write_json(row, compact=True)
-        return
-    if fmt == "csv":
-        writer = csv.writer(sys.stdout)
-        writer.writerow(("name", "summary", "seed", "path"))
-        writer.writerows([row.values() for row in rows])
+def render_profiles(profiles: Sequence[ProfileInfo], fmt: str) -> None:
+    rows = [info.to_dict() for info in profiles]
+    if fmt != "table":
+        write_output(fmt, document=rows, lines=rows, columns=("name", "summary", "seed", "path"), rows=rows)
         return
     table = Table()
     table.add_column("profile", style="bold", no_wrap=True)
@@ -318,10 +313,12 @@ def render_profiles(profiles: Sequence[tuple[Profile, Path]], fmt: str) -> None:
     stdout_console().print(table)
 
 
-def render_profile(profile: Profile, path: Path, fmt: str) -> None:
-    document = {**profile.to_dict(), "path": str(path)}
+def render_profile(info: ProfileInfo, fmt: str) -> None:
+    profile = info.profile
+    document = {**profile.to_dict(), "path": str(info.path)}
     if fmt != "table":
-        write_json(document, compact=fmt != "json")
+        rows = [{"name": name, "value": value} for name, value in document.items()]
+        write_output(fmt, document=document, columns=("name", "value"), rows=rows)
         return
     from rich.pretty import Pretty
 
@@ -329,17 +326,23 @@ def render_profile(profile: Profile, path: Path, fmt: str) -> None:
     stdout_console().print(Pretty(document, expand_all=True))
 
 
-def render_consolidation(result: ConsolidationPlan, older: dict[int, Memory], fmt: str, *, dry_run: bool) -> None:
-    groups: dict[int, list[int]] = {}
-    for memory_id, group in sorted(result.groups.items()):
-        groups.setdefault(group, []).append(memory_id)
+CONSOLIDATION_CSV_COLUMNS = ("id", "superseded_by", "group_id", "text")
+
+
+def render_consolidation(result: Consolidation, fmt: str) -> None:
+    groups, older, dry_run = result.groups, result.older, result.dry_run
     if fmt != "table":
-        document = {
-            "dry_run": dry_run,
-            "superseded": [{"id": old, "superseded_by": new} for old, new in sorted(result.superseded.items())],
-            "groups": [{"group_id": group, "ids": ids} for group, ids in groups.items()],
-        }
-        write_json(document, compact=fmt != "json")
+        group_of = {memory_id: group for group, ids in groups.items() for memory_id in ids}
+        rows = [
+            {
+                "id": memory_id,
+                "superseded_by": result.superseded.get(memory_id),
+                "group_id": group_of.get(memory_id),
+                "text": older[memory_id].text if memory_id in older else None,
+            }
+            for memory_id in sorted({*result.superseded, *group_of})
+        ]
+        write_output(fmt, document=result.to_dict(), columns=CONSOLIDATION_CSV_COLUMNS, rows=rows)
         return
     verb = "would mark" if dry_run else "marked"
     messages.print(f"{verb} {len(result.superseded)} superseded; {len(groups)} groups of related memories")
@@ -353,19 +356,14 @@ def render_consolidation(result: ConsolidationPlan, older: dict[int, Memory], fm
         stdout_console().print(table)
 
 
-def render_timeline(memories: Sequence[Memory], current: int, fmt: str) -> None:
+TIMELINE_CSV_COLUMNS = ("id", "current", "created_at", "session", "position", "role", "text")
+
+
+def render_timeline(timeline: Timeline, fmt: str) -> None:
+    memories, current = timeline.memories, timeline.current
     if fmt != "table":
-        documents = [{**m.to_dict(), "current": m.id == current} for m in memories]
-        if fmt == "json":
-            write_json(documents)
-        elif fmt == "jsonl":
-            for document in documents:
-                write_json(document, compact=True)
-        else:
-            writer = csv.writer(sys.stdout)
-            writer.writerow(("id", "current", "created_at", "session", "position", "role", "text"))
-            for d in documents:
-                writer.writerow([d[c] for c in ("id", "current", "created_at", "session", "position", "role", "text")])
+        documents = timeline.to_dict()
+        write_output(fmt, document=documents, lines=documents, columns=TIMELINE_CSV_COLUMNS, rows=documents)
         return
     table = Table()
     for column in ("id", "when", "session", "#", "who", "text"):

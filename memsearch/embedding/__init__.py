@@ -10,39 +10,17 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from importlib.util import find_spec
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
 
+from memsearch.embedding.base import Encoder, ModelSpec, Progress
 from memsearch.errors import EmbeddingError, InvalidInputError
-from memsearch.models import EmbeddingModelInfo
-
-if TYPE_CHECKING:
-    import numpy as np
 
 BUNDLED_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 _BUNDLED_ALIASES = {BUNDLED_MODEL_NAME, "all-MiniLM-L6-v2", "all-minilm-l6-v2", "bundled"}
 BACKENDS = ("onnx", "sentence-transformers")
 
-Progress = Callable[[int, int], None]  # (texts done, texts in all)
-
-
-@dataclass(frozen=True)
-class ModelSpec:
-    """A model as the store records it (`name`) and where its files are (`path`)."""
-
-    name: str
-    path: Path
-
-
-class Encoder(Protocol):
-    info: EmbeddingModelInfo
-
-    def encode(self, texts: Sequence[str], *, progress: Progress | None = None) -> np.ndarray:
-        """L2-normalised float32 vectors, one row per text; `progress` gets (done, total) as it goes."""
-        ...
+__all__ = ["BACKENDS", "BUNDLED_MODEL_NAME", "Encoder", "ModelSpec", "Progress", "load_encoder", "resolve_model"]
 
 
 def bundled_model_path() -> Path:

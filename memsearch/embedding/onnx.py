@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from memsearch.embedding import ModelSpec, Progress
+from memsearch.embedding.base import ModelSpec, Progress
 from memsearch.errors import EmbeddingError
 from memsearch.models import EmbeddingModelInfo
 from memsearch.paths import cache_dir
@@ -112,7 +112,7 @@ def fuse_bert(path: Path, model: Any) -> None:
     are left as exported."""
     config = getattr(model[0], "auto_model", None)
     config = getattr(config, "config", None)
-    if getattr(config, "model_type", None) != "bert":
+    if config is None or getattr(config, "model_type", None) != "bert":
         return
     from onnxruntime.transformers.optimizer import optimize_model
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from memsearch.embedding import ModelSpec, Progress
+from memsearch.embedding.base import ModelSpec, Progress
 from memsearch.errors import EmbeddingError
 from memsearch.models import EmbeddingModelInfo
 

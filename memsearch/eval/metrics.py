@@ -86,6 +86,8 @@ METRICS = {
     "ndcg": ndcg_at_k,
     "ndcg_any": ndcg_any_at_k,
 }
+# The metrics each benchmark's own protocol reports (keys of METRICS).
+METRICS_OF_FORMAT = {"locomo": ("recall", "ndcg"), "longmemeval": ("recall_any", "recall_all", "ndcg_any")}
 
 
 def score_ranking(ranked_keys: Sequence[str], gold_keys: Collection[str], ks: Iterable[int] = KS) -> dict[str, float]:

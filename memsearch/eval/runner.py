@@ -26,25 +26,24 @@ from pathlib import Path
 from typing import Any
 
 from memsearch.api import Memsearch
-from memsearch.conversations import conversation_memories, turn_text, with_facets
+from memsearch.choices import BENCHMARK_FORMATS
 from memsearch.embedding import Encoder
 from memsearch.errors import InvalidInputError
 from memsearch.eval.baseline import BM25Baseline, longmemeval_bm25
-from memsearch.eval.datasets import Conversation, Question, load_locomo, load_longmemeval
+from memsearch.eval.datasets import Question, load_locomo, load_longmemeval
 from memsearch.eval.metrics import (
     KS,
+    METRICS,
+    METRICS_OF_FORMAT,
     Aggregate,
     LatencySummary,
     QuestionResult,
     aggregate,
     first_occurrences,
     latency_summary,
-    ndcg_any_at_k,
-    ndcg_at_k,
-    recall_all_at_k,
-    recall_any_at_k,
-    recall_at_k,
 )
+from memsearch.ingest.conversations import conversation_memories, with_facets
+from memsearch.ingest.readers import Conversation, turn_text
 from memsearch.models import NewMemory
 from memsearch.profiles import Profile, load_profile
 from memsearch.retrieval.candidates import Candidate
@@ -52,7 +51,7 @@ from memsearch.retrieval.pipeline import GRANULARITIES, MODES, SearchRequest, ch
 from memsearch.store import Scope
 
 SCHEMA_VERSION = 1
-FORMATS = ("locomo", "longmemeval")
+FORMATS = BENCHMARK_FORMATS
 SEARCH_K = 50  # the deepest cut-off scored (KS)
 BASELINE_NAME = "bm25 (rank-bm25)"
 
@@ -76,11 +75,12 @@ PROTOCOL_DESCRIPTIONS = {
 # The metric the tables show as "R@k" and "NDCG@k", per format.
 RECALL_METRIC = {"locomo": "recall", "longmemeval": "recall_all"}
 NDCG_METRIC = {"locomo": "ndcg", "longmemeval": "ndcg_any"}
-LOCOMO_CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
-
-_METRICS = {
-    "locomo": {"recall": recall_at_k, "ndcg": ndcg_at_k},
-    "longmemeval": {"recall_any": recall_any_at_k, "recall_all": recall_all_at_k, "ndcg_any": ndcg_any_at_k},
+LOCOMO_CATEGORIES: dict[str | int, str] = {
+    1: "multi-hop",
+    2: "temporal",
+    3: "open-domain",
+    4: "single-hop",
+    5: "adversarial",
 }
 
 Progress = Callable[[str, int, int], None]
@@ -249,7 +249,7 @@ def session_ranking(results: Iterable[Candidate]) -> list[str]:
 def score(ranked: Sequence[str], gold: Iterable[str], fmt: str, ks: Sequence[int] = KS) -> dict[str, float]:
     """The format's metrics at every k, named like "recall@10"."""
     gold_set = set(gold)
-    return {f"{name}@{k}": metric(ranked, gold_set, k) for k in ks for name, metric in _METRICS[fmt].items()}
+    return {f"{name}@{k}": METRICS[name](ranked, gold_set, k) for k in ks for name in METRICS_OF_FORMAT[fmt]}
 
 
 def gold_keys(question: Question, conversation: Conversation, fmt: str, granularity: str) -> tuple[str, ...]:
@@ -370,6 +370,7 @@ def run_eval(
     baselines: bool = True,
     limit: int | None = None,
     encoder: Encoder | None = None,
+    model: str | None = None,
     progress: Progress | None = None,
 ) -> EvalReport:
     """Run every (profile, mode, granularity) over a LoCoMo or LongMemEval file; see the module doc.
@@ -391,7 +392,7 @@ def run_eval(
     if encoder is None:
         from memsearch.embedding import load_encoder, resolve_model
 
-        encoder = load_encoder(resolve_model())
+        encoder = load_encoder(resolve_model(model))  # `model`: as the CLI's --model
     facets = any("facet_" in spec for profile in chosen for spec in profile.legs.values())
 
     rows: dict[tuple[str, str | None, str], _Row] = {}
@@ -480,6 +481,7 @@ def _search_conversation(
         if row.kind != "profile":
             continue
         profile = next(p for p in profiles if p.name == name)
+        assert mode is not None  # only baseline rows have none
         for question in questions:
             gold = golds[question.id, granularity]
             if not gold:

@@ -215,7 +215,7 @@ def _merge(base: Profile, data: dict[str, Any], name: str) -> Profile:
 
 
 def _nested_keys(section: str) -> set[str]:
-    classes = {"fusion": Fusion, "select": Selection, "pool": PoolSize}
+    classes: dict[str, Any] = {"fusion": Fusion, "select": Selection, "pool": PoolSize}
     return set(classes[section].__dataclass_fields__)
 
 

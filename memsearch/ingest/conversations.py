@@ -12,8 +12,8 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from memsearch.embedding import Encoder
-from memsearch.eval.datasets import Conversation, Turn
+from memsearch.embedding.base import Encoder
+from memsearch.ingest.readers import Conversation, Turn, turn_text
 from memsearch.models import FACETS, NewMemory
 
 CONTEXT_TURNS = 2  # turns either side in the `context` view
@@ -39,12 +39,6 @@ FACET_EXAMPLES = {
 }  # fmt: skip
 FACET_THRESHOLD = 0.4
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
-
-
-def turn_text(turn: Turn) -> str:
-    """`<speaker>: <text>`, plus ` [image: <caption>]` for a shared image (the LoCoMo protocol's text)."""
-    text = f"{turn.speaker}: {turn.text}"
-    return f"{text} [image: {turn.image_caption}]" if turn.image_caption else text
 
 
 def conversation_memories(

@@ -1,0 +1,10 @@
+"""The closed sets of values the library accepts, in a module that imports nothing, so front ends
+(the CLI's option types, the servers' schemas) build their choices from them at no import cost."""
+
+from __future__ import annotations
+
+MODES = ("auto", "vector", "hybrid", "lexical")  # must equal memsearch.retrieval.pipeline.MODES
+GRANULARITIES = ("turn", "session")  # must equal memsearch.retrieval.pipeline.GRANULARITIES
+IMPORT_FORMATS = ("jsonl", "chat", "locomo", "longmemeval")  # memsearch.api.Memsearch.import_text
+BENCHMARK_FORMATS = ("locomo", "longmemeval")  # memsearch.eval
+OUTPUT_FORMATS = ("table", "json", "jsonl", "csv")

@@ -1,0 +1,135 @@
+"""The package's layout: no import cycles, `eval` only where asked for, front ends through the service."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).parents[1] / "memsearch"
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module → the memsearch modules it imports anywhere in its text (inside functions and
+    TYPE_CHECKING blocks too: a cycle through a lazy import is still a cycle in the design)."""
+    modules = {_module_name(path): path for path in PACKAGE.rglob("*.py")}
+    graph: dict[str, set[str]] = {name: set() for name in modules}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parent = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join([*parent, base]).strip(".")
+                targets = [base, *(f"{base}.{alias.name}" for alias in node.names)]
+            for target in targets:
+                if target in modules and target != name:
+                    graph[name].add(target)
+    return graph
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for successor in sorted(graph[node]):
+            if state.get(successor) == 1:
+                return [*path[path.index(successor) :], successor]
+            if successor not in state and (cycle := visit(successor)):
+                return cycle
+        path.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (cycle := visit(node)):
+            return cycle
+    return None
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+def test_the_package_has_no_import_cycles() -> None:
+    graph = import_graph()
+    # A package's __init__ that re-exports its submodules is not part of a cycle by itself.
+    assert "memsearch.api" in graph and "memsearch.ingest.records" in graph["memsearch.api"]
+    assert find_cycle(graph) is None, " → ".join(find_cycle(graph) or [])
+
+
+def test_the_product_never_imports_eval() -> None:
+    graph = import_graph()
+    product = {name for name in graph if not name.startswith("memsearch.eval")} - {"memsearch.cli.app"}
+    offenders = {name: graph[name] & {n for n in graph if n.startswith("memsearch.eval")} for name in product}
+    assert not {name: found for name, found in offenders.items() if found}
+
+
+def test_the_choices_are_the_ones_the_library_checks() -> None:
+    from memsearch import choices
+    from memsearch.api import IMPORT_FORMATS
+    from memsearch.eval.runner import FORMATS
+    from memsearch.retrieval.pipeline import GRANULARITIES, MODES
+
+    assert (choices.MODES, choices.GRANULARITIES) == (MODES, GRANULARITIES)
+    assert (choices.IMPORT_FORMATS, choices.BENCHMARK_FORMATS) == (IMPORT_FORMATS, FORMATS)
+
+
+def test_front_ends_never_reach_the_store_or_the_encoder() -> None:
+    for path in (PACKAGE / "cli").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                where = f"{path.name}:{node.lineno}"
+                assert node.func.attr not in ("store", "encoder"), f"{where} calls .{node.func.attr}()"
+            if isinstance(node, ast.ImportFrom) and node.module:
+                assert not node.module.startswith(("memsearch.store.", "memsearch.embedding")), (path.name, node.module)
+
+
+PROBE = """
+import json, sys
+from memsearch.cli.app import app
+sys.argv = ["memsearch", *sys.argv[1:]]
+try:
+    app()
+except SystemExit:
+    pass
+print(json.dumps(sorted(name for name in sys.modules if name.startswith("memsearch.eval"))))
+"""
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["add", "a note about the deploy key"],
+        ["import", "{input}"],
+        ["search", "deploy key", "--mode", "lexical"],
+        ["search", "deploy key"],
+    ],
+)
+def test_the_products_commands_do_not_import_eval(tmp_path: Path, args: list[str]) -> None:
+    notes = tmp_path / "notes.jsonl"
+    notes.write_text('{"text": "the deploy key is in the vault"}\n', encoding="utf-8")
+    db = tmp_path / "m.db"
+    subprocess.run([sys.executable, "-c", PROBE, "add", "seed", "--db", str(db)], check=True, capture_output=True)
+    argv = [arg.replace("{input}", str(notes)) for arg in args]
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, *argv, "--db", str(db)], capture_output=True, text=True, check=False
+    )
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == [], done.stderr
