@@ -30,15 +30,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from memsearch.api import Memsearch
 from memsearch.embedding import Encoder, load_encoder, resolve_model
-from memsearch.eval.datasets import load_locomo, parse_locomo_date
+from memsearch.eval.datasets import load_locomo
 from memsearch.eval.runner import last_date
+from memsearch.ingest.conversations import conversation_memories
+from memsearch.ingest.readers import parse_locomo_date
 from memsearch.models import NewMemory
 from memsearch.retrieval.pipeline import SearchRequest
-
-try:
-    from memsearch.conversations import conversation_memories
-except ImportError:  # moved into the ingest package
-    from memsearch.ingest.conversations import conversation_memories  # type: ignore[no-redef]
 
 DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "benchdata" / "locomo_dev.json"
 K = 5

@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
-MODES = ("auto", "vector", "hybrid", "lexical")  # must equal memsearch.retrieval.pipeline.MODES
-GRANULARITIES = ("turn", "session")  # must equal memsearch.retrieval.pipeline.GRANULARITIES
+MODES = ("auto", "vector", "hybrid", "lexical")
+GRANULARITIES = ("turn", "session")
 IMPORT_FORMATS = ("jsonl", "chat", "locomo", "longmemeval")  # memsearch.api.Memsearch.import_text
 BENCHMARK_FORMATS = ("locomo", "longmemeval")  # memsearch.eval
 OUTPUT_FORMATS = ("table", "json", "jsonl", "csv")

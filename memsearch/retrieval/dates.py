@@ -6,8 +6,9 @@ import calendar
 import re
 from datetime import UTC, date, datetime, time, timedelta
 
-_MONTHS = {name.lower(): number for number, name in enumerate(calendar.month_name) if name}
-_MONTHS |= {name.lower(): number for number, name in enumerate(calendar.month_abbr) if name}
+from memsearch.timeutil import MONTHS
+
+_MONTHS = MONTHS | {name[:3]: number for name, number in MONTHS.items()}  # and their abbreviations
 _MONTH = "(" + "|".join(sorted(_MONTHS, key=len, reverse=True)) + r")\.?"
 _DAY = r"(\d{1,2})(?:st|nd|rd|th)?"
 _YEAR = r"((?:19|20)\d\d)"

@@ -5,11 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from memsearch.choices import GRANULARITIES, MODES
 from memsearch.errors import InvalidInputError
 from memsearch.store.base import EVERYTHING, Scope
 
-MODES = ("auto", "vector", "hybrid", "lexical")
-GRANULARITIES = ("turn", "session")
 LEXICAL, VECTOR = "lexical", "vector"
 MAX_K = 1000
 
