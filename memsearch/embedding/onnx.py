@@ -8,11 +8,15 @@ second and never import torch.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import logging
 import os
+import shutil
 import tempfile
+import time
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -24,12 +28,18 @@ from memsearch.embedding import ModelSpec, Progress
 from memsearch.errors import EmbeddingError
 from memsearch.models import EmbeddingModelInfo
 from memsearch.paths import cache_dir
+from memsearch.store.sqlite import make_private_dirs
 
 log = logging.getLogger(__name__)
 
 EXPORT_FORMAT = 2  # 2: BERT graphs fused by onnxruntime's transformer optimizer
 BATCH_SIZE = 8  # length-sorted batches: 160 memories/s on 2 cores, against 155 at 16 and 142 at 32
 _OPSET = 17
+STAGING_PREFIX = ".export-"
+_STAGING_LOCK = ".lock"
+# A staging folder without a lock file (memsearch before 0.1.1 made those) is taken as abandoned
+# once it has not changed for this long; an export takes well under a minute.
+_UNLOCKED_STAGING_AGE_S = 3600
 
 
 def model_fingerprint(spec: ModelSpec) -> str:
@@ -49,7 +59,7 @@ def export_model(spec: ModelSpec, target: Path) -> None:
     """Write model.onnx, tokenizer.json and manifest.json for `spec` into `target` (atomically)."""
     import torch
 
-    from memsearch.embedding.reference import embedding_dimension, load_sentence_transformer
+    from memsearch.embedding.reference import load_sentence_transformer
 
     model = load_sentence_transformer(spec).eval()
     tokenizer = model.tokenizer
@@ -68,15 +78,78 @@ def export_model(spec: ModelSpec, target: Path) -> None:
         def forward(self, *tensors: Any) -> Any:
             return self.model(dict(zip(input_names, tensors, strict=True)))["sentence_embedding"]
 
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".export-", dir=target.parent))
+    make_private_dirs(target.parent)
+    remove_stale_staging(target.parent)
+    staging, lock = new_staging(target.parent)
+    try:
+        _export_into(staging, model, probe, input_names, SentenceEmbedding(), tokenizer, spec)
+        try:
+            os.replace(staging, target)
+        except OSError:
+            # Another process finished the same export first; theirs is as good as ours.
+            shutil.rmtree(staging, ignore_errors=True)
+        else:
+            (target / _STAGING_LOCK).unlink(missing_ok=True)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    finally:
+        os.close(lock)
+
+
+def new_staging(parent: Path) -> tuple[Path, int]:
+    """A fresh staging folder in `parent`, and the descriptor of the lock that marks it as being
+    written: the lock goes with the process, so a killed export leaves a folder anyone can see
+    is abandoned."""
+    staging = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=parent))
+    lock = os.open(staging / _STAGING_LOCK, os.O_CREAT | os.O_WRONLY, 0o600)
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    return staging, lock
+
+
+def remove_stale_staging(parent: Path) -> list[Path]:
+    """Delete the staging folders of exports that were killed (their lock is free); leave those
+    another process is writing. Returns what was removed."""
+    removed = []
+    for folder in parent.glob(STAGING_PREFIX + "*"):
+        if folder.is_dir() and _abandoned(folder):
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder)
+    return removed
+
+
+def _abandoned(folder: Path) -> bool:
+    try:
+        lock = os.open(folder / _STAGING_LOCK, os.O_WRONLY)
+    except FileNotFoundError:
+        with contextlib.suppress(OSError):
+            return time.time() - folder.stat().st_mtime > _UNLOCKED_STAGING_AGE_S
+        return False
+    except OSError:
+        return False
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return False  # a live export holds it
+    finally:
+        os.close(lock)
+    return True
+
+
+def _export_into(
+    staging: Path, model: Any, probe: Any, input_names: list[str], module: Any, tokenizer: Any, spec: ModelSpec
+) -> None:
+    import torch
+
+    from memsearch.embedding.reference import embedding_dimension
+
     dynamic = {name: {0: "batch", 1: "sequence"} for name in input_names}
     # The legacy TorchScript exporter is used on purpose (no onnxscript needed); its tracer
     # warnings concern branches that are constant for this graph.
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         torch.onnx.export(
-            SentenceEmbedding(),
+            module,
             tuple(probe[name] for name in input_names),
             str(staging / "model.onnx"),
             input_names=input_names,
@@ -97,13 +170,6 @@ def export_model(spec: ModelSpec, target: Path) -> None:
     }
     # The manifest is written last: its presence marks a complete export.
     (staging / "manifest.json").write_text(json.dumps(manifest, indent=2), encoding="utf-8")
-    try:
-        os.replace(staging, target)
-    except OSError:
-        # Another process finished the same export first; theirs is as good as ours.
-        import shutil
-
-        shutil.rmtree(staging, ignore_errors=True)
 
 
 def fuse_bert(path: Path, model: Any) -> None:
