@@ -19,7 +19,9 @@ def child_env(**extra: str) -> dict[str, str]:
     return env
 
 
-def run_cli(*args: str, input: str | bytes | None = None, timeout: float = 120, **env: str) -> subprocess.CompletedProcess:
+def run_cli(
+    *args: str, input: str | bytes | None = None, timeout: float = 120, **env: str
+) -> subprocess.CompletedProcess:
     """`memsearch ARGS` in a child process, as a user runs it."""
     return subprocess.run(
         [sys.executable, "-m", "memsearch", *args],

@@ -65,15 +65,13 @@ def network_calls(trace: str) -> list[str]:
 
 def test_the_detector_sees_a_lookup() -> None:
     """The check itself can fail: a resolver lookup is caught."""
-    trace = '12 socket(AF_INET, SOCK_DGRAM|SOCK_CLOEXEC|SOCK_NONBLOCK, IPPROTO_IP) = 8\n'
+    trace = "12 socket(AF_INET, SOCK_DGRAM|SOCK_CLOEXEC|SOCK_NONBLOCK, IPPROTO_IP) = 8\n"
     trace += '12 connect(8, {sa_family=AF_INET, sin_port=htons(53), sin_addr=inet_addr("10.0.0.53")}, 16) = 0\n'
     trace += "12 socket(AF_UNIX, SOCK_STREAM|SOCK_CLOEXEC, 0) = 3\n"
     assert len(network_calls(trace)) == 2
 
 
-def test_a_long_running_process_makes_no_network_call_and_writes_no_telemetry(
-    tmp_path: Path, encoder: Encoder
-) -> None:
+def test_a_long_running_process_makes_no_network_call_and_writes_no_telemetry(tmp_path: Path, encoder: Encoder) -> None:
     reason = _strace_works()
     if reason:
         pytest.skip(reason)
