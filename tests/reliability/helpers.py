@@ -41,3 +41,27 @@ def run_python(code: str, *args: str, timeout: float = 120, **env: str) -> subpr
         timeout=timeout,
         check=False,
     )
+
+
+def check_consistent(db: Path, acknowledged: set[str] | frozenset[str] = frozenset()) -> int:
+    """The store's invariants: SQLite's integrity check passes, every memory has one FTS row and
+    one vector and nothing else has, and every acknowledged key is stored once. Returns the
+    number of memories."""
+    import sqlite3
+
+    connection = sqlite3.connect(db)
+    try:
+        assert connection.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+        # FTS5's own check of its index against its rows (raises if they disagree).
+        connection.execute("INSERT INTO memories_fts (memories_fts) VALUES ('integrity-check')")
+        ids = {row[0] for row in connection.execute("SELECT id FROM memories")}
+        fts = {row[0] for row in connection.execute("SELECT rowid FROM memories_fts")}
+        vectors = {row[0] for row in connection.execute("SELECT memory_id FROM vectors")}
+        assert ids == fts == vectors, (len(ids), len(fts), len(vectors))
+        keys = [row[0] for row in connection.execute("SELECT key FROM memories WHERE key IS NOT NULL")]
+        assert len(keys) == len(set(keys)), "a key is stored twice"
+        missing = set(acknowledged) - set(keys)
+        assert not missing, f"{len(missing)} acknowledged keys lost, e.g. {sorted(missing)[:3]}"
+        return len(ids)
+    finally:
+        connection.close()
