@@ -27,7 +27,7 @@ import numpy as np
 
 from memsearch.embedding import ModelSpec, Progress
 from memsearch.errors import EmbeddingError
-from memsearch.models import EmbeddingModelInfo
+from memsearch.models import EmbeddingModelInfo, check_text
 from memsearch.paths import cache_dir
 from memsearch.store.sqlite import make_private_dirs
 
@@ -236,6 +236,8 @@ class OnnxEncoder:
         out = np.zeros((len(texts), self.info.dim), dtype=np.float32)
         if not texts:
             return out
+        for text in texts:  # the tokenizer takes only valid Unicode (a query is not checked before)
+            check_text("the text to embed", text)
         prepared = [t.lower() if self._lower else t for t in texts]
         heads = [_head(text, self._max_tokens * _HEAD_CHARS_PER_TOKEN) for text in prepared]
         encodings = self._tokenizer.encode_batch(heads)
