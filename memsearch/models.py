@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -189,7 +190,14 @@ class NewMemory:
             if value is not None and (not isinstance(value, str) or not check_text(name, value).strip()):
                 raise InvalidInputError(f"{name} must be a non-empty string, not {_shown(value)}")
         if not isinstance(self.metadata, Mapping):
-            raise InvalidInputError(f"metadata must be an object, not {self.metadata!r}")
+            raise InvalidInputError(f"metadata must be an object, not {_shown(self.metadata)}")
+        try:  # stored as JSON and printed by `list -f json`: it must be JSON that round-trips
+            json.dumps(self.metadata, allow_nan=False, ensure_ascii=False).encode("utf-8")
+        except (ValueError, TypeError, RecursionError) as error:
+            raise InvalidInputError(
+                "metadata must be plain JSON: valid Unicode text, finite numbers, "
+                f"nesting under 1000 levels ({type(error).__name__}: {str(error)[:80]})"
+            ) from None
         if self.kind not in KINDS:
             raise InvalidInputError(f"kind must be one of {', '.join(KINDS)}, not {self.kind!r}")
 

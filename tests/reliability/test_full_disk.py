@@ -72,7 +72,7 @@ def test_an_import_on_a_full_disk_stores_nothing_and_searches_still_answer(
     assert run_cli("add", "Alice drinks green tea", "--db", str(db)).returncode == 0
     lines = tmp_path / "many.jsonl"
     lines.write_text(
-        "".join(json.dumps({"text": f"note {i}: " + "padding words " * 60}) + "\n" for i in range(300)),
+        "".join(json.dumps({"text": f"note {i}: " + "padding words " * 20}) + "\n" for i in range(40)),
         encoding="utf-8",
     )
     fill(small_disk)
