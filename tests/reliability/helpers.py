@@ -24,7 +24,8 @@ def run_cli(
 ) -> subprocess.CompletedProcess:
     """`memsearch ARGS` in a child process, as a user runs it."""
     return subprocess.run(
-        [sys.executable, "-m", "memsearch", *args],
+        # Bytes, as a shell passes them: a lone surrogate becomes the invalid UTF-8 a user can type.
+        [sys.executable, "-m", "memsearch", *(arg.encode("utf-8", "surrogatepass") for arg in args)],
         input=input.encode("utf-8", "surrogateescape") if isinstance(input, str) else input,
         capture_output=True,
         env=child_env(**env),

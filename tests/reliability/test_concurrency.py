@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from memsearch.embedding import Encoder
 from memsearch.store.migrations import MIGRATIONS, SCHEMA_VERSION
 from tests.reliability.helpers import check_consistent, child_env
@@ -137,3 +139,12 @@ def test_writers_and_readers_at_once_lose_nothing(tmp_path: Path, encoder: Encod
     memories, searches = run_writers_and_readers(tmp_path, writers=4, readers=2, per_writer=15)
     assert memories == 60
     assert searches > 0
+
+
+@pytest.mark.soak
+def test_soak_writers_and_readers(tmp_path: Path, encoder: Encoder) -> None:
+    start = time.monotonic()
+    memories, searches = run_writers_and_readers(tmp_path, writers=8, readers=8, per_writer=100)
+    elapsed = time.monotonic() - start
+    print(f"soak: {memories} memories from 8 writers, {searches} searches by 8 readers, {elapsed:.0f} s")
+    assert memories == 800
