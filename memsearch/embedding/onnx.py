@@ -68,6 +68,8 @@ def export_model(spec: ModelSpec, target: Path) -> None:
 
     from memsearch.embedding.reference import load_sentence_transformer
 
+    make_private_dirs(target.parent)
+    remove_stale_staging(target.parent)
     model = load_sentence_transformer(spec).eval()
     tokenizer = model.tokenizer
     if not getattr(tokenizer, "is_fast", False):
@@ -85,8 +87,6 @@ def export_model(spec: ModelSpec, target: Path) -> None:
         def forward(self, *tensors: Any) -> Any:
             return self.model(dict(zip(input_names, tensors, strict=True)))["sentence_embedding"]
 
-    make_private_dirs(target.parent)
-    remove_stale_staging(target.parent)
     staging, lock = new_staging(target.parent)
     try:
         _export_into(staging, model, probe, input_names, SentenceEmbedding(), tokenizer, spec)
