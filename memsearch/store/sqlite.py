@@ -185,9 +185,15 @@ def environment_error(path: Path | str, error: sqlite3.Error) -> MemsearchError 
     primary = code & 0xFF if isinstance(code, int) else None
     if primary == sqlite3.SQLITE_FULL:
         return _full_disk(path)
+    if primary in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+        return StoreUnavailableError(
+            f"{path} is busy: another process held it for over {BUSY_TIMEOUT_MS // 1000} s; "
+            "run it again (nothing of this command was stored)"
+        )
     if primary in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB):
         return StoreCorruptError(
-            f"{path} is damaged ({error}); restore it from a backup, or move it away to start a new store"
+            f"{path} is not a usable memsearch store: it is damaged ({error}); restore it from a backup, "
+            "or move it away to start a new store"
         )
     if primary == sqlite3.SQLITE_READONLY or primary == sqlite3.SQLITE_PERM:
         return StoreUnavailableError(f"{path} cannot be written ({error}); check its permissions and the disk")
