@@ -50,6 +50,11 @@ class StoreCorruptError(MemsearchError):
     pass
 
 
+class StoreUnavailableError(MemsearchError):
+    """The store's file system refused: the disk is full, the path cannot hold a file, an I/O
+    error. Nothing of the failed command was stored."""
+
+
 class MemoryNotFoundError(MemsearchError):
     pass
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -121,12 +122,34 @@ def check_range(name: str, value: float, low: float, high: float) -> float:
     return float(value)
 
 
+def check_text(name: str, value: object) -> str:
+    """`value` if it is a string SQLite and the encoder can take: one without lone surrogates
+    (what Python makes of invalid UTF-8 in arguments and stdin, or of a `\\ud800` JSON escape)."""
+    if not isinstance(value, str):
+        raise InvalidInputError(f"{name} must be a string, not {_shown(value)}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise InvalidInputError(
+            f"{name} is not valid Unicode: a lone surrogate {value[error.start]!r} at character {error.start + 1} "
+            "(invalid UTF-8 input or an unpaired \\ud800-style escape)"
+        ) from None
+    return value
+
+
+def _shown(value: object) -> str:
+    """A value for an error message: its type, and the value itself when short."""
+    text = repr(value)
+    return f"{type(value).__name__} {text}" if len(text) <= 40 else f"a {type(value).__name__}"
+
+
 def normalise_tags(tags: Iterable[str]) -> tuple[str, ...]:
     """Trimmed, de-duplicated, in first-seen order; empty tags are dropped."""
     seen: dict[str, None] = {}
     for tag in tags:
         if not isinstance(tag, str):
-            raise InvalidInputError(f"tags must be strings, not {tag!r}")
+            raise InvalidInputError(f"tags must be strings, not {_shown(tag)}")
+        check_text("a tag", tag)
         cleaned = tag.strip()
         if cleaned:
             seen.setdefault(cleaned, None)
@@ -157,7 +180,8 @@ class NewMemory:
     views: Mapping[str, str] = field(default_factory=dict)  # view name → text, indexed and embedded
 
     def __post_init__(self) -> None:
-        if not isinstance(self.text, str) or not self.text.strip():
+        check_text("text", self.text)
+        if not self.text.strip():
             raise InvalidInputError("memory text is empty")
         object.__setattr__(self, "importance", check_range("importance", self.importance, 0.0, 1.0))
         object.__setattr__(self, "priority", check_range("priority", self.priority, 1.0, 2.0))
@@ -166,10 +190,17 @@ class NewMemory:
             raise InvalidInputError(f"pinned must be true or false, not {self.pinned!r}")
         for name in _STRING_FIELDS:
             value = getattr(self, name)
-            if value is not None and (not isinstance(value, str) or not value.strip()):
-                raise InvalidInputError(f"{name} must be a non-empty string, not {value!r}")
+            if value is not None and (not isinstance(value, str) or not check_text(name, value).strip()):
+                raise InvalidInputError(f"{name} must be a non-empty string, not {_shown(value)}")
         if not isinstance(self.metadata, Mapping):
-            raise InvalidInputError(f"metadata must be an object, not {self.metadata!r}")
+            raise InvalidInputError(f"metadata must be an object, not {_shown(self.metadata)}")
+        try:  # stored as JSON and printed by `list -f json`: it must be JSON that round-trips
+            json.dumps(self.metadata, allow_nan=False, ensure_ascii=False).encode("utf-8")
+        except (ValueError, TypeError, RecursionError) as error:
+            raise InvalidInputError(
+                "metadata must be plain JSON: valid Unicode text, finite numbers, "
+                f"nesting under 1000 levels ({type(error).__name__}: {str(error)[:80]})"
+            ) from None
         if self.kind not in KINDS:
             raise InvalidInputError(f"kind must be one of {', '.join(KINDS)}, not {self.kind!r}")
 

@@ -31,3 +31,19 @@ def cache_dir() -> Path:
     import platformdirs
 
     return Path(platformdirs.user_cache_dir(APP_NAME, appauthor=False))
+
+
+def make_private_dirs(folder: Path) -> None:
+    """Create `folder` and any missing parents readable by the owner only (mkdir's mode applies
+    to the last folder alone, and only through the umask)."""
+    missing = []
+    while not folder.exists():
+        missing.append(folder)
+        folder = folder.parent
+    for path in reversed(missing):
+        try:
+            path.mkdir(mode=0o700)
+        except FileExistsError:  # another process made it first
+            pass
+        else:
+            path.chmod(0o700)

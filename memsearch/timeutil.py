@@ -7,6 +7,10 @@ from datetime import UTC, datetime
 from memsearch.errors import InvalidInputError
 
 SECONDS_PER_DAY = 86_400.0
+# Moments memsearch accepts: a decade inside the calendar's ends, so that the date arithmetic done
+# around a moment (decay, "last week", the span of a year) cannot overflow.
+EARLIEST = datetime(11, 1, 1, tzinfo=UTC)
+LATEST = datetime(9989, 12, 31, 23, 59, 59, tzinfo=UTC)
 
 # English month names → number, matched without the locale (strptime's %B follows it).
 MONTHS = {
@@ -34,7 +38,16 @@ def parse_time(value: str, *, what: str = "time") -> datetime:
         ) from None
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=UTC)
-    return parsed.astimezone(UTC)
+    try:
+        moment = parsed.astimezone(UTC)
+    except OverflowError:  # 0001-01-01T00:00+14:00 is in year 0 in UTC
+        moment = None
+    if moment is None or not EARLIEST <= moment <= LATEST:
+        raise InvalidInputError(
+            f"{what} {value!r} is too close to the ends of the calendar "
+            f"(use a moment from {EARLIEST.year} to {LATEST.year})"
+        )
+    return moment
 
 
 def to_iso(moment: datetime) -> str:

@@ -32,8 +32,21 @@ _state = {"debug": False}
 
 
 def _fail(message: str, code: int) -> None:
-    messages.print(f"memsearch: {message}", markup=False, soft_wrap=True)
+    # A message may quote input that is not valid Unicode; it is shown escaped, never re-raised.
+    shown = message.encode("utf-8", "backslashreplace").decode("utf-8")
+    messages.print(f"memsearch: {shown}", markup=False, soft_wrap=True)
     sys.exit(code)
+
+
+def _invalid_argument(args: list[str]) -> str | None:
+    """The first argument that is not valid UTF-8 (Python keeps its bytes as lone surrogates)."""
+    for number, arg in enumerate(args, start=1):
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError:
+            shown = arg.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+            return f"argument {number} ({shown!r}) is not valid UTF-8; pass text in UTF-8"
+    return None
 
 
 # The CLI's words for the library's parameters and errors.
@@ -66,6 +79,9 @@ class MemsearchGroup(TyperGroup):
 
     def main(self, args: Any = None, prog_name: str | None = None, **extra: Any) -> Any:  # type: ignore[override]
         extra["standalone_mode"] = False
+        bad_argument = _invalid_argument(list(sys.argv[1:] if args is None else args))
+        if bad_argument:
+            _fail(bad_argument, ExitCode.USAGE)
         try:
             result = super().main(args=args, prog_name=prog_name or "memsearch", **extra)
         except typer.Abort:
@@ -82,7 +98,18 @@ class MemsearchGroup(TyperGroup):
         except BrokenPipeError:
             sys.stderr.close()  # the reader went away (`| head`); that is not an error
             sys.exit(ExitCode.OK)
-        except Exception as error:  # a bug: say so in one line, the traceback on request
+        except RecursionError:  # json's decoder on input nested thousands of levels deep
+            _fail("the input is nested too deeply to read (JSON nested over 1000 levels); nothing was stored", 1)
+        except UnicodeDecodeError as error:  # a file or stdin that is not UTF-8
+            _fail(f"the input is not valid UTF-8 ({error.reason} at byte {error.start}); nothing was stored", 1)
+        except OSError as error:  # the environment refused: say what and where
+            where = f" ({error.filename})" if error.filename else ""
+            _fail(f"{error.strerror or error}{where}", ExitCode.ERROR)
+        except Exception as error:  # a bug, or a store's own error met outside a write (a damaged file)
+            from memsearch.store import describe_store_error
+
+            if (known := describe_store_error(error)) is not None:
+                _fail(cli_message(known), known.exit_code)
             if _state["debug"]:
                 traceback.print_exc()
             _fail(

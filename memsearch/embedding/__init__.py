@@ -16,6 +16,15 @@ from pathlib import Path
 from memsearch.embedding.base import Encoder, ModelSpec, Progress
 from memsearch.errors import EmbeddingError, InvalidInputError
 
+# onnxruntime's official builds (1.2x and later) send usage events to Microsoft over HTTPS from a
+# background thread (first lookup about 10 s in) and keep a device id under
+# ~/.cache/Microsoft/DeveloperTools. `disable_telemetry_events()` leaves the uploader running;
+# only this variable, read when the library initialises, keeps the uploader, events and device
+# id from being created (onnxruntime's Privacy.md). Every route to onnxruntime in memsearch (the
+# fast encoder and the export's graph optimizer) imports this module first, so it is set here,
+# unconditionally: memsearch promises no network at all.
+os.environ["ORT_DISABLE_TELEMETRY"] = "1"
+
 BUNDLED_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
 _BUNDLED_ALIASES = {BUNDLED_MODEL_NAME, "all-MiniLM-L6-v2", "all-minilm-l6-v2", "bundled"}
 BACKENDS = ("onnx", "sentence-transformers")

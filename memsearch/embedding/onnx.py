@@ -8,11 +8,16 @@ second and never import torch.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import logging
 import os
+import shutil
 import tempfile
+import time
+import unicodedata
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,14 +27,25 @@ import numpy as np
 
 from memsearch.embedding.base import ModelSpec, Progress
 from memsearch.errors import EmbeddingError
-from memsearch.models import EmbeddingModelInfo
-from memsearch.paths import cache_dir
+from memsearch.models import EmbeddingModelInfo, check_text
+from memsearch.paths import cache_dir, make_private_dirs
 
 log = logging.getLogger(__name__)
 
 EXPORT_FORMAT = 2  # 2: BERT graphs fused by onnxruntime's transformer optimizer
 BATCH_SIZE = 8  # length-sorted batches: 160 memories/s on 2 cores, against 155 at 16 and 142 at 32
 _OPSET = 17
+STAGING_PREFIX = ".export-"
+_STAGING_LOCK = ".lock"
+# The tokenizer reads a text whole before truncating it to the model's window, which for a pasted
+# megabyte takes seconds. It is given a head of this many characters per token of the window, cut
+# after a space or punctuation (where tokens end); the head's tokens are those of the whole text
+# whenever they overflow the window by a margin, and the whole text is used when they do not.
+_HEAD_CHARS_PER_TOKEN = 64
+_HEAD_MARGIN_TOKENS = 16
+# A staging folder without a lock file (memsearch before 0.1.1 made those) is taken as abandoned
+# once it has not changed for this long; an export takes well under a minute.
+_UNLOCKED_STAGING_AGE_S = 3600
 
 
 def model_fingerprint(spec: ModelSpec) -> str:
@@ -49,8 +65,10 @@ def export_model(spec: ModelSpec, target: Path) -> None:
     """Write model.onnx, tokenizer.json and manifest.json for `spec` into `target` (atomically)."""
     import torch
 
-    from memsearch.embedding.reference import embedding_dimension, load_sentence_transformer
+    from memsearch.embedding.reference import load_sentence_transformer
 
+    make_private_dirs(target.parent)
+    remove_stale_staging(target.parent)
     model = load_sentence_transformer(spec).eval()
     tokenizer = model.tokenizer
     if not getattr(tokenizer, "is_fast", False):
@@ -68,15 +86,76 @@ def export_model(spec: ModelSpec, target: Path) -> None:
         def forward(self, *tensors: Any) -> Any:
             return self.model(dict(zip(input_names, tensors, strict=True)))["sentence_embedding"]
 
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".export-", dir=target.parent))
+    staging, lock = new_staging(target.parent)
+    try:
+        _export_into(staging, model, probe, input_names, SentenceEmbedding(), tokenizer, spec)
+        try:
+            os.replace(staging, target)
+        except OSError:
+            # Another process finished the same export first; theirs is as good as ours.
+            shutil.rmtree(staging, ignore_errors=True)
+        else:
+            (target / _STAGING_LOCK).unlink(missing_ok=True)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    finally:
+        os.close(lock)
+
+
+def new_staging(parent: Path) -> tuple[Path, int]:
+    """A fresh staging folder in `parent`, and the descriptor of the lock that marks it as being
+    written: the lock goes with the process, so a killed export leaves a folder anyone can see
+    is abandoned."""
+    staging = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=parent))
+    lock = os.open(staging / _STAGING_LOCK, os.O_CREAT | os.O_WRONLY, 0o600)
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    return staging, lock
+
+
+def remove_stale_staging(parent: Path) -> list[Path]:
+    """Delete the staging folders of exports that were killed (their lock is free); leave those
+    another process is writing. Returns what was removed."""
+    removed = []
+    for folder in parent.glob(STAGING_PREFIX + "*"):
+        if folder.is_dir() and _abandoned(folder):
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder)
+    return removed
+
+
+def _abandoned(folder: Path) -> bool:
+    try:
+        lock = os.open(folder / _STAGING_LOCK, os.O_WRONLY)
+    except FileNotFoundError:
+        with contextlib.suppress(OSError):
+            return time.time() - folder.stat().st_mtime > _UNLOCKED_STAGING_AGE_S
+        return False
+    except OSError:
+        return False
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return False  # a live export holds it
+    finally:
+        os.close(lock)
+    return True
+
+
+def _export_into(
+    staging: Path, model: Any, probe: Any, input_names: list[str], module: Any, tokenizer: Any, spec: ModelSpec
+) -> None:
+    import torch
+
+    from memsearch.embedding.reference import embedding_dimension
+
     dynamic = {name: {0: "batch", 1: "sequence"} for name in input_names}
     # The legacy TorchScript exporter is used on purpose (no onnxscript needed); its tracer
     # warnings concern branches that are constant for this graph.
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         torch.onnx.export(
-            SentenceEmbedding(),
+            module,
             tuple(probe[name] for name in input_names),
             str(staging / "model.onnx"),
             input_names=input_names,
@@ -97,13 +176,6 @@ def export_model(spec: ModelSpec, target: Path) -> None:
     }
     # The manifest is written last: its presence marks a complete export.
     (staging / "manifest.json").write_text(json.dumps(manifest, indent=2), encoding="utf-8")
-    try:
-        os.replace(staging, target)
-    except OSError:
-        # Another process finished the same export first; theirs is as good as ours.
-        import shutil
-
-        shutil.rmtree(staging, ignore_errors=True)
 
 
 def fuse_bert(path: Path, model: Any) -> None:
@@ -151,7 +223,8 @@ class OnnxEncoder:
         self._tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
         # The saved tokenizer pads and truncates to its own length; the model's is what counts.
         self._tokenizer.no_padding()
-        self._tokenizer.enable_truncation(max_length=int(manifest["max_seq_length"]))
+        self._max_tokens = int(manifest["max_seq_length"])
+        self._tokenizer.enable_truncation(max_length=self._max_tokens)
         options = onnxruntime.SessionOptions()
         options.log_severity_level = 3
         self._session = onnxruntime.InferenceSession(
@@ -162,7 +235,14 @@ class OnnxEncoder:
         out = np.zeros((len(texts), self.info.dim), dtype=np.float32)
         if not texts:
             return out
-        encodings = self._tokenizer.encode_batch([t.lower() if self._lower else t for t in texts])
+        for text in texts:  # the tokenizer takes only valid Unicode (a query is not checked before)
+            check_text("the text to embed", text)
+        prepared = [t.lower() if self._lower else t for t in texts]
+        heads = [_head(text, self._max_tokens * _HEAD_CHARS_PER_TOKEN) for text in prepared]
+        encodings = self._tokenizer.encode_batch(heads)
+        for i, (text, head) in enumerate(zip(prepared, heads, strict=True)):
+            if len(head) < len(text) and sum(len(o.ids) for o in encodings[i].overflowing) < _HEAD_MARGIN_TOKENS:
+                encodings[i] = self._tokenizer.encode(text)
         # Batches of similar length waste little work on padding.
         order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
         for start in range(0, len(order), BATCH_SIZE):
@@ -187,3 +267,14 @@ class OnnxEncoder:
             arrays["token_type_ids"][row, :n] = encoding.type_ids
         feeds = {name: arrays[name] for name in self._inputs}
         return self._session.run(None, feeds)[0]
+
+
+def _head(text: str, limit: int) -> str:
+    """`text` cut to at most `limit` characters just after a space or punctuation, or whole."""
+    if len(text) <= limit:
+        return text
+    for end in range(limit, max(limit - 4096, 0), -1):
+        char = text[end - 1]
+        if char.isspace() or unicodedata.category(char).startswith("P"):
+            return text[:end]
+    return text

@@ -8,6 +8,7 @@ another with `extends = "name"`. Every key is checked: a typo is an error, not a
 from __future__ import annotations
 
 import functools
+import math
 import os
 import re
 import tomllib
@@ -101,6 +102,13 @@ class Adjustment:
     same: float = 1.3  # project: same project
     other: float = 0.8  # project: another project
     none: float = 0.9  # project: memory without a project
+
+    def __post_init__(self) -> None:
+        # NaN passes every comparison the pipeline makes and turns each score into NaN (not JSON).
+        if isinstance(self.tau_days, float) and not math.isfinite(self.tau_days):
+            raise InvalidInputError(
+                f"must be 0 (no decay) or a positive number of days, not {self.tau_days}", field="tau_days"
+            )
 
 
 @dataclass(frozen=True)

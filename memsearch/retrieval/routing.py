@@ -34,14 +34,20 @@ _INTENT_RES = {
     for intent, patterns in INTENT_PATTERNS.items()
 }
 
+# Routing reads this much of a query: enough for any question, and it bounds the work a pasted
+# megabyte can cause. (The patterns are linear in what they read as well: each token pattern can
+# only start where a token starts, so no start position rescans the text after it.)
+ROUTE_CHARS = 4096
+
 # Each pattern finds one kind of token whose exact surface form matters.
 _EXACT_TOKEN_RES = (
     re.compile(r'"[^"]+"|`[^`]+`'),  # quoted phrase or code
     re.compile(
-        r"(?:[\w.~-]*/[\w.-]+)+/?|\b\w+\.(?:py|js|ts|rs|go|md|json|toml|yaml|yml|txt|sh|c|h|cpp|java|sql|html|css)\b"
+        r"(?<![\w.~-])[\w.~-]*(?:/[\w.-][\w.~-]*)*/[\w.-]+/?"  # paths: a/b, ./x, ~/y/, /etc/hosts
+        r"|\b\w+\.(?:py|js|ts|rs|go|md|json|toml|yaml|yml|txt|sh|c|h|cpp|java|sql|html|css)\b"
     ),
     re.compile(r"\b[a-z]+[A-Z]\w*\b|\b[A-Z][a-z]+[A-Z]\w*\b"),  # camelCase, PascalCase
-    re.compile(r"\b\w+_\w+\b|\w+(?:::|->)\w+|\b\w+\(\)"),  # snake_case, paths in code, calls
+    re.compile(r"\b\w+_\w+\b|\b\w+(?:::|->)\w+|\b\w+\(\)"),  # snake_case, paths in code, calls
     re.compile(r"\b[A-Z]{2,}\d*\b"),  # ENOENT, HTTP, E404
     re.compile(r"\b\w*\d\w*\b"),  # anything with a digit: versions, hashes, codes, years
     re.compile(r"(?<!\w)--?[a-zA-Z][\w-]*"),  # command-line flags
@@ -69,6 +75,8 @@ def exact_tokens(query: str) -> tuple[str, ...]:
 
 
 def route_query(query: str) -> Route:
+    """The strategy for `query`, decided on its first ROUTE_CHARS characters."""
+    query = query[:ROUTE_CHARS]
     intents = detect_intents(query)
     tokens = exact_tokens(query)
     if tokens:

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import builtins
+import contextlib
+import errno
 import json
+import logging
 import os
 import sqlite3
 import threading
@@ -15,11 +18,14 @@ from typing import TYPE_CHECKING, Any
 from memsearch.errors import (
     DuplicateKeyError,
     MemoryNotFoundError,
+    MemsearchError,
     ModelMismatchError,
     StoreCorruptError,
     StoreNotFoundError,
+    StoreUnavailableError,
 )
-from memsearch.models import LEXICAL_VIEWS, OWN_TEXT_VIEWS, Memory, NewMemory, content_hash
+from memsearch.models import LEXICAL_VIEWS, OWN_TEXT_VIEWS, Memory, NewMemory, check_text, content_hash
+from memsearch.paths import make_private_dirs
 from memsearch.store.base import EVERYTHING, EmbeddingModelInfo, Hits, Scope
 from memsearch.store.fts import match_expression
 from memsearch.store.migrations import MIGRATIONS, SCHEMA_VERSION
@@ -31,7 +37,7 @@ if TYPE_CHECKING:
 
 # "MSRC" in the SQLite header marks the file as a memsearch store.
 APPLICATION_ID = 0x4D535243
-BUSY_TIMEOUT_MS = 10_000
+BUSY_TIMEOUT_MS = 30_000  # a writer waits this long for another; better slow than failed
 
 _MEMORY_COLUMNS = (
     "id, key, text, created_at, last_accessed_at, access_count, importance, priority, pinned, "
@@ -102,31 +108,88 @@ def _row_to_memory(row: sqlite3.Row | tuple[Any, ...]) -> Memory:
     )
 
 
-def make_private_dirs(folder: Path) -> None:
-    """Create `folder` and any missing parents readable by the owner only (mkdir's mode applies
-    to the last folder alone, and only through the umask)."""
-    missing = []
-    while not folder.exists():
-        missing.append(folder)
-        folder = folder.parent
-    for path in reversed(missing):
-        try:
-            path.mkdir(mode=0o700)
-        except FileExistsError:  # another process made it first
-            pass
-        else:
-            path.chmod(0o700)
+log = logging.getLogger(__name__)
+
+_SQLITE_INT_MAX = 2**63 - 1
 
 
-def _create_private_file(path: Path) -> None:
+def _fits(number: int) -> bool:
+    """Whether SQLite can hold `number` (a larger one would raise OverflowError when bound)."""
+    return -_SQLITE_INT_MAX - 1 <= number <= _SQLITE_INT_MAX
+
+
+def _create_private_file(path: Path) -> bool:
     """Create the store file (and its folders) readable by the owner only; another process
-    creating it at the same moment is fine."""
+    creating it at the same moment is fine. Whether this call created it."""
     make_private_dirs(path.parent)
     try:
         fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
     except FileExistsError:
-        return
+        return False
     os.close(fd)
+    return True
+
+
+def _os_reason(path: Path, error: OSError) -> str:
+    """Why the file system refused `path`, in words that say what to change."""
+    if error.errno == errno.ENOTDIR:
+        blocker = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
+        if blocker is not None:
+            return f"{blocker} is a file, not a folder; choose a path inside a folder"
+    if error.errno == errno.ENAMETOOLONG:
+        return "a name in the path is longer than the file system allows; choose a shorter path"
+    if error.errno == errno.ENOSPC:
+        return "the disk is full; free some space and run it again"
+    if error.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return f"{(error.strerror or 'permission denied').lower()}; choose a folder you can write to"
+    if error.errno == errno.ENOENT:
+        return "this file system does not allow creating files there; choose a folder you can write to"
+    return f"{error.strerror or error}; choose another folder"
+
+
+def store_error(path: Path | str, error: sqlite3.Error) -> MemsearchError:
+    """The typed error for an SQLite failure: what is wrong with the store's file, and what to do."""
+    return environment_error(path, error) or StoreCorruptError(f"{path} is not a usable memsearch store ({error})")
+
+
+def _full_disk(path: Path | str) -> StoreUnavailableError:
+    return StoreUnavailableError(
+        f"the disk holding {path} is full; free some space and run it again (nothing of this command was stored)"
+    )
+
+
+def _disk_full(path: Path | str) -> bool:
+    try:
+        return os.statvfs(Path(path).parent).f_bavail == 0
+    except OSError:
+        return False
+
+
+def environment_error(path: Path | str, error: sqlite3.Error) -> MemsearchError | None:
+    """The typed error for an SQLite failure caused by the store's file or disk, None for others."""
+    code = getattr(error, "sqlite_errorcode", None)
+    primary = code & 0xFF if isinstance(code, int) else None
+    if primary == sqlite3.SQLITE_FULL:
+        return _full_disk(path)
+    if primary in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+        return StoreUnavailableError(
+            f"{path} is busy: another process held it for over {BUSY_TIMEOUT_MS // 1000} s; "
+            "run it again (nothing of this command was stored)"
+        )
+    if primary in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB):
+        return StoreCorruptError(
+            f"{path} is not a usable memsearch store: it is damaged ({error}); restore it from a backup, "
+            "or move it away to start a new store"
+        )
+    if primary == sqlite3.SQLITE_READONLY or primary == sqlite3.SQLITE_PERM:
+        return StoreUnavailableError(f"{path} cannot be written ({error}); check its permissions and the disk")
+    if primary == sqlite3.SQLITE_CANTOPEN:
+        return StoreUnavailableError(f"cannot open {path} ({error}); choose a folder you can write to")
+    if primary == sqlite3.SQLITE_IOERR:
+        if _disk_full(path):  # a WAL index that cannot grow on a full disk is an I/O error to SQLite
+            return _full_disk(path)
+        return StoreUnavailableError(f"the disk failed reading or writing {path} ({error}); check the disk")
+    return None
 
 
 class SQLiteStore:
@@ -143,6 +206,7 @@ class SQLiteStore:
         self._connections: builtins.list[sqlite3.Connection] = []
         self._lock = threading.Lock()
         self._vector_cache: dict[str | None, tuple[int, VectorIndex]] = {}
+        self._write_refusal: MemsearchError | None = None  # set when only reading works (a full disk)
 
     @property
     def _db(self) -> sqlite3.Connection:
@@ -164,6 +228,10 @@ class SQLiteStore:
             connection.execute("PRAGMA journal_mode = WAL")
             connection.execute("PRAGMA synchronous = NORMAL")
             connection.execute("PRAGMA foreign_keys = ON")
+        except sqlite3.Error as error:
+            connection.close()
+            translated = store_error(self.path, error)
+            connection = self._read_only_connection(translated)
         except BaseException:
             connection.close()
             raise
@@ -171,25 +239,49 @@ class SQLiteStore:
             self._connections.append(connection)
         return connection
 
+    def _read_only_connection(self, refused: MemsearchError) -> sqlite3.Connection:
+        """On a full disk SQLite cannot make the WAL index it reads through; when no WAL is pending
+        the file itself is the whole store, and reading it as immutable still answers searches.
+        Writes then fail with `refused`; otherwise `refused` is raised now."""
+        wal = Path(f"{self.path}-wal")
+        if not isinstance(refused, StoreUnavailableError) or (wal.exists() and wal.stat().st_size > 0):
+            raise refused
+        if "full" not in refused.problem:
+            if not _disk_full(self.path):
+                raise refused
+            refused = _full_disk(self.path)
+        connection = sqlite3.connect(
+            f"{self.path.as_uri()}?immutable=1", uri=True, isolation_level=None, check_same_thread=False
+        )
+        self._write_refusal = refused
+        return connection
+
     # -- opening -------------------------------------------------------------------------
 
     @classmethod
     def open(cls, path: Path, *, create: bool = False) -> SQLiteStore:
         """Open the store at `path`, creating it when `create` is set, migrating it to the latest schema."""
-        if not path.exists():
-            if not create:
-                raise StoreNotFoundError(f"no memsearch store at {path}")
-            _create_private_file(path)
+        created = False
+        try:
+            exists = path.exists()
+            if not exists:
+                if not create:
+                    raise StoreNotFoundError(f"no memsearch store at {path}")
+                created = _create_private_file(path)
+        except OSError as error:
+            raise StoreUnavailableError(f"cannot create a store at {path}: {_os_reason(path, error)}") from None
         if path.is_dir():
             raise StoreCorruptError(f"{path} is a directory, not a memsearch store file")
         store = cls(path)
         try:
             store._migrate()
-        except sqlite3.DatabaseError as error:
+        except BaseException as error:
             store.close()
-            raise StoreCorruptError(f"{path} is not a usable memsearch store ({error})") from None
-        except BaseException:
-            store.close()
+            if created:  # a store that could not be made leaves no file behind (a full disk, say)
+                for leftover in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+                    leftover.unlink(missing_ok=True)
+            if isinstance(error, sqlite3.Error):
+                raise store_error(path, error) from None
             raise
         return store
 
@@ -233,7 +325,10 @@ class SQLiteStore:
     # -- transactions and store facts -----------------------------------------------------
 
     def transaction(self) -> _Transaction:
-        return _Transaction(self._db)
+        connection = self._db
+        if self._write_refusal is not None:
+            raise self._write_refusal
+        return _Transaction(connection, self.path)
 
     @property
     def schema_version(self) -> int:
@@ -369,6 +464,8 @@ class SQLiteStore:
         """Delete all of the memories or, if any id is unknown, none of them."""
         with self.transaction():
             for memory_id in ids:
+                if not _fits(memory_id):
+                    raise MemoryNotFoundError(f"no memory with id {memory_id}; nothing was deleted")
                 self._delete_views(memory_id)
                 if self._db.execute("DELETE FROM memories WHERE id = ?", (memory_id,)).rowcount == 0:
                     raise MemoryNotFoundError(f"no memory with id {memory_id}; nothing was deleted")
@@ -383,12 +480,15 @@ class SQLiteStore:
         concurrent searches lose no update."""
         if not ids:
             return
-        with self.transaction():
-            self._db.executemany(
-                "UPDATE memories SET access_count = access_count + 1, last_accessed_at = max(last_accessed_at, ?) "
-                "WHERE id = ?",
-                [(to_iso(now), memory_id) for memory_id in ids],
-            )
+        try:
+            with self.transaction():
+                self._db.executemany(
+                    "UPDATE memories SET access_count = access_count + 1, "
+                    "last_accessed_at = max(last_accessed_at, ?) WHERE id = ?",
+                    [(to_iso(now), memory_id) for memory_id in ids],
+                )
+        except StoreUnavailableError as error:  # best effort: a full disk must not stop searches
+            log.warning("access not recorded: %s", error)
 
     def update(self, memory_id: int, changes: dict[str, Any]) -> Memory:
         """Change some of SETTABLE_FIELDS of one memory (tags rewrite its FTS row too)."""
@@ -448,7 +548,9 @@ class SQLiteStore:
         return row[0] if row else None
 
     def get(self, memory_id: int) -> Memory:
-        row = self._db.execute(f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE id = ?", (memory_id,)).fetchone()
+        row = None
+        if _fits(memory_id):  # an id SQLite cannot hold names no memory
+            row = self._db.execute(f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE id = ?", (memory_id,)).fetchone()
         if row is None:
             raise MemoryNotFoundError(f"no memory with id {memory_id}")
         return _row_to_memory(row)
@@ -461,7 +563,7 @@ class SQLiteStore:
 
     def get_many(self, ids: Sequence[int]) -> dict[int, Memory]:
         found: dict[int, Memory] = {}
-        unique = list(dict.fromkeys(int(i) for i in ids))
+        unique = [i for i in dict.fromkeys(int(i) for i in ids) if _fits(i)]
         for start in range(0, len(unique), 500):
             chunk = unique[start : start + 500]
             marks = ",".join("?" * len(chunk))
@@ -475,7 +577,7 @@ class SQLiteStore:
         rows = self._db.execute(
             f"SELECT {_MEMORY_COLUMNS} FROM memories m WHERE {where} ORDER BY m.created_at DESC, m.id DESC "
             "LIMIT ? OFFSET ?",
-            (*params, -1 if limit is None else limit, offset),
+            (*params, -1 if limit is None else min(limit, _SQLITE_INT_MAX), min(offset, _SQLITE_INT_MAX)),
         )
         return [_row_to_memory(row) for row in rows]
 
@@ -500,6 +602,7 @@ class SQLiteStore:
     def lexical_search(self, query: str, scope: Scope, limit: int, view: str | None = None) -> Hits:
         """FTS5 BM25, best first, as (id, score) with higher scores better: over text and tags, or
         over one view's column (`context`, `prev`) only."""
+        check_text("the query", query)  # SQLite binds only valid Unicode
         match = match_expression(query)
         if match is None:
             return []
@@ -590,6 +693,12 @@ class SQLiteStore:
                 "SELECT memory_id, vector FROM views WHERE view = ? ORDER BY memory_id", (view,)
             ).fetchall()
         ids = np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
+        wrong = sum(1 for row in rows if len(row[1]) != 4 * dim)
+        if wrong:
+            raise StoreCorruptError(
+                f"{self.path}: {wrong} stored vectors are not the {dim} numbers the store's model makes; "
+                "re-embed the store (reindex) to repair them"
+            )
         matrix = np.frombuffer(b"".join(row[1] for row in rows), dtype="<f4").astype(np.float32, copy=False)
         index = VectorIndex(ids=ids, matrix=matrix.reshape(len(rows), dim) if rows else np.zeros((0, dim), np.float32))
         self._vector_cache[view] = (generation, index)
@@ -716,14 +825,28 @@ def _split_statements(script: str) -> builtins.list[str]:
 class _Transaction:
     """BEGIN IMMEDIATE … COMMIT, rolled back on any exception, so a failed write leaves nothing."""
 
-    def __init__(self, connection: sqlite3.Connection) -> None:
+    def __init__(self, connection: sqlite3.Connection, path: Path) -> None:
         self._db = connection
+        self._path = path
 
     def __enter__(self) -> None:
         self._db.execute("BEGIN IMMEDIATE")
 
-    def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, error: BaseException | None, *_: object) -> None:
         if exc_type is None:
-            self._db.execute("COMMIT")
-        else:
-            self._db.execute("ROLLBACK")
+            try:
+                self._db.execute("COMMIT")
+            except sqlite3.Error as failed:
+                self._rollback()
+                raise environment_error(self._path, failed) or failed from None
+            return
+        self._rollback()
+        if isinstance(error, sqlite3.Error) and (translated := environment_error(self._path, error)):
+            raise translated from None
+
+    def _rollback(self) -> None:
+        # After some errors (a full disk) SQLite has already rolled back; a second ROLLBACK would
+        # raise "no transaction is active" and hide the cause.
+        if self._db.in_transaction:
+            with contextlib.suppress(sqlite3.Error):
+                self._db.execute("ROLLBACK")

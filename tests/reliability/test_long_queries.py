@@ -1,0 +1,79 @@
+"""Any query is answered in time linear in its length (issue 9, item 4): the routing patterns
+used to backtrack quadratically (a 100,000-character query took 58 s in auto mode)."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+
+import pytest
+
+from memsearch.api import Memsearch
+from memsearch.models import NewMemory
+from memsearch.retrieval import routing
+from memsearch.retrieval.pipeline import SearchRequest
+
+MEGABYTE = 1_000_000
+
+# Texts that made the old patterns backtrack: long runs of path, identifier and flag characters.
+HOSTILE = {
+    "path": "a/" * (MEGABYTE // 2),
+    "tilde-path": "a~" * (MEGABYTE // 2),
+    "one-word": "x" * MEGABYTE,
+    "scope": "ab::" * (MEGABYTE // 4),
+    "quotes": '"x' * (MEGABYTE // 2),
+    "dashes": "-" * MEGABYTE,
+    "snake": "a_" * (MEGABYTE // 2),
+    "fts-syntax": '"a" OR b* NEAR(c d) ' * (MEGABYTE // 20),
+}
+
+
+def _seconds(work: Callable[[], object]) -> float:
+    start = time.perf_counter()
+    work()
+    return time.perf_counter() - start
+
+
+def _floor(text: str) -> float:
+    """A linear pass over `text` in this run, on this machine: the unit the bounds are in."""
+    return max(_seconds(lambda: re.findall(r"\w+", text)), 1e-3)
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE))
+def test_every_token_pattern_is_linear_on_a_megabyte(name: str) -> None:
+    """Not only capped: each pattern over the whole megabyte costs a few linear passes."""
+    text = HOSTILE[name]
+    floor = _floor(text)
+    for pattern in (*routing._EXACT_TOKEN_RES, *routing._INTENT_RES.values()):
+        elapsed = _seconds(lambda pattern=pattern: sum(1 for _ in pattern.finditer(text)))
+        assert elapsed < 100 * floor + 2.0, (pattern.pattern, elapsed, floor)
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE))
+def test_route_query_reads_a_bounded_head(name: str) -> None:
+    text = HOSTILE[name]
+    floor = _floor(text)
+    elapsed = _seconds(lambda: routing.route_query(text))
+    assert elapsed < 10 * floor + 0.5, (elapsed, floor)
+
+
+def test_routing_still_finds_the_tokens_it_found() -> None:
+    route = routing.route_query("why does ~/src/app/main.py raise ENOENT in parse_config()")
+    assert route.exact_tokens[:1] == ("~/src/app/main.py",)
+    assert {"ENOENT", "parse_config"} <= set(route.exact_tokens)
+
+
+@pytest.mark.parametrize("mode", ["auto", "lexical"])
+def test_a_megabyte_query_is_searched_in_linear_time(ms: Memsearch, mode: str) -> None:
+    for text in ("the deploy script lives in tools/deploy.sh", "a/b/c is a path", "Alice drinks tea"):
+        ms.add(NewMemory(text=text))
+    ms.search(SearchRequest("warm up", mode=mode))
+    for name in ("path", "fts-syntax"):
+        big = HOSTILE[name]
+        tenth = big[: len(big) // 10]
+        small_time = _seconds(lambda tenth=tenth: ms.search(SearchRequest(tenth, mode=mode, touch=False)))
+        big_time = _seconds(lambda big=big: ms.search(SearchRequest(big, mode=mode, touch=False)))
+        # Linear: ten times the text, about ten times the time (quadratic would be a hundred).
+        assert big_time < 30 * small_time + 2.0, (name, small_time, big_time)
+        assert big_time < 60, (name, big_time)
