@@ -290,3 +290,125 @@ class Memsearch:
         if not dry_run:
             store.set_consolidation(result.superseded, result.groups)
         return result
+
+    # -- TEMPORARY (replaced by the arch branch) --
+    # Minimal versions of the agreed service methods the front ends of the serve branch call.
+
+    def add(  # type: ignore[no-redef]  # noqa: F811
+        self,
+        memory: NewMemory,
+        *,
+        replace: bool = False,
+        profile: str | None = None,
+        dedup: float | None = None,
+    ) -> AddOutcome:
+        if dedup is None and profile is not None:
+            from memsearch.profiles import load_profile
+
+            dedup = load_profile(profile).ingest_dedup
+        return self.add_many([memory], replace=replace, dedup=dedup)[0]
+
+    def import_text(
+        self,
+        content: str,
+        *,
+        source: str,
+        fmt: str = "jsonl",
+        sessions: bool = True,
+        facets: bool = False,
+        replace: bool = False,
+        profile: str | None = None,
+        conversation: str | None = None,
+        progress: Progress | None = None,
+    ) -> ImportOutcome:
+        if fmt == "jsonl":
+            from memsearch.cli.app import parse_memories
+
+            lines, memories = parse_memories(content, source)
+        else:
+            memories = _conversation_memories_of_text(content, fmt, sessions, conversation or source)
+            lines = list(range(1, len(memories) + 1))
+        if facets and memories:
+            from memsearch.conversations import with_facets
+
+            memories = with_facets(memories, self.encoder())
+        dedup = None
+        if profile is not None:
+            from memsearch.profiles import load_profile
+
+            dedup = load_profile(profile).ingest_dedup
+        outcomes = self.add_many(memories, replace=replace, dedup=dedup, progress=progress) if memories else []
+        counts = {kind: 0 for kind in ("note", "turn", "session")}
+        for memory, outcome in zip(memories, outcomes, strict=True):
+            if outcome.stored:
+                counts[memory.kind] += 1
+        duplicates = [(line, o) for line, o in zip(lines, outcomes, strict=True) if not o.stored]
+        return ImportOutcome(source, counts, duplicates, [o.id for o in outcomes if o.stored])
+
+    def get_many(self, refs: Sequence[int | str], *, by_key: bool = False) -> list[Memory]:
+        return [self.get(str(ref) if by_key else ref) for ref in refs]
+
+    def delete(self, refs: Sequence[int | str]) -> list[int]:  # type: ignore[no-redef]  # noqa: F811
+        """Delete memories by id or key: all of them, or none if any is not found."""
+        ids = list(dict.fromkeys(self.get(ref).id for ref in refs))
+        self.store().delete(ids)
+        return ids
+
+    def timeline(self, ref: int | str, *, before: int = 5, after: int = 5) -> Timeline:
+        memory = self.get(ref)
+        return Timeline(memory.id, self.store().around(memory, before, after))
+
+
+@dataclass(frozen=True)
+class ImportOutcome:
+    """TEMPORARY (replaced by the arch branch)."""
+
+    source: str
+    counts: dict[str, int]
+    duplicates: list[tuple[int, AddOutcome]]
+    ids: list[int]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "counts": dict(self.counts),
+            "ids": list(self.ids),
+            "duplicates": [
+                {"line": line, "duplicate_of": o.duplicate_of, "similarity": o.similarity}
+                for line, o in self.duplicates
+            ],
+        }
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """TEMPORARY (replaced by the arch branch)."""
+
+    current: int
+    memories: list[Memory]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "current": self.current,
+            "memories": [{**m.to_dict(), "current": m.id == self.current} for m in self.memories],
+        }
+
+
+def _conversation_memories_of_text(content: str, fmt: str, sessions: bool, name: str) -> list[NewMemory]:
+    """TEMPORARY (replaced by the arch branch): the memories of a chat JSONL, LoCoMo or LongMemEval text."""
+    import tempfile
+
+    from memsearch.conversations import conversation_memories
+    from memsearch.eval.datasets import load_chat_jsonl, load_locomo, load_longmemeval
+
+    if fmt not in ("chat", "locomo", "longmemeval"):
+        raise InvalidInputError(f"must be one of jsonl, chat, locomo, longmemeval, not {fmt!r}", field="fmt")
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "import.json"
+        path.write_text(content, encoding="utf-8")
+        if fmt == "chat":
+            conversations = [load_chat_jsonl(path, conversation_id=name)]
+        else:
+            loader = load_locomo if fmt == "locomo" else load_longmemeval
+            conversations = [conversation for conversation, _ in loader(path)]
+    return [m for c in conversations for m in conversation_memories(c, sessions=sessions)]

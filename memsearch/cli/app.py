@@ -742,6 +742,37 @@ def timeline(
         render_timeline(ms.store().around(memory, before, after), memory.id, fmt.value)
 
 
+@app.command()
+def mcp(
+    http: Annotated[bool, typer.Option("--http", help="Serve streamable HTTP on loopback instead of stdio.")] = False,
+    port: Annotated[int, typer.Option("--port", help="The port for --http.", min=1, max=65535)] = 8766,
+    db: DbOption = None,
+    model: ModelOption = None,
+) -> None:
+    """Run an MCP server (stdio by default) with the tools mem_search, mem_add, mem_get, mem_timeline,
+    mem_delete and mem_stats over one warm process."""
+    from memsearch.server.mcp import run_mcp
+
+    run_mcp(db, model, http=http, port=port)
+
+
+@app.command()
+def serve(
+    host: Annotated[
+        str, typer.Option("--host", help="Address to bind; off loopback a bearer token is required.")
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="Port to bind (0: any free port).", min=0, max=65535)] = 8765,
+    db: DbOption = None,
+    model: ModelOption = None,
+) -> None:
+    """Serve the HTTP JSON API over one warm process (search, add, import, get, delete, timeline).
+    The token comes from $MEMSEARCH_API_KEY or api_key in config.toml; SIGTERM finishes in-flight
+    requests and exits."""
+    from memsearch.server.http import run_serve
+
+    run_serve(db, model, host=host, port=port, announce=lambda line: messages.print(line, markup=False))
+
+
 class DatasetFormat(StrEnum):
     locomo = "locomo"
     longmemeval = "longmemeval"
