@@ -102,9 +102,12 @@ class WarmService:
         from memsearch.retrieval.pipeline import SearchRequest
 
         with self._lock:
-            self.ms.store(create=True)
+            store = self.ms.store(create=True)
             self.ms.encoder()
-            self.ms.search(SearchRequest("warm up", k=1, mode="hybrid", touch=False))
+            if store.vector_count():  # reads the vector matrix and runs the model once
+                self.ms.search(SearchRequest("warm up", k=1, mode="hybrid", touch=False))
+            else:
+                self.ms.encoder().encode(["warm up"])
 
     def close(self) -> None:
         self.ms.close()

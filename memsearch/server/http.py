@@ -10,6 +10,7 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import json
+import logging
 import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -484,6 +485,9 @@ def _route(service: Service, endpoint: Endpoint) -> Route:
         except MemsearchError as error:
             status = next((s for kind, s in STATUS_OF_ERROR.items() if isinstance(error, kind)), 500)
             return error_response(str(error), status, kind=type(error).__name__, field_name=error.field)
+        except Exception as error:  # a bug: one JSON line for the client, the traceback in the server's log
+            logging.getLogger("memsearch").exception("internal error in %s %s", endpoint.method, endpoint.path)
+            return error_response(f"internal error: {type(error).__name__}: {error}", 500, kind="InternalError")
         return JSONResponse(result)
 
     return Route(endpoint.path, handle, methods=[endpoint.method])
