@@ -186,3 +186,73 @@ def test_sigterm_finishes_the_request_in_flight_and_exits_cleanly(served: Served
     assert served.process.wait(timeout=60) == 0
     assert replies and replies[0].status == 200 and replies[0].json()["counts"]["note"] == 600
     assert not discovery_path(served.db).exists()
+
+
+def _cli(*args: str, input: str | None = None) -> tuple[str, str]:
+    from typer.testing import CliRunner
+
+    from memsearch.cli.app import app
+
+    result = CliRunner().invoke(app, list(args), input=input)
+    assert result.exit_code == 0, (result.stdout, result.stderr)
+    return result.stdout, result.stderr
+
+
+SEARCHES = [
+    ("deploy key", "--explain", "--raw"),
+    ("coffee", "--format", "json", "--raw"),
+    ("YAML crash", "--format", "csv", "-m", "lexical"),
+    ("where do the keys live", "--format", "jsonl", "-p", "cems", "--project", "cli", "-k", "2"),
+    ("Alice", "-g", "session", "--explain", "--tag", "people", "--since", "2024-01-01"),
+]
+
+
+def test_cli_output_is_byte_identical_with_and_without_the_server(db_path: Path, encoder: Encoder) -> None:
+    notes = "\n".join(json.dumps(note) for note in [*NOTES, {"text": "Alice likes the mountains", "tags": ["people"]}])
+    _cli("import", "-", "--db", str(db_path), input=notes)
+    pinned = ("--db", str(db_path), "--as-of", "2030-01-01")  # --as-of: searches change nothing, scores are stable
+    alone = [_cli("--debug", "search", *search, *pinned) for search in SEARCHES]
+    assert not any("through the server" in stderr for _, stderr in alone)
+
+    server = start_server(db_path)
+    try:
+        served = [_cli("--debug", "search", *search, *pinned) for search in SEARCHES]
+        for (alone_out, _), (served_out, served_err) in zip(alone, served, strict=True):
+            assert "POST /search through the server" in served_err
+            assert served_out == alone_out
+        explicit = _cli("--debug", "search", *SEARCHES[1], "--server", server.url, *pinned)
+        assert explicit[0] == alone[1][0] and "through the server" in explicit[1]
+
+        out, err = _cli("--debug", "add", "Bob fixes bikes on Sundays", "--tag", "people", "--db", str(db_path))
+        assert out == "5\n" and "POST /add through the server" in err
+        out, err = _cli("--debug", "import", "-", "--db", str(db_path), input='{"text": "one more"}\n')
+        assert "POST /import?format=jsonl&source=stdin through the server" in err
+        assert "imported 1 memory from stdin" in err
+        failing = _failing_cli("search", "x", "--db", str(db_path), "--profile", "nonesuch")
+        assert "nonesuch" in failing
+    finally:
+        assert server.stop() == 0
+    assert _cli("get", "5", "--db", str(db_path), "--format", "json")[0].count("Bob fixes bikes") == 1
+    assert _failing_cli("search", "x", "--db", str(db_path), "--profile", "nonesuch") == failing  # same words
+
+
+def test_cli_works_in_process_when_the_server_is_gone(db_path: Path, encoder: Encoder) -> None:
+    from memsearch.server.discovery import write_discovery
+
+    _cli("add", "The deploy key lives in 1Password", "--db", str(db_path))
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    write_discovery(db_path, "http://127.0.0.1:9", int(dead.stdout), authenticated=False)
+    out, err = _cli("--debug", "search", "deploy", "--db", str(db_path), "--format", "json")
+    assert json.loads(out)["results"][0]["id"] == 1 and "through the server" not in err
+    out, err = _cli("--debug", "search", "deploy", "--db", str(db_path), "--server", "http://127.0.0.1:9")
+    assert "deploy key" in out  # nothing listens there: in-process
+
+
+def _failing_cli(*args: str) -> str:
+    from typer.testing import CliRunner
+
+    from memsearch.cli.app import app
+
+    result = CliRunner().invoke(app, list(args))
+    assert result.exit_code != 0
+    return result.stderr

@@ -186,6 +186,35 @@ UntilOption = Annotated[
 ]
 
 
+ServerOption = Annotated[
+    str | None,
+    typer.Option(
+        "--server",
+        help="A `memsearch serve` URL to use. Default: the server of the same store, if one is running; "
+        "without one, the work is done in this process.",
+    ),
+]
+
+
+def _remote(db: Path | None, server: str | None, model: str | None) -> Any:
+    """The running server to use, if any (never with --model: the server has its own)."""
+    if model is not None:
+        return None
+    from memsearch.cli.remote import find_server
+
+    return find_server(db, server)
+
+
+def _through(remote: Any, path: str, body: dict[str, Any]) -> Any:
+    """The server's document, or None when it does not answer (then the caller works in-process)."""
+    from memsearch.cli.remote import ServerUnavailable
+
+    try:
+        return remote.post_json(path, {name: value for name, value in body.items() if value is not None})
+    except ServerUnavailable:
+        return None
+
+
 def _scope(
     project: str | None, namespace: str | None, tags: list[str] | None, since: str | None, until: str | None
 ) -> Scope:
@@ -258,6 +287,7 @@ def add(
     profile: ProfileOption = None,
     db: DbOption = None,
     model: ModelOption = None,
+    server: ServerOption = None,
 ) -> None:
     """Add one memory and print its id (a profile with ingest dedup may find it is a near-duplicate)."""
     from memsearch.models import NewMemory
@@ -285,15 +315,27 @@ def add(
         metadata=metadata,
     )
     dedup = _ingest_dedup(profile)
-    with _memsearch(db, model) as ms:
-        outcome = ms.add(memory, replace=replace, dedup=dedup)
-    if not outcome.stored:
+    remote = _remote(db, server, model)
+    document = None
+    if remote is not None:
+        fields = {
+            "text": memory.text, "key": key, "tags": list(memory.tags) or None, "importance": importance,
+            "priority": priority, "pinned": pin, "project": project, "namespace": namespace, "session": session,
+            "role": role, "created_at": at, "metadata": metadata or None, "replace": replace, "profile": profile,
+        }  # fmt: skip
+        document = _through(remote, "/add", fields)
+    if document is None:
+        with _memsearch(db, model) as ms:
+            outcome = ms.add(memory, replace=replace, dedup=dedup)
+        document = {"id": outcome.id, "stored": outcome.stored}
+        document |= {"duplicate_of": outcome.duplicate_of, "similarity": outcome.similarity}
+    if not document["stored"]:
         messages.print(
-            f"not stored: a near-duplicate of id {outcome.duplicate_of} (cosine {outcome.similarity:.3f} ≥ {dedup:g}, "
-            f"profile {profile}); its id is printed",
+            f"not stored: a near-duplicate of id {document['duplicate_of']} (cosine {document['similarity']:.3f} "
+            f"≥ {dedup:g}, profile {profile}); its id is printed",
             markup=False,
         )
-    typer.echo(outcome.id)
+    typer.echo(document["id"])
 
 
 def _ingest_dedup(profile: str | None) -> float | None:
@@ -367,16 +409,55 @@ def import_(
     profile: ProfileOption = None,
     db: DbOption = None,
     model: ModelOption = None,
+    server: ServerOption = None,
 ) -> None:
-    """Import memories or conversations: every one is stored, or none is (near-duplicates are reported)."""
+    """Import memories or conversations: every one is stored, or none is (near-duplicates are reported).
+    A JSONL file goes through a running `memsearch serve` of the same store when there is one."""
+    document = None
     if fmt == ImportFormat.jsonl:
         content, source = _read_source(file)
         lines, memories = parse_memories(content, source)
+        remote = _remote(db, server, model) if memories else None
+        if remote is not None:
+            from memsearch.cli.remote import ServerUnavailable
+
+            query = {"format": "jsonl", "source": source, "replace": replace or None, "facets": facets or None}
+            query["profile"] = profile
+            try:
+                document = remote.call("POST", "/import", content.encode("utf-8"), query)
+            except ServerUnavailable:
+                document = None
     else:
         lines, memories, source = [], *_conversation_memories(file, fmt, sessions)
     if not memories:
         messages.print(f"{source} has no memories; nothing imported", markup=False)
         return
+    if document is None:
+        document = _import_in_process(memories, lines, source, db, model, replace, profile, facets)
+    names = {"note": ("memory", "memories"), "turn": ("turn", "turns"), "session": ("session", "sessions")}
+    counts = document["counts"]
+    summary = ", ".join(f"{n} {names[kind][n != 1]}" for kind, n in counts.items() if n)
+    messages.print(f"imported {summary or '0 memories'} from {source}", markup=False)
+    for duplicate in document["duplicates"]:
+        where = f"line {duplicate['line']}" if lines else f"item {duplicate['line']}"
+        messages.print(
+            f"{where} not stored: a near-duplicate of id {duplicate['duplicate_of']} "
+            f"(cosine {duplicate['similarity']:.3f})",
+            markup=False,
+        )
+
+
+def _import_in_process(
+    memories: list[NewMemory],
+    lines: list[int],
+    source: str,
+    db: Path | None,
+    model: str | None,
+    replace: bool,
+    profile: str | None,
+    facets: bool,
+) -> dict[str, Any]:
+    """Store the memories here; returns the counts and near-duplicates as the server reports them."""
     dedup = _ingest_dedup(profile)
     with _memsearch(db, model) as ms, _progress("embedding", len(memories)) as bar:
         if facets:
@@ -390,18 +471,15 @@ def import_(
             dedup=dedup,
             progress=lambda done, total: bar.update(task, completed=done, total=total),
         )
-    stored = [m for m, o in zip(memories, outcomes, strict=True) if o.stored]
-    names = {"note": ("memory", "memories"), "turn": ("turn", "turns"), "session": ("session", "sessions")}
-    counts = {kind: sum(m.kind == kind for m in stored) for kind in names}
-    summary = ", ".join(f"{n} {names[kind][n != 1]}" for kind, n in counts.items() if n)
-    messages.print(f"imported {summary or '0 memories'} from {source}", markup=False)
-    for line, outcome in zip(lines or range(1, len(outcomes) + 1), outcomes, strict=True):
-        if not outcome.stored:
-            where = f"line {line}" if lines else f"item {line}"
-            messages.print(
-                f"{where} not stored: a near-duplicate of id {outcome.duplicate_of} (cosine {outcome.similarity:.3f})",
-                markup=False,
-            )
+    counts = {kind: 0 for kind in ("note", "turn", "session")}
+    for memory, outcome in zip(memories, outcomes, strict=True):
+        counts[memory.kind] += outcome.stored
+    duplicates = [
+        {"line": line, "duplicate_of": outcome.duplicate_of, "similarity": outcome.similarity}
+        for line, outcome in zip(lines or range(1, len(outcomes) + 1), outcomes, strict=True)
+        if not outcome.stored
+    ]
+    return {"counts": counts, "duplicates": duplicates}
 
 
 def _conversation_memories(file: str, fmt: ImportFormat, sessions: bool) -> tuple[list[NewMemory], str]:
@@ -476,12 +554,42 @@ def search(
     fmt: FormatOption = Format.table,
     db: DbOption = None,
     model: ModelOption = None,
+    server: ServerOption = None,
 ) -> None:
-    """Search memories."""
-    from memsearch.timeutil import parse_time
+    """Search memories (through a running `memsearch serve` of the same store when there is one)."""
+    from memsearch.cli.render import render_search
+    from memsearch.timeutil import parse_time, to_iso
 
     if (query is None) == (queries is None):
         raise InvalidInputError("give a QUERY or --queries FILE (one of them)")
+    from memsearch.server.common import MAX_QUERY_CHARS
+
+    remote = _remote(db, server, model) if query is not None and len(query) <= MAX_QUERY_CHARS else None
+    if remote is not None:
+        times = {
+            name: to_iso(parse_time(value, what=option)) if value else None
+            for name, value, option in (("since", since, "--since"), ("until", until, "--until"))
+        }
+        body = {
+            "query": query,
+            "k": k,
+            "mode": mode.value,
+            "profile": profile,
+            "tau_days": tau,
+            "raw": raw,
+            "granularity": granularity.value,
+            "max_tokens": max_tokens,
+            "touch": not no_touch,
+            "project": project,
+            "namespace": namespace,
+            "tags": tag or None,
+            **times,
+            "as_of": to_iso(parse_time(as_of, what="--as-of")) if as_of else None,
+        }
+        document = _through(remote, "/search", body)
+        if document is not None:
+            render_search([document], fmt.value, raw=raw, explain=explain, batch=False)
+            return
     scope = _scope(project, namespace, tag, since, until)
     moment = parse_time(as_of, what="--as-of") if as_of else None
     common = {
@@ -496,11 +604,10 @@ def search(
         if queries is not None
         else [_request(query or "", k, mode.value, **common)]
     )
-    from memsearch.cli.render import render_search
-
     with _memsearch(db, model) as ms:
         outcomes = ms.search_many(requests, profile=profile, tau_days=tau)
-    render_search(outcomes, fmt.value, raw=raw, explain=explain, batch=queries is not None)
+    documents = [outcome.to_dict(raw=raw) for outcome in outcomes]
+    render_search(documents, fmt.value, raw=raw, explain=explain, batch=queries is not None)
 
 
 def _request(query: str, k: int | None, mode: str, **common: Any) -> SearchRequest:

@@ -24,8 +24,6 @@ if TYPE_CHECKING:
     from memsearch.consolidate import ConsolidationPlan
     from memsearch.models import Memory
     from memsearch.profiles import Profile
-    from memsearch.retrieval.candidates import Candidate
-    from memsearch.retrieval.pipeline import SearchOutcome
 
 FORMATS = ("table", "json", "jsonl", "csv")
 _TEXT_PREVIEW = 160
@@ -138,30 +136,29 @@ def render_stats(stats: dict[str, Any], fmt: str) -> None:
 SEARCH_CSV_COLUMNS = ("query", "rank", "id", "key", "score", "created_at", "tags", "text")
 
 
-def render_search(outcomes: Sequence[SearchOutcome], fmt: str, *, raw: bool, explain: bool, batch: bool) -> None:
+def render_search(documents: Sequence[dict[str, Any]], fmt: str, *, raw: bool, explain: bool, batch: bool) -> None:
+    """Render search documents (`SearchOutcome.to_dict(raw=raw)`, from this process or from a server)."""
     if fmt == "json":
-        documents = [o.to_dict(raw=raw) for o in outcomes]
-        write_json(documents if batch else documents[0])
+        write_json(list(documents) if batch else documents[0])
     elif fmt == "jsonl":
-        for outcome in outcomes:
-            write_json(outcome.to_dict(raw=raw), compact=True)
+        for document in documents:
+            write_json(document, compact=True)
     elif fmt == "csv":
-        _search_csv(outcomes, raw=raw)
+        _search_csv(documents, raw=raw)
     else:
         console = stdout_console()
-        for outcome in outcomes:
-            _search_tables(console, outcome, raw=raw, explain=explain)
+        for document in documents:
+            _search_tables(console, document, raw=raw, explain=explain)
 
 
-def _search_csv(outcomes: Sequence[SearchOutcome], *, raw: bool) -> None:
+def _search_csv(documents: Sequence[dict[str, Any]], *, raw: bool) -> None:
     writer = csv.writer(sys.stdout)
     writer.writerow((*SEARCH_CSV_COLUMNS, "dropped") if raw else SEARCH_CSV_COLUMNS)
-    for outcome in outcomes:
-        document = outcome.to_dict(raw=raw)
+    for document in documents:
         rows = document["candidates"] if raw else document["results"]
         for position, row in enumerate(rows, start=1):
             values = [
-                outcome.request.query,
+                document["query"],
                 row.get("rank", position),
                 row["id"],
                 row["key"],
@@ -173,10 +170,11 @@ def _search_csv(outcomes: Sequence[SearchOutcome], *, raw: bool) -> None:
             writer.writerow((*values, row["dropped"] or "") if raw else values)
 
 
-def _search_tables(console: Console, outcome: SearchOutcome, *, raw: bool, explain: bool) -> None:
-    route = outcome.route
-    title = Text.assemble((outcome.request.query, "bold"), "  →  ", (route.strategy, "cyan"), f"  ({route.reason})")
-    results = outcome.results
+def _search_tables(console: Console, document: dict[str, Any], *, raw: bool, explain: bool) -> None:
+    title = Text.assemble(
+        (document["query"], "bold"), "  →  ", (document["strategy"], "cyan"), f"  ({document['strategy_reason']})"
+    )
+    results = document["results"]
     table = Table(title=title, title_justify="left")
     for column, justify in (
         ("#", "right"),
@@ -189,53 +187,66 @@ def _search_tables(console: Console, outcome: SearchOutcome, *, raw: bool, expla
         table.add_column(
             column, justify=justify, overflow="fold" if column == "text" else "ellipsis", no_wrap=column != "text"
         )
-    for rank, candidate in enumerate(results, start=1):
-        memory = candidate.memory
+    for row in results:
         table.add_row(
-            str(rank),
-            str(memory.id),
-            f"{candidate.final:.4f}",
-            _short_time(memory.created_at.isoformat()),
-            ", ".join(memory.tags),
-            _preview(memory.text),
+            str(row["rank"]),
+            str(row["id"]),
+            f"{row['score']:.4f}",
+            _short_time(row["created_at"]),
+            ", ".join(row["tags"]),
+            _preview(row["text"]),
         )
     if results:
         console.print(table)
     else:
         console.print(Text.assemble(title, "\n", ("no results", "yellow")))
     if explain:
-        for rank, candidate in enumerate(results, start=1):
-            console.print(explain_table(rank, candidate, outcome))
+        legs = _profile_legs(document["profile"])
+        for row in results:
+            console.print(explain_table(row, legs))
     if raw:
-        console.print(_raw_table(outcome))
+        console.print(_raw_table(document))
 
 
-def explain_table(rank: int, candidate: Candidate, outcome: SearchOutcome) -> Table:
+def _profile_legs(name: str) -> dict[str, str]:
+    """The leg specs of the profile a document names (documents carry leg names, not specs)."""
+    from memsearch.profiles import load_profile
+
+    return dict(load_profile(name).legs)
+
+
+def _shown(values: dict[str, Any]) -> str:
+    return ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in values.items())
+
+
+def explain_table(row: dict[str, Any], leg_specs: dict[str, str]) -> Table:
     """Each leg's rank and score, the fusion, every factor in order, and the final score."""
-    fusion = outcome.profile.fusion
-    table = Table(title=f"#{rank}  id {candidate.id}: {_preview(candidate.memory.text)[:70]}", title_justify="left")
+    explain = row["explain"]
+    fusion = explain["fusion"]
+    terms: dict[str, float] = fusion["terms"]
+    table = Table(title=f"#{row['rank']}  id {row['id']}: {_preview(row['text'])[:70]}", title_justify="left")
     table.add_column("stage")
     table.add_column("rank", justify="right")
     table.add_column("value", justify="right")
     table.add_column("detail")
-    for leg, hit in sorted(candidate.legs.items()):
-        spec = outcome.profile.legs.get(leg, leg)
+    for leg, hit in explain["legs"].items():
+        spec = leg_specs.get(leg, leg)
         measure = {"vector": "cosine", "lexical": "bm25", "time": "in a date the query names"}[leg_kind(spec)]
         table.add_row(
-            f"{leg} leg", str(hit.rank), f"{hit.score:.4g}", f"{measure} ({spec})" if spec != leg else measure
+            f"{leg} leg", str(hit["rank"]), f"{hit['score']:.4g}", f"{measure} ({spec})" if spec != leg else measure
         )
-    if fusion.method == "rrf":
+    detail = fusion.get("detail", {})
+    if fusion["method"] == "rrf":
+        weights = fusion["weights"]
         parts = [
-            f"{fusion.weights.get(leg, 1.0):g}/({fusion.rrf_k:g}+{hit.rank}) [{leg}]"
-            for leg, hit in sorted(candidate.legs.items())
+            f"{weights.get(leg, 1.0):g}/({fusion['k']:g}+{hit['rank']}) [{leg}]" for leg, hit in explain["legs"].items()
         ]
-        parts += [f"{value:g} [{name}]" for name, value in sorted(candidate.fusion_terms.items()) if ":" in name]
+        parts += [f"{value:g} [{name}]" for name, value in terms.items() if ":" in name]
         parts = parts or ["no leg (found through its turns)"]
-        title = f"rrf (k={fusion.rrf_k:g})"
+        title = f"rrf (k={fusion['k']:g})"
     else:
-        parts = [f"{fusion.weights[n]:g}·{candidate.fusion_detail[n]:.4g} [{n}]" for n in candidate.fusion_terms]
+        parts = [f"{fusion['weights'][n]:g}·{detail[n]:.4g} [{n}]" for n in terms]
         title = "weighted sum"
-    detail = candidate.fusion_detail
     if "turn_support" in detail:
         table.add_row(title, "", f"{detail['session_rrf_score']:.6f}", escape(" + ".join(parts)))
         shown = (
@@ -247,25 +258,24 @@ def explain_table(rank: int, candidate: Candidate, outcome: SearchOutcome) -> Ta
         table.add_row(title, "", f"{detail['rrf']:.6f}", escape(" + ".join(parts)))
         blend = detail["blend_vector"]
         mix = f"{1 - blend:g}·{detail['norm_rrf']:.4f} [min-max rrf] + {blend:g}·{detail['vector_score']:.4f} [cosine]"
-        table.add_row("blend", "", f"{candidate.fusion:.6f}", escape(mix))
+        table.add_row("blend", "", f"{fusion['score']:.6f}", escape(mix))
     else:
-        table.add_row(title, "", f"{candidate.fusion:.6f}", escape(" + ".join(parts)))
-    for factor in candidate.factors:
-        symbol = "×" if factor.op == "mul" else "+"
-        shown = ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in factor.detail.items())
-        table.add_row(f"{symbol} {factor.name}", "", f"{factor.value:.6f}", escape(shown))
-    table.add_row(Text("final", style="bold"), "", Text(f"{candidate.final:.6f}", style="bold"), "")
-    if candidate.selection:
-        shown = ", ".join(
-            f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in candidate.selection.items()
+        table.add_row(title, "", f"{fusion['score']:.6f}", escape(" + ".join(parts)))
+    for factor in explain["factors"]:
+        symbol = "×" if factor["op"] == "mul" else "+"
+        table.add_row(
+            f"{symbol} {factor['name']}", "", f"{factor['value']:.6f}", escape(_shown(factor.get("detail", {})))
         )
-        table.add_row("selection", "", "", escape(shown))
+    table.add_row(Text("final", style="bold"), "", Text(f"{explain['final']:.6f}", style="bold"), "")
+    if explain.get("selection"):
+        table.add_row("selection", "", "", escape(_shown(explain["selection"])))
     return table
 
 
-def _raw_table(outcome: SearchOutcome) -> Table:
-    legs = sorted({leg for c in outcome.candidates for leg in c.legs})
-    title = f"all {len(outcome.candidates)} candidates before filtering (columns per leg: its rank)"
+def _raw_table(document: dict[str, Any]) -> Table:
+    candidates = document["candidates"]
+    legs = sorted({leg for c in candidates for leg in c["explain"]["legs"]})
+    title = f"all {len(candidates)} candidates before filtering (columns per leg: its rank)"
     table = Table(title=title, title_justify="left")
     table.add_column("id", justify="right", min_width=3)
     for leg in legs:
@@ -274,16 +284,17 @@ def _raw_table(outcome: SearchOutcome) -> Table:
     table.add_column("final", justify="right", min_width=8)
     table.add_column("dropped", min_width=7)
     table.add_column("text")
-    for candidate in outcome.candidates:
-        ranks = [str(candidate.legs[leg].rank) if leg in candidate.legs else "—" for leg in legs]
-        dropped = Text(candidate.dropped or "kept", style="dim" if candidate.dropped else "green")
+    for candidate in candidates:
+        hits = candidate["explain"]["legs"]
+        ranks = [str(hits[leg]["rank"]) if leg in hits else "—" for leg in legs]
+        dropped = Text(candidate["dropped"] or "kept", style="dim" if candidate["dropped"] else "green")
         table.add_row(
-            str(candidate.id),
+            str(candidate["id"]),
             *ranks,
-            f"{candidate.fusion:.6f}",
-            f"{candidate.final:.6f}",
+            f"{candidate['explain']['fusion']['score']:.6f}",
+            f"{candidate['score']:.6f}",
             dropped,
-            _preview(candidate.memory.text),
+            _preview(candidate["text"]),
         )
     return table
 

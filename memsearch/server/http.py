@@ -14,7 +14,6 @@ import logging
 import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import anyio.to_thread
@@ -35,6 +34,7 @@ from memsearch.errors import (
     StoreNotFoundError,
 )
 from memsearch.server.common import WarmService, new_memory, parse_ref, search_request
+from memsearch.server.discovery import config_path, configured_token
 
 MAX_BODY_BYTES = 16 * 1024 * 1024  # an import of a large conversation file fits; a mistake does not
 MAX_URL_BYTES = 8 * 1024
@@ -536,33 +536,6 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False  # a name other than localhost may resolve anywhere
-
-
-def configured_token() -> str | None:
-    """`MEMSEARCH_API_KEY`, else `api_key` in the config file (see `config_path`)."""
-    if token := os.environ.get("MEMSEARCH_API_KEY", "").strip():
-        return token
-    path = config_path()
-    if path.is_file():
-        import tomllib
-
-        try:
-            value = tomllib.loads(path.read_text(encoding="utf-8")).get("api_key")
-        except (OSError, tomllib.TOMLDecodeError) as error:
-            raise InvalidInputError(f"cannot read {path}: {error}") from None
-        if value is not None and (not isinstance(value, str) or not value.strip()):
-            raise InvalidInputError(f"{path}: api_key must be a non-empty string")
-        return value.strip() if value else None
-    return None
-
-
-def config_path() -> Path:
-    """`$MEMSEARCH_HOME/config.toml`, else the user config dir's."""
-    if home := os.environ.get("MEMSEARCH_HOME"):
-        return Path(home).expanduser().absolute() / "config.toml"
-    import platformdirs
-
-    return Path(platformdirs.user_config_dir("memsearch", appauthor=False)) / "config.toml"
 
 
 def run_serve(
