@@ -81,6 +81,7 @@ def test_every_endpoint_returns_the_clis_documents(served: Served) -> None:
     assert stats["memories"] == 2 + 2 + 2 + 1  # 2 notes left, 2 imported, 2 turns and their session
     health = served.request("GET", "/health").json()
     assert health["status"] == "ok" and health["pid"] == served.process.pid
+    assert discovery_path(served.db).stat().st_mode & 0o777 == 0o600  # owner-only
 
 
 def test_openapi_describes_every_route_of_the_table(served: Served) -> None:
@@ -108,6 +109,17 @@ def test_bad_requests_get_a_clear_400_and_store_nothing(served: Served) -> None:
     bad_import = served.request("POST", "/import", '{"text": "fine"}\n{"text": 3}\n')
     assert bad_import.status == 400 and "line 2" in bad_import.json()["error"]
     assert served.request("GET", "/stats").json()["memories"] == len(NOTES)
+
+
+@pytest.mark.parametrize(
+    ("host", "loopback"),
+    [("127.0.0.1", True), ("127.0.0.2", True), ("::1", True), ("localhost", True), ("0.0.0.0", False),
+     ("::", False), ("192.168.1.5", False), ("memsearch.example", False)],
+)  # fmt: skip
+def test_what_counts_as_loopback(host: str, loopback: bool) -> None:
+    from memsearch.server.http import is_loopback
+
+    assert is_loopback(host) is loopback
 
 
 def test_off_loopback_refuses_to_start_without_a_token(tmp_path: Path, encoder: Encoder) -> None:
