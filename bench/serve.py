@@ -5,7 +5,8 @@ Figures (medians unless said; p50/p95 over every request):
 1. `GET /search?q=…&k=10` on loopback against `memsearch serve` (one warm process), with 1 and
    with 8 concurrent clients (each on its own keep-alive connection), at each --sizes store size;
    auto mode (a query embedding each) and lexical mode (no model: the server's own overhead).
-   Targets: p50 <= 15 ms at 10k, <= 40 ms at 100k (1 client).
+   Targets: p50 <= 15 ms at 10k, <= 40 ms at 100k (1 client). The same searches through the
+   library in the bench's own process are measured first: the difference is the server's cost.
 2. an MCP `mem_search` round trip: the SDK's ClientSession over stdio to `memsearch mcp`.
 3. `memsearch search QUERY --db STORE` as a fresh process, through the running server and
    in-process (no server), with `python -c pass` measured in the same run as the floor.
@@ -167,6 +168,21 @@ def mcp_latencies(db: Path, queries: list[str], calls: int) -> list[float]:
     return anyio.run(run)
 
 
+def in_process_latencies(db: Path, queries: list[str], calls: int, mode: str) -> list[float]:
+    """The same searches through the library in this process: the floor the server adds to."""
+    from memsearch.api import Memsearch
+    from memsearch.retrieval.pipeline import SearchRequest
+
+    with Memsearch(db) as library:
+        library.search(SearchRequest("warm up", k=10, mode="hybrid"))
+        times = []
+        for n in range(calls):
+            start = time.perf_counter()
+            library.search(SearchRequest(queries[n % len(queries)], k=10, mode=mode))
+            times.append(time.perf_counter() - start)
+    return times
+
+
 def wall(argv: list[str], runs: int) -> list[float]:
     times = []
     for _ in range(runs):
@@ -195,6 +211,13 @@ def main() -> int:
     for size in args.sizes:
         db = build_store(size, args.seed, args.out)
         qs = corpus_generator.queries(100, args.seed, corpus_generator.corpus(min(size, 2000), args.seed, NOW))
+        for mode in ("auto", "lexical"):
+            latencies = in_process_latencies(db, qs, 50, mode)
+            name = f"in-process API search {size // 1000}k, {mode}"
+            p50, p95 = percentile(latencies, 0.5), percentile(latencies, 0.95)
+            rows.append((name, ms(p50), ms(p95), f"{len(latencies)} searches, load {load_average()}"))
+            report["figures"][name] = {"p50_s": p50, "p95_s": p95, "n": len(latencies)}
+            log(f"{name}: p50 {ms(p50)}, p95 {ms(p95)}")
         process, url = start_server(db)
         try:
             http_latencies(url, qs, 1, 20, "auto")  # warm every worker path once
