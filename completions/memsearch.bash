@@ -8,9 +8,9 @@ _memsearch_add() {
     case $prev in
         --db) _memsearch_paths -f; return ;;
         --model) _memsearch_paths -d; return ;;
-        --key|-t|--tag|--importance|--priority|--project|--namespace|--session|--role|--at|--meta|-p|--profile) return ;;
+        --key|-t|--tag|--importance|--priority|--project|--namespace|--session|--role|--at|--meta|-p|--profile|--server) return ;;
     esac
-    if [[ $cur == -* ]]; then _memsearch_reply -W '--key -t --tag --importance --priority --pin --project --namespace --session --role --at --meta --replace -p --profile --db --model -h --help'; fi
+    if [[ $cur == -* ]]; then _memsearch_reply -W '--key -t --tag --importance --priority --pin --project --namespace --session --role --at --meta --replace -p --profile --db --model --server -h --help'; fi
 }
 
 _memsearch_import() {
@@ -18,9 +18,9 @@ _memsearch_import() {
         -f|--format) _memsearch_reply -W 'jsonl chat locomo longmemeval'; return ;;
         --db) _memsearch_paths -f; return ;;
         --model) _memsearch_paths -d; return ;;
-        --conversation|-p|--profile) return ;;
+        --conversation|-p|--profile|--server) return ;;
     esac
-    if [[ $cur == -* ]]; then _memsearch_reply -W '-f --format --no-sessions --sessions --facets --conversation --replace -p --profile --db --model -h --help'
+    if [[ $cur == -* ]]; then _memsearch_reply -W '-f --format --no-sessions --sessions --facets --conversation --replace -p --profile --db --model --server -h --help'
     else _memsearch_paths -f; fi
 }
 
@@ -32,9 +32,9 @@ _memsearch_search() {
         -f|--format) _memsearch_reply -W 'table json jsonl csv'; return ;;
         --db) _memsearch_paths -f; return ;;
         --model) _memsearch_paths -d; return ;;
-        -k|--limit|--as-of|--tau|-p|--profile|--max-tokens|--project|--namespace|-t|--tag|--since|--until) return ;;
+        -k|--limit|--as-of|--tau|-p|--profile|--max-tokens|--project|--namespace|-t|--tag|--since|--until|--server) return ;;
     esac
-    if [[ $cur == -* ]]; then _memsearch_reply -W '-k --limit -m --mode --raw --explain --as-of --tau -p --profile -g --granularity --max-tokens --no-touch --queries --project --namespace -t --tag --since --until -f --format --db --model -h --help'; fi
+    if [[ $cur == -* ]]; then _memsearch_reply -W '-k --limit -m --mode --raw --explain --as-of --tau -p --profile -g --granularity --max-tokens --no-touch --queries --project --namespace -t --tag --since --until -f --format --db --model --server -h --help'; fi
 }
 
 _memsearch_get() {
@@ -125,6 +125,24 @@ _memsearch_timeline() {
     if [[ $cur == -* ]]; then _memsearch_reply -W '-B --before -A --after --key -f --format --db -h --help'; fi
 }
 
+_memsearch_mcp() {
+    case $prev in
+        --db) _memsearch_paths -f; return ;;
+        --model) _memsearch_paths -d; return ;;
+        --port) return ;;
+    esac
+    _memsearch_reply -W '--http --port --db --model -h --help'
+}
+
+_memsearch_serve() {
+    case $prev in
+        --db) _memsearch_paths -f; return ;;
+        --model) _memsearch_paths -d; return ;;
+        --host|--port) return ;;
+    esac
+    _memsearch_reply -W '--host --port --db --model -h --help'
+}
+
 _memsearch_eval() {
     case $prev in
         -f|--format) _memsearch_reply -W 'locomo longmemeval'; return ;;
@@ -163,7 +181,7 @@ _memsearch() {
     case $cmd in
         '')
             if [[ $cur == -* ]]; then _memsearch_reply -W '--version --debug -h --help'
-            else _memsearch_reply -W 'add import search get list delete stats path reindex set pin unpin consolidate timeline eval completions profiles'; fi ;;
+            else _memsearch_reply -W 'add import search get list delete stats path reindex set pin unpin consolidate timeline mcp serve eval completions profiles'; fi ;;
         add) _memsearch_add ;;
         import) _memsearch_import ;;
         search) _memsearch_search ;;
@@ -178,6 +196,8 @@ _memsearch() {
         unpin) _memsearch_unpin ;;
         consolidate) _memsearch_consolidate ;;
         timeline) _memsearch_timeline ;;
+        mcp) _memsearch_mcp ;;
+        serve) _memsearch_serve ;;
         eval) _memsearch_eval ;;
         completions) _memsearch_completions ;;
         profiles) _memsearch_profiles ;;

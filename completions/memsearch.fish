@@ -21,7 +21,7 @@ complete -c memsearch -n __fish_memsearch_using -l debug -d 'Show tracebacks of 
 complete -c memsearch -n __fish_memsearch_using -s h -l help -d 'Show this message and exit.'
 complete -c memsearch -n __fish_memsearch_using -a add -d 'Add one memory and print its id (a profile with ingest dedup may find it is a...'
 complete -c memsearch -n __fish_memsearch_using -a import -d 'Import memories or conversations: every one is stored, or none is...'
-complete -c memsearch -n __fish_memsearch_using -a search -d 'Search memories.'
+complete -c memsearch -n __fish_memsearch_using -a search -d 'Search memories (through a running `memsearch serve` of the same store when...'
 complete -c memsearch -n __fish_memsearch_using -a get -d 'Show one memory.'
 complete -c memsearch -n __fish_memsearch_using -a list -d 'List memories, newest first.'
 complete -c memsearch -n __fish_memsearch_using -a delete -d 'Delete memories: all of them, or none if any is not found.'
@@ -33,6 +33,8 @@ complete -c memsearch -n __fish_memsearch_using -a pin -d 'Pin memories (boosted
 complete -c memsearch -n __fish_memsearch_using -a unpin -d 'Unpin memories.'
 complete -c memsearch -n __fish_memsearch_using -a consolidate -d 'Mark older near-duplicates superseded by the newest one and group related...'
 complete -c memsearch -n __fish_memsearch_using -a timeline -d 'Show the turns around a memory in order (for a note: the memories around it...'
+complete -c memsearch -n __fish_memsearch_using -a mcp -d 'Run an MCP server (stdio by default) with the tools mem_search, mem_add,...'
+complete -c memsearch -n __fish_memsearch_using -a serve -d 'Serve the HTTP JSON API over one warm process (search, add, import, get,...'
 complete -c memsearch -n __fish_memsearch_using -a eval -d 'Measure retrieval on a benchmark: Recall@k and NDCG@k per category, latency,...'
 complete -c memsearch -n __fish_memsearch_using -a completions -d 'Print the shell-completion script (static: tab completion never starts Python).'
 complete -c memsearch -n __fish_memsearch_using -a profiles -d 'The ranking profiles: `memsearch profiles` lists them, `memsearch profiles...'
@@ -52,6 +54,7 @@ complete -c memsearch -n '__fish_memsearch_using add' -l replace -d 'Overwrite m
 complete -c memsearch -n '__fish_memsearch_using add' -s p -l profile -x -d 'Ranking profile (see `memsearch profiles`). Default: default.'
 complete -c memsearch -n '__fish_memsearch_using add' -l db -r -F -d 'Store file. Default: $MEMSEARCH_DB, else $MEMSEARCH_HOME/memsearch.db, else the user data dir.'
 complete -c memsearch -n '__fish_memsearch_using add' -l model -x -a '(__fish_complete_directories)' -d 'A sentence-transformers model directory. Default: $MEMSEARCH_MODEL, else the bundled all-MiniLM-L6-v2.'
+complete -c memsearch -n '__fish_memsearch_using add' -l server -x -d 'A `memsearch serve` URL to use. Default: the server of the same store, if one is running; without one, the work is done in this process.'
 complete -c memsearch -n '__fish_memsearch_using add' -s h -l help -d 'Show this message and exit.'
 
 complete -c memsearch -n '__fish_memsearch_using import' -s f -l format -x -a 'jsonl chat locomo longmemeval' -d 'jsonl: one memory per line. chat: one turn per line (session, role or speaker, text, created_at). locomo, longmemeval: those benchmarks\' JSON.'
@@ -62,6 +65,7 @@ complete -c memsearch -n '__fish_memsearch_using import' -l replace -d 'Overwrit
 complete -c memsearch -n '__fish_memsearch_using import' -s p -l profile -x -d 'Ranking profile (see `memsearch profiles`). Default: default.'
 complete -c memsearch -n '__fish_memsearch_using import' -l db -r -F -d 'Store file. Default: $MEMSEARCH_DB, else $MEMSEARCH_HOME/memsearch.db, else the user data dir.'
 complete -c memsearch -n '__fish_memsearch_using import' -l model -x -a '(__fish_complete_directories)' -d 'A sentence-transformers model directory. Default: $MEMSEARCH_MODEL, else the bundled all-MiniLM-L6-v2.'
+complete -c memsearch -n '__fish_memsearch_using import' -l server -x -d 'A `memsearch serve` URL to use. Default: the server of the same store, if one is running; without one, the work is done in this process.'
 complete -c memsearch -n '__fish_memsearch_using import' -s h -l help -d 'Show this message and exit.'
 complete -c memsearch -n '__fish_memsearch_using import' -F
 
@@ -84,6 +88,7 @@ complete -c memsearch -n '__fish_memsearch_using search' -l until -x -d 'Only me
 complete -c memsearch -n '__fish_memsearch_using search' -s f -l format -x -a 'table json jsonl csv' -d 'Output format.'
 complete -c memsearch -n '__fish_memsearch_using search' -l db -r -F -d 'Store file. Default: $MEMSEARCH_DB, else $MEMSEARCH_HOME/memsearch.db, else the user data dir.'
 complete -c memsearch -n '__fish_memsearch_using search' -l model -x -a '(__fish_complete_directories)' -d 'A sentence-transformers model directory. Default: $MEMSEARCH_MODEL, else the bundled all-MiniLM-L6-v2.'
+complete -c memsearch -n '__fish_memsearch_using search' -l server -x -d 'A `memsearch serve` URL to use. Default: the server of the same store, if one is running; without one, the work is done in this process.'
 complete -c memsearch -n '__fish_memsearch_using search' -s h -l help -d 'Show this message and exit.'
 
 complete -c memsearch -n '__fish_memsearch_using get' -l key -d 'Read REF as a key even if it is a number.'
@@ -150,6 +155,18 @@ complete -c memsearch -n '__fish_memsearch_using timeline' -l key -d 'Read REF a
 complete -c memsearch -n '__fish_memsearch_using timeline' -s f -l format -x -a 'table json jsonl csv' -d 'Output format.'
 complete -c memsearch -n '__fish_memsearch_using timeline' -l db -r -F -d 'Store file. Default: $MEMSEARCH_DB, else $MEMSEARCH_HOME/memsearch.db, else the user data dir.'
 complete -c memsearch -n '__fish_memsearch_using timeline' -s h -l help -d 'Show this message and exit.'
+
+complete -c memsearch -n '__fish_memsearch_using mcp' -l http -d 'Serve streamable HTTP on loopback instead of stdio.'
+complete -c memsearch -n '__fish_memsearch_using mcp' -l port -x -d 'The port for --http.'
+complete -c memsearch -n '__fish_memsearch_using mcp' -l db -r -F -d 'Store file. Default: $MEMSEARCH_DB, else $MEMSEARCH_HOME/memsearch.db, else the user data dir.'
+complete -c memsearch -n '__fish_memsearch_using mcp' -l model -x -a '(__fish_complete_directories)' -d 'A sentence-transformers model directory. Default: $MEMSEARCH_MODEL, else the bundled all-MiniLM-L6-v2.'
+complete -c memsearch -n '__fish_memsearch_using mcp' -s h -l help -d 'Show this message and exit.'
+
+complete -c memsearch -n '__fish_memsearch_using serve' -l host -x -d 'Address to bind; off loopback a bearer token is required.'
+complete -c memsearch -n '__fish_memsearch_using serve' -l port -x -d 'Port to bind (0: any free port).'
+complete -c memsearch -n '__fish_memsearch_using serve' -l db -r -F -d 'Store file. Default: $MEMSEARCH_DB, else $MEMSEARCH_HOME/memsearch.db, else the user data dir.'
+complete -c memsearch -n '__fish_memsearch_using serve' -l model -x -a '(__fish_complete_directories)' -d 'A sentence-transformers model directory. Default: $MEMSEARCH_MODEL, else the bundled all-MiniLM-L6-v2.'
+complete -c memsearch -n '__fish_memsearch_using serve' -s h -l help -d 'Show this message and exit.'
 
 complete -c memsearch -n '__fish_memsearch_using eval' -s f -l format -x -a 'locomo longmemeval' -d 'The dataset\'s format.'
 complete -c memsearch -n '__fish_memsearch_using eval' -s p -l profile -x -d 'A profile to measure (repeatable). Default: all.'

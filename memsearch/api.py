@@ -55,6 +55,7 @@ class AddOutcome:
             "stored": self.stored,
             "duplicate_of": self.duplicate_of,
             "similarity": self.similarity,
+            "threshold": self.threshold,
         }
 
 

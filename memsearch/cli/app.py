@@ -228,6 +228,35 @@ KeyOption = Annotated[bool, typer.Option("--key", help="Read REF as a key even i
 KeysOption = Annotated[bool, typer.Option("--key", help="Read every REF as a key.")]
 
 
+ServerOption = Annotated[
+    str | None,
+    typer.Option(
+        "--server",
+        help="A `memsearch serve` URL to use. Default: the server of the same store, if one is running; "
+        "without one, the work is done in this process.",
+    ),
+]
+
+
+def _remote(db: Path | None, server: str | None, model: str | None) -> Any:
+    """The running server to use, if any (never with --model: the server has its own)."""
+    if model is not None:
+        return None
+    from memsearch.cli.remote import find_server
+
+    return find_server(db, server)
+
+
+def _through(remote: Any, path: str, body: dict[str, Any]) -> Any:
+    """The server's document, or None when it does not answer (then the caller works in-process)."""
+    from memsearch.cli.remote import ServerUnavailable
+
+    try:
+        return remote.post_json(path, {name: value for name, value in body.items() if value is not None})
+    except ServerUnavailable:
+        return None
+
+
 def _scope(
     project: str | None, namespace: str | None, tags: list[str] | None, since: str | None, until: str | None
 ) -> Scope:
@@ -319,6 +348,7 @@ def add(
     profile: ProfileOption = None,
     db: DbOption = None,
     model: ModelOption = None,
+    server: ServerOption = None,
 ) -> None:
     """Add one memory and print its id (a profile with ingest dedup may find it is a near-duplicate)."""
     from memsearch.models import NewMemory
@@ -345,15 +375,25 @@ def add(
         created_at=parse_time(at, what="--at") if at else None,
         metadata=metadata,
     )
-    with _memsearch(db, model) as ms:
-        outcome = ms.add(memory, replace=replace, profile=profile)
-    if not outcome.stored:
+    remote = _remote(db, server, model)
+    document = None
+    if remote is not None:
+        fields = {
+            "text": memory.text, "key": key, "tags": list(memory.tags) or None, "importance": importance,
+            "priority": priority, "pinned": pin, "project": project, "namespace": namespace, "session": session,
+            "role": role, "created_at": at, "metadata": metadata or None, "replace": replace, "profile": profile,
+        }  # fmt: skip
+        document = _through(remote, "/add", fields)
+    if document is None:
+        with _memsearch(db, model) as ms:
+            document = ms.add(memory, replace=replace, profile=profile).to_dict()
+    if not document["stored"]:
         messages.print(
-            f"not stored: a near-duplicate of id {outcome.duplicate_of} "
-            f"(cosine {outcome.similarity:.3f} ≥ {outcome.threshold:g}, profile {profile}); its id is printed",
+            f"not stored: a near-duplicate of id {document['duplicate_of']} (cosine {document['similarity']:.3f} "
+            f"≥ {document['threshold']:g}, profile {profile}); its id is printed",
             markup=False,
         )
-    typer.echo(outcome.id)
+    typer.echo(document["id"])
 
 
 @app.command("import")
@@ -382,29 +422,48 @@ def import_(
     profile: ProfileOption = None,
     db: DbOption = None,
     model: ModelOption = None,
+    server: ServerOption = None,
 ) -> None:
-    """Import memories or conversations: every one is stored, or none is (near-duplicates are reported)."""
+    """Import memories or conversations: every one is stored, or none is (near-duplicates are reported).
+    A JSONL file goes through a running `memsearch serve` of the same store when there is one."""
+    from memsearch.api import KIND_NAMES
+
     content, source = _read_source(file)
-    with _memsearch(db, model) as ms, _ProgressBar("embedding") as progress:
-        outcome = ms.import_text(
-            content,
-            source=source,
-            fmt=str(fmt),
-            sessions=sessions,
-            facets=facets,
-            replace=replace,
-            profile=profile,
-            conversation=conversation,
-            progress=progress,
-        )
-    if not outcome.duplicates and not any(outcome.counts.values()):
+    document = None
+    remote = _remote(db, server, model) if str(fmt) == "jsonl" and content.strip() else None
+    if remote is not None:
+        from memsearch.cli.remote import ServerUnavailable
+
+        query = {"format": "jsonl", "source": source, "replace": replace or None, "facets": facets or None}
+        query["profile"] = profile
+        try:
+            document = remote.call("POST", "/import", content.encode("utf-8"), query)
+        except ServerUnavailable:
+            document = None
+    if document is None:
+        with _memsearch(db, model) as ms, _ProgressBar("embedding") as progress:
+            document = ms.import_text(
+                content,
+                source=source,
+                fmt=str(fmt),
+                sessions=sessions,
+                facets=facets,
+                replace=replace,
+                profile=profile,
+                conversation=conversation,
+                progress=progress,
+            ).to_dict()
+    counts, duplicates = document["counts"], document["duplicates"]
+    if not duplicates and not any(counts.values()):
         messages.print(f"{source} has no memories; nothing imported", markup=False)
         return
-    messages.print(f"imported {outcome.summary} from {source}", markup=False)
-    for number, duplicate in outcome.duplicates:
+    summary = ", ".join(f"{n} {KIND_NAMES[kind][n != 1]}" for kind, n in counts.items() if n) or "0 memories"
+    messages.print(f"imported {summary} from {source}", markup=False)
+    for duplicate in duplicates:
+        where = "line" if "line" in duplicate else "item"
         messages.print(
-            f"{outcome.numbered_by} {number} not stored: a near-duplicate of id {duplicate.duplicate_of} "
-            f"(cosine {duplicate.similarity:.3f})",
+            f"{where} {duplicate[where]} not stored: a near-duplicate of id {duplicate['duplicate_of']} "
+            f"(cosine {duplicate['similarity']:.3f})",
             markup=False,
         )
 
@@ -452,13 +511,43 @@ def search(
     fmt: FormatOption = "table",
     db: DbOption = None,
     model: ModelOption = None,
+    server: ServerOption = None,
 ) -> None:
-    """Search memories."""
+    """Search memories (through a running `memsearch serve` of the same store when there is one)."""
+    from memsearch.cli.render import render_search
     from memsearch.retrieval.pipeline import SearchRequest
-    from memsearch.timeutil import parse_time
+    from memsearch.timeutil import parse_time, to_iso
 
     if (query is None) == (queries is None):
         raise InvalidInputError("give a QUERY or --queries FILE (one of them)")
+    from memsearch.server.common import MAX_QUERY_CHARS
+
+    remote = _remote(db, server, model) if query is not None and len(query) <= MAX_QUERY_CHARS else None
+    if remote is not None:
+        times = {
+            name: to_iso(parse_time(value, what=option)) if value else None
+            for name, value, option in (("since", since, "--since"), ("until", until, "--until"))
+        }
+        body = {
+            "query": query,
+            "k": k,
+            "mode": str(mode),
+            "profile": profile,
+            "tau_days": tau,
+            "raw": raw,
+            "granularity": str(granularity),
+            "max_tokens": max_tokens,
+            "touch": not no_touch,
+            "project": project,
+            "namespace": namespace,
+            "tags": tag or None,
+            **times,
+            "as_of": to_iso(parse_time(as_of, what="--as-of")) if as_of else None,
+        }
+        document = _through(remote, "/search", body)
+        if document is not None:
+            render_search([document], str(fmt), raw=raw, explain=explain, batch=False)
+            return
     common: dict[str, Any] = {
         "k": k,
         "mode": str(mode),
@@ -468,8 +557,6 @@ def search(
         "touch": not no_touch,
         "granularity": str(granularity),
     }
-    from memsearch.cli.render import render_search
-
     with _memsearch(db, model) as ms:
         if queries is not None:
             content, source = _read_source(queries)
@@ -477,7 +564,8 @@ def search(
         else:
             requests = [SearchRequest(query=query or "", **common)]
         outcomes = ms.search_many(requests, profile=profile, tau_days=tau)
-    render_search(outcomes, str(fmt), raw=raw, explain=explain, batch=queries is not None)
+    documents = [outcome.to_dict(raw=raw) for outcome in outcomes]
+    render_search(documents, str(fmt), raw=raw, explain=explain, batch=queries is not None)
 
 
 @app.command()
@@ -662,6 +750,39 @@ def timeline(
 
     with _memsearch(db) as ms:
         render_timeline(ms.timeline(ms.resolve(ref, by_key=key), before=before, after=after), str(fmt))
+
+
+@app.command()
+def mcp(
+    http: Annotated[bool, typer.Option("--http", help="Serve streamable HTTP on loopback instead of stdio.")] = False,
+    port: Annotated[int, typer.Option("--port", help="The port for --http.", min=1, max=65535)] = 8766,
+    db: DbOption = None,
+    model: ModelOption = None,
+) -> None:
+    """Run an MCP server (stdio by default) with the tools mem_search, mem_add, mem_get, mem_timeline,
+    mem_delete and mem_stats over one warm process."""
+    from memsearch.server.mcp import run_mcp
+
+    run_mcp(db, model, http=http, port=port)
+
+
+@app.command()
+def serve(
+    host: Annotated[
+        str, typer.Option("--host", help="Address to bind; off loopback a bearer token is required.")
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="Port to bind (0: any free port).", min=0, max=65535)] = 8765,
+    db: DbOption = None,
+    model: ModelOption = None,
+) -> None:
+    """Serve the HTTP JSON API over one warm process (search, add, import, get, delete, timeline).
+    The token comes from $MEMSEARCH_API_KEY or api_key in config.toml; SIGTERM finishes in-flight
+    requests and exits."""
+    from memsearch.server.http import run_serve
+
+    run_serve(db, model, host=host, port=port, announce=lambda line: messages.print(line, markup=False))
+
+
 
 
 @app.command("eval")

@@ -21,8 +21,6 @@ from memsearch.profiles import leg_kind
 if TYPE_CHECKING:
     from memsearch.api import Consolidation, ProfileInfo, Timeline
     from memsearch.models import Memory
-    from memsearch.retrieval.candidates import Candidate
-    from memsearch.retrieval.pipeline import SearchOutcome
 
 FORMATS = ("table", "json", "jsonl", "csv")
 _TEXT_PREVIEW = 160
@@ -159,26 +157,27 @@ def render_stats(stats: dict[str, Any], fmt: str) -> None:
 SEARCH_CSV_COLUMNS = ("query", "rank", "id", "key", "score", "created_at", "tags", "text")
 
 
-def render_search(outcomes: Sequence[SearchOutcome], fmt: str, *, raw: bool, explain: bool, batch: bool) -> None:
+def render_search(documents: Sequence[dict[str, Any]], fmt: str, *, raw: bool, explain: bool, batch: bool) -> None:
+    """Render search documents (`SearchOutcome.to_dict(raw=raw)`, from this process or from a server)."""
     if fmt == "table":
         console = stdout_console()
-        for outcome in outcomes:
-            _search_tables(console, outcome, raw=raw, explain=explain)
+        for document in documents:
+            _search_tables(console, document, raw=raw, explain=explain)
         return
-    documents = [o.to_dict(raw=raw) for o in outcomes]
     rows = [
-        {**row, "query": outcome.request.query, "rank": row.get("rank", position), "score": repr(row["score"])}
-        for outcome, document in zip(outcomes, documents, strict=True)
+        {**row, "query": document["query"], "rank": row.get("rank", position), "score": repr(row["score"])}
+        for document in documents
         for position, row in enumerate(document["candidates"] if raw else document["results"], start=1)
     ]
     columns = (*SEARCH_CSV_COLUMNS, "dropped") if raw else SEARCH_CSV_COLUMNS
-    write_output(fmt, document=documents if batch else documents[0], lines=documents, columns=columns, rows=rows)
+    write_output(fmt, document=list(documents) if batch else documents[0], lines=documents, columns=columns, rows=rows)
 
 
-def _search_tables(console: Console, outcome: SearchOutcome, *, raw: bool, explain: bool) -> None:
-    route = outcome.route
-    title = Text.assemble((outcome.request.query, "bold"), "  →  ", (route.strategy, "cyan"), f"  ({route.reason})")
-    results = outcome.results
+def _search_tables(console: Console, document: dict[str, Any], *, raw: bool, explain: bool) -> None:
+    title = Text.assemble(
+        (document["query"], "bold"), "  →  ", (document["strategy"], "cyan"), f"  ({document['strategy_reason']})"
+    )
+    results = document["results"]
     table = Table(title=title, title_justify="left")
     columns: tuple[tuple[str, JustifyMethod], ...] = (
         ("#", "right"),
@@ -192,55 +191,68 @@ def _search_tables(console: Console, outcome: SearchOutcome, *, raw: bool, expla
         table.add_column(
             column, justify=justify, overflow="fold" if column == "text" else "ellipsis", no_wrap=column != "text"
         )
-    for rank, candidate in enumerate(results, start=1):
-        memory = candidate.memory
+    for row in results:
         table.add_row(
-            str(rank),
-            str(memory.id),
-            f"{candidate.final:.4f}",
-            _short_time(memory.created_at.isoformat()),
-            ", ".join(memory.tags),
-            _preview(memory.text),
+            str(row["rank"]),
+            str(row["id"]),
+            f"{row['score']:.4f}",
+            _short_time(row["created_at"]),
+            ", ".join(row["tags"]),
+            _preview(row["text"]),
         )
     if results:
         console.print(table)
     else:
         console.print(Text.assemble(title, "\n", ("no results", "yellow")))
     if explain:
-        if outcome.embedded_query is not None:
-            console.print(Text.assemble(("vector legs embedded: ", "bold"), outcome.embedded_query))
-        for rank, candidate in enumerate(results, start=1):
-            console.print(explain_table(rank, candidate, outcome))
+        if document.get("embedded_query") is not None:
+            console.print(Text.assemble(("vector legs embedded: ", "bold"), document["embedded_query"]))
+        legs = _profile_legs(document["profile"])
+        for row in results:
+            console.print(explain_table(row, legs))
     if raw:
-        console.print(_raw_table(outcome, console.width))
+        console.print(_raw_table(document, console.width))
 
 
-def explain_table(rank: int, candidate: Candidate, outcome: SearchOutcome) -> Table:
+def _profile_legs(name: str) -> dict[str, str]:
+    """The leg specs of the profile a document names (documents carry leg names, not specs)."""
+    from memsearch.profiles import load_profile
+
+    return dict(load_profile(name).legs)
+
+
+def _shown(values: dict[str, Any]) -> str:
+    return ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in values.items())
+
+
+def explain_table(row: dict[str, Any], leg_specs: dict[str, str]) -> Table:
     """Each leg's rank and score, the fusion, every factor in order, and the final score."""
-    fusion = outcome.profile.fusion
-    table = Table(title=f"#{rank}  id {candidate.id}: {_preview(candidate.memory.text)[:70]}", title_justify="left")
+    explain = row["explain"]
+    fusion = explain["fusion"]
+    terms: dict[str, float] = fusion["terms"]
+    table = Table(title=f"#{row['rank']}  id {row['id']}: {_preview(row['text'])[:70]}", title_justify="left")
     table.add_column("stage")
     table.add_column("rank", justify="right")
     table.add_column("value", justify="right")
     table.add_column("detail")
-    for leg, hit in sorted(candidate.legs.items()):
-        spec = outcome.profile.legs.get(leg, leg)
+    for leg, hit in explain["legs"].items():
+        spec = leg_specs.get(leg, leg)
         measure = {"vector": "cosine", "lexical": "bm25", "time": "in a date the query names"}[leg_kind(spec)]
         table.add_row(
-            f"{leg} leg", str(hit.rank), f"{hit.score:.4g}", f"{measure} ({spec})" if spec != leg else measure
+            f"{leg} leg", str(hit["rank"]), f"{hit['score']:.4g}", f"{measure} ({spec})" if spec != leg else measure
         )
-    if fusion.method == "rrf":
+    detail = fusion.get("detail", {})
+    if fusion["method"] == "rrf":
+        weights = fusion["weights"]
         parts = [
-            f"{fusion.weights.get(leg, 1.0):g}/({fusion.rrf_k:g}+{hit.rank}) [{leg}]"
-            for leg, hit in sorted(candidate.legs.items())
+            f"{weights.get(leg, 1.0):g}/({fusion['k']:g}+{hit['rank']}) [{leg}]" for leg, hit in explain["legs"].items()
         ]
-        parts += [f"{value:g} [{name}]" for name, value in sorted(candidate.fusion_terms.items()) if ":" in name]
+        parts += [f"{value:g} [{name}]" for name, value in terms.items() if ":" in name]
         parts = parts or ["no leg (found through its turns)"]
-        title = f"rrf (k={fusion.rrf_k:g})"
+        title = f"rrf (k={fusion['k']:g})"
     else:
-        parts = [f"{fusion.weights[n]:g}·{candidate.fusion_detail[n]:.4g} [{n}]" for n in candidate.fusion_terms]
+        parts = [f"{fusion['weights'][n]:g}·{detail[n]:.4g} [{n}]" for n in terms]
         title = "weighted sum"
-    detail = candidate.fusion_detail
     if "turn_support" in detail:
         table.add_row(title, "", f"{detail['session_rrf_score']:.6f}", escape(" + ".join(parts)))
         shown = (
@@ -252,36 +264,35 @@ def explain_table(rank: int, candidate: Candidate, outcome: SearchOutcome) -> Ta
         table.add_row(title, "", f"{detail['rrf']:.6f}", escape(" + ".join(parts)))
         blend = detail["blend_vector"]
         mix = f"{1 - blend:g}·{detail['norm_rrf']:.4f} [min-max rrf] + {blend:g}·{detail['vector_score']:.4f} [cosine]"
-        table.add_row("blend", "", f"{candidate.fusion:.6f}", escape(mix))
+        table.add_row("blend", "", f"{fusion['score']:.6f}", escape(mix))
     else:
-        table.add_row(title, "", f"{candidate.fusion:.6f}", escape(" + ".join(parts)))
-    for factor in candidate.factors:
-        symbol = "×" if factor.op == "mul" else "+"
-        shown = ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in factor.detail.items())
-        table.add_row(f"{symbol} {factor.name}", "", f"{factor.value:.6f}", escape(shown))
-    table.add_row(Text("final", style="bold"), "", Text(f"{candidate.final:.6f}", style="bold"), "")
-    if candidate.selection:
-        shown = ", ".join(
-            f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in candidate.selection.items()
+        table.add_row(title, "", f"{fusion['score']:.6f}", escape(" + ".join(parts)))
+    for factor in explain["factors"]:
+        symbol = "×" if factor["op"] == "mul" else "+"
+        table.add_row(
+            f"{symbol} {factor['name']}", "", f"{factor['value']:.6f}", escape(_shown(factor.get("detail", {})))
         )
-        table.add_row("selection", "", "", escape(shown))
+    table.add_row(Text("final", style="bold"), "", Text(f"{explain['final']:.6f}", style="bold"), "")
+    if explain.get("selection"):
+        table.add_row("selection", "", "", escape(_shown(explain["selection"])))
     return table
 
 
-def _raw_table(outcome: SearchOutcome, width: int) -> Table:
+def _raw_table(document: dict[str, Any], width: int) -> Table:
     """Every candidate on one line: the legs' ranks in one column (so any number of legs fits), the
     scores, why it was dropped, and as much of the text as the terminal has room for."""
-    legs = sorted({leg for c in outcome.candidates for leg in c.legs})
-    title = f"all {len(outcome.candidates)} candidates before filtering; leg ranks: {', '.join(legs) or 'none'}"
+    candidates = document["candidates"]
+    legs = sorted({leg for c in candidates for leg in c["explain"]["legs"]})
+    title = f"all {len(candidates)} candidates before filtering; leg ranks: {', '.join(legs) or 'none'}"
     rows = [
         [
-            str(c.id),
-            " ".join(str(c.legs[leg].rank) if leg in c.legs else "—" for leg in legs),
-            f"{c.fusion:.6f}",
-            f"{c.final:.6f}",
-            c.dropped or "kept",
+            str(c["id"]),
+            " ".join(str(c["explain"]["legs"][leg]["rank"]) if leg in c["explain"]["legs"] else "—" for leg in legs),
+            f"{c['explain']['fusion']['score']:.6f}",
+            f"{c['score']:.6f}",
+            c["dropped"] or "kept",
         ]
-        for c in outcome.candidates
+        for c in candidates
     ]
     headers = ["id", "ranks", "fused", "final", "dropped"]
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
@@ -290,9 +301,9 @@ def _raw_table(outcome: SearchOutcome, width: int) -> Table:
     for header, justify in zip(headers, ("right", "left", "right", "right", "left"), strict=True):
         table.add_column(header, justify=justify, no_wrap=True)  # type: ignore[arg-type]
     table.add_column("text", no_wrap=True, overflow="ellipsis", max_width=room)
-    for candidate, row in zip(outcome.candidates, rows, strict=True):
-        style = "dim" if candidate.dropped else "green"
-        table.add_row(*row[:4], Text(row[4], style=style), _preview(candidate.memory.text))
+    for candidate, row in zip(candidates, rows, strict=True):
+        style = "dim" if candidate["dropped"] else "green"
+        table.add_row(*row[:4], Text(row[4], style=style), _preview(candidate["text"]))
     return table
 
 

@@ -1,0 +1,92 @@
+"""The CLI's client of a running `memsearch serve` (stdlib only, so a call through the server
+imports nothing heavy): found through the discovery file beside the store, or `--server URL`."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import logging
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode, urlsplit
+
+from memsearch import errors
+from memsearch.errors import MemsearchError
+
+CONNECT_TIMEOUT_S = 1.0  # a server that does not accept by then is not used
+REPLY_TIMEOUT_S = 600.0  # an import may embed for a long time
+
+
+class ServerUnavailable(Exception):
+    """No server answered; the CLI works in-process instead."""
+
+
+class Remote:
+    def __init__(self, url: str, token: str | None) -> None:
+        parts = urlsplit(url)
+        if parts.scheme != "http" or not parts.hostname:
+            raise errors.InvalidInputError(f"--server must be an http:// URL, not {url!r}")
+        self.host = parts.hostname
+        self.port = parts.port or 80
+        self.token = token
+
+    def call(self, method: str, path: str, body: bytes | None = None, query: dict[str, Any] | None = None) -> Any:
+        """The reply's JSON document; a library error of the server is raised as the same error here."""
+        if query:
+            path = f"{path}?{urlencode({k: v for k, v in query.items() if v is not None})}"
+        logging.getLogger("memsearch").debug(
+            "%s %s through the server at http://%s:%s", method, path, self.host, self.port
+        )
+        headers = {"Content-Type": "application/json"} if body is not None else {}
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        connection = http.client.HTTPConnection(self.host, self.port, timeout=CONNECT_TIMEOUT_S)
+        try:
+            try:
+                connection.connect()
+            except OSError as error:
+                raise ServerUnavailable(str(error)) from None
+            assert connection.sock is not None
+            connection.sock.settimeout(REPLY_TIMEOUT_S)
+            connection.request(method, path, body=body, headers=headers)
+            response = connection.getresponse()
+            payload = response.read()
+        finally:
+            connection.close()
+        try:
+            document = json.loads(payload)
+        except ValueError:
+            raise MemsearchError(f"the server answered {response.status} without JSON") from None
+        if response.status == 401:
+            raise MemsearchError("the server wants a bearer token: set MEMSEARCH_API_KEY")
+        if response.status >= 400:
+            raise _library_error(document)
+        return document
+
+    def post_json(self, path: str, document: dict[str, Any]) -> Any:
+        return self.call("POST", path, json.dumps(document).encode("utf-8"))
+
+
+def _library_error(document: dict[str, Any]) -> MemsearchError:
+    """The server's error as the library error it was, so the CLI words it exactly as in-process."""
+    kind = getattr(errors, str(document.get("type")), None)
+    cls = kind if isinstance(kind, type) and issubclass(kind, MemsearchError) else MemsearchError
+    message = str(document.get("error", "the server failed"))
+    field = document.get("field")
+    problem = message[len(field) + 1 :] if field and message.startswith(f"{field} ") else message
+    error = cls.__new__(cls)
+    MemsearchError.__init__(error, problem, field=field if problem is not message else None)
+    return error
+
+
+def find_server(db: Path | str | None, explicit: str | None) -> Remote | None:
+    """`--server URL`, else the live server named by the discovery file beside the store."""
+    from memsearch.paths import resolve_db_path
+    from memsearch.server.discovery import configured_token, read_discovery
+
+    if explicit:
+        return Remote(explicit, configured_token())
+    document = read_discovery(resolve_db_path(db))
+    if document is None:
+        return None
+    return Remote(document["url"], configured_token())

@@ -1,0 +1,83 @@
+"""The discovery file beside a store: how a CLI call finds the server of the same store.
+
+`STORE.server.json` holds the server's URL and pid, readable by its owner only. The client side
+is stdlib only (json, urllib), so a CLI call that uses the server starts no faster-growing imports.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+HEALTH_TIMEOUT_S = 0.5
+
+
+def discovery_path(db: Path) -> Path:
+    return db.with_name(db.name + ".server.json")
+
+
+def write_discovery(db: Path, url: str, pid: int, *, authenticated: bool) -> Path:
+    path = discovery_path(db)
+    temporary = path.with_name(f".{path.name}.{pid}")
+    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+        json.dump({"url": url, "pid": pid, "db": str(db), "authenticated": authenticated}, handle)
+    os.replace(temporary, path)  # never a half-written file to a reader
+    return path
+
+
+def remove_discovery(path: Path, pid: int) -> None:
+    """Remove the file if it is still ours (a newer server of the same store may have replaced it)."""
+    try:
+        if json.loads(path.read_text(encoding="utf-8")).get("pid") == pid:
+            path.unlink()
+    except (OSError, ValueError):
+        pass
+
+
+def read_discovery(db: Path) -> dict[str, Any] | None:
+    """The discovery document of a live server process of this store, if there is one."""
+    try:
+        document = json.loads(discovery_path(db).read_text(encoding="utf-8"))
+        pid = int(document["pid"])
+        url = str(document["url"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None  # a server that died without cleaning up
+    except PermissionError:
+        pass
+    return {**document, "url": url, "pid": pid}
+
+
+def configured_token() -> str | None:
+    """The API's bearer token: `MEMSEARCH_API_KEY`, else `api_key` in the config file (`config_path`)."""
+    from memsearch.errors import InvalidInputError
+
+    if token := os.environ.get("MEMSEARCH_API_KEY", "").strip():
+        return token
+    path = config_path()
+    if not path.is_file():
+        return None
+    import tomllib
+
+    try:
+        value = tomllib.loads(path.read_text(encoding="utf-8")).get("api_key")
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
+        raise InvalidInputError(f"cannot read {path}: {error}") from None
+    if value is not None and (not isinstance(value, str) or not value.strip()):
+        raise InvalidInputError(f"{path}: api_key must be a non-empty string")
+    return value.strip() if value else None
+
+
+def config_path() -> Path:
+    """`$MEMSEARCH_HOME/config.toml`, else the user config dir's."""
+    if home := os.environ.get("MEMSEARCH_HOME"):
+        return Path(home).expanduser().absolute() / "config.toml"
+    import platformdirs
+
+    return Path(platformdirs.user_config_dir("memsearch", appauthor=False)) / "config.toml"

@@ -1,0 +1,107 @@
+"""Helpers of the server tests: `memsearch serve` as a real subprocess, and a plain HTTP client."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+START_TIMEOUT_S = 90
+
+
+@dataclass
+class Reply:
+    status: int
+    body: bytes
+    headers: dict[str, str]
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+@dataclass
+class Served:
+    process: subprocess.Popen[bytes]
+    url: str
+    db: Path
+    stderr_path: Path
+
+    @property
+    def port(self) -> int:
+        return urlsplit(self.url).port or 80
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: bytes | str | dict[str, Any] | None = None,
+        *,
+        token: str | None = None,
+        host: str = "127.0.0.1",
+        headers: dict[str, str] | None = None,
+    ) -> Reply:
+        connection = http.client.HTTPConnection(host, self.port, timeout=60)
+        sent = dict(headers or {})
+        if token is not None:
+            sent["Authorization"] = f"Bearer {token}"
+        if isinstance(body, dict):
+            body = json.dumps(body)
+            sent["Content-Type"] = "application/json"
+        try:
+            connection.request(method, path, body=body.encode() if isinstance(body, str) else body, headers=sent)
+            response = connection.getresponse()
+            return Reply(response.status, response.read(), dict(response.getheaders()))
+        finally:
+            connection.close()
+
+    def stop(self, timeout: float = 30) -> int:
+        if self.process.poll() is None:
+            self.process.terminate()
+        return self.process.wait(timeout=timeout)
+
+    def stderr(self) -> str:
+        return self.stderr_path.read_text(encoding="utf-8", errors="replace")
+
+
+def server_env(**extra: str) -> dict[str, str]:
+    env = {name: value for name, value in os.environ.items() if name != "MEMSEARCH_API_KEY"}
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[1]), env.get("PYTHONPATH", "")])
+    env.update(extra)
+    return env
+
+
+def start_server(db: Path, *args: str, env: dict[str, str] | None = None) -> Served:
+    """`memsearch serve --port 0` on the store; returns once its discovery file names its URL."""
+    from memsearch.server.discovery import discovery_path
+
+    db.parent.mkdir(parents=True, exist_ok=True)
+    discovery = discovery_path(db)
+    discovery.unlink(missing_ok=True)
+    stderr_path = db.parent / "serve.stderr"
+    with stderr_path.open("wb") as stderr:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "memsearch", "serve", "--db", str(db), "--port", "0", *args],
+            env=env or server_env(),
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+        )
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise AssertionError(f"serve exited with {process.returncode}: {stderr_path.read_text()}")
+        if discovery.exists():
+            try:
+                url = json.loads(discovery.read_text())["url"]
+                return Served(process, url, db, stderr_path)
+            except (ValueError, KeyError):
+                pass
+        time.sleep(0.05)
+    process.kill()
+    raise AssertionError(f"serve did not start in {START_TIMEOUT_S} s: {stderr_path.read_text()}")

@@ -1,0 +1,270 @@
+"""`memsearch serve` as a real subprocess on loopback, driven by a real HTTP client."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from memsearch.embedding import Encoder
+from memsearch.server.discovery import discovery_path
+from memsearch.server.http import ENDPOINTS, MAX_BODY_BYTES
+from tests.serving import Served, server_env, start_server
+
+NOTES = [
+    {"text": "The deploy key lives in 1Password", "tags": ["ops"], "key": "deploy-key"},
+    {"text": "parseConfig crashes on an empty YAML file", "project": "cli"},
+    {"text": "Alice prefers dark roast coffee", "namespace": "personal"},
+]
+
+
+@pytest.fixture
+def served(db_path: Path, encoder: Encoder) -> Iterator[Served]:  # encoder: the model export exists
+    server = start_server(db_path)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def _fill(server: Served, token: str | None = None) -> list[int]:
+    ids = []
+    for note in NOTES:
+        reply = server.request("POST", "/add", note, token=token)
+        assert reply.status == 200, reply.body
+        ids.append(reply.json()["id"])
+    return ids
+
+
+def test_every_endpoint_returns_the_clis_documents(served: Served) -> None:
+    assert _fill(served) == [1, 2, 3]
+    found = served.request("GET", "/search?q=deploy+key&k=2")
+    assert found.status == 200
+    document = found.json()
+    assert document["schema_version"] == 1 and document["results"][0]["key"] == "deploy-key"
+    assert "explain" in document["results"][0]
+    posted = served.request("POST", "/search", {"query": "deploy key", "k": 2, "raw": True}).json()
+    assert posted["results"][0]["id"] == 1 and "candidates" in posted
+
+    cems = served.request("POST", "/api/memory/search", {"query": "coffee", "limit": 5, "scope": "personal"}).json()
+    assert cems["profile"] == "cems" and [r["id"] for r in cems["results"]] == [3]
+
+    assert served.request("GET", "/memories/deploy-key").json()["id"] == 1
+    assert served.request("GET", "/memories/2").json()["project"] == "cli"
+    timeline = served.request("GET", "/timeline/2?before=1&after=1").json()
+    assert [(m["id"], m["current"]) for m in timeline] == [(1, False), (2, True), (3, False)]  # as the CLI's JSON
+
+    imported = served.request(
+        "POST", "/import?source=notes.jsonl", '{"text": "imported one"}\n\n{"text": "imported two", "tags": ["t"]}\n'
+    )
+    assert imported.status == 200 and imported.json()["counts"]["note"] == 2
+    chat = "\n".join(
+        json.dumps({"session": "s1", "role": role, "text": text, "created_at": f"2024-05-01T12:0{n}:00Z"})
+        for n, (role, text) in enumerate([("user", "I moved to Lisbon"), ("assistant", "Nice city!")])
+    )
+    imported = served.request("POST", "/import?format=chat&source=chat", chat)
+    assert imported.status == 200, imported.body
+    assert imported.json()["counts"]["turn"] == 2
+
+    assert served.request("DELETE", "/memories/deploy-key").json() == {"deleted": [1]}
+    missing = served.request("GET", "/memories/1")
+    assert missing.status == 404 and missing.json()["type"] == "MemoryNotFoundError"
+    stats = served.request("GET", "/stats").json()
+    assert stats["memories"] == 2 + 2 + 2 + 1  # 2 notes left, 2 imported, 2 turns and their session
+    health = served.request("GET", "/health").json()
+    assert health["status"] == "ok" and health["pid"] == served.process.pid
+    assert discovery_path(served.db).stat().st_mode & 0o777 == 0o600  # owner-only
+
+
+def test_openapi_describes_every_route_of_the_table(served: Served) -> None:
+    document = served.request("GET", "/openapi.json").json()
+    described = {(method.upper(), path) for path, item in document["paths"].items() for method in item}
+    assert described == {(endpoint.method, endpoint.path) for endpoint in ENDPOINTS}
+    search = document["paths"]["/api/memory/search"]["post"]["requestBody"]["content"]["application/json"]["schema"]
+    assert {"query", "limit", "mode", "max_tokens", "project", "scope"} <= set(search["properties"])
+
+
+def test_bad_requests_get_a_clear_400_and_store_nothing(served: Served) -> None:
+    _fill(served)
+    too_big = served.request("POST", "/add", b"{" + b" " * (MAX_BODY_BYTES + 10) + b"}")
+    assert too_big.status == 400 and "limit" in too_big.json()["error"]
+    long_query = served.request("POST", "/search", {"query": "x" * 5000})
+    assert long_query.status == 400 and long_query.json()["field"] == "query"
+    long_url = served.request("GET", "/search?q=" + "y" * 9000)
+    assert long_url.status == 400 and "URL" in long_url.json()["error"]
+    for body, field in (({"query": "x", "k": 0}, None), ({"query": "x", "max_tokens": 0}, "max_tokens")):
+        reply = served.request("POST", "/search", body)
+        assert reply.status == 400 and reply.json()["field"] == field, reply.body
+    assert served.request("POST", "/add", b"not json").status == 400
+    assert served.request("POST", "/add", {"text": ""}).status == 400
+    assert served.request("POST", "/add", {"text": "x", "colour": "red"}).json()["error"].startswith("unknown field")
+    bad_import = served.request("POST", "/import", '{"text": "fine"}\n{"text": 3}\n')
+    assert bad_import.status == 400 and "line 2" in bad_import.json()["error"]
+    assert served.request("GET", "/stats").json()["memories"] == len(NOTES)
+
+
+@pytest.mark.parametrize(
+    ("host", "loopback"),
+    [("127.0.0.1", True), ("127.0.0.2", True), ("::1", True), ("localhost", True), ("0.0.0.0", False),
+     ("::", False), ("192.168.1.5", False), ("memsearch.example", False)],
+)  # fmt: skip
+def test_what_counts_as_loopback(host: str, loopback: bool) -> None:
+    from memsearch.server.http import is_loopback
+
+    assert is_loopback(host) is loopback
+
+
+def test_off_loopback_refuses_to_start_without_a_token(tmp_path: Path, encoder: Encoder) -> None:
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "memsearch",
+            "serve",
+            "--db",
+            str(tmp_path / "m.db"),
+            "--host",
+            "0.0.0.0",
+            "--port",
+            "0",
+        ],
+        env=server_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2
+    assert "refusing to listen on 0.0.0.0 without a bearer token" in result.stderr
+    assert not discovery_path(tmp_path / "m.db").exists()
+
+
+def test_off_loopback_every_request_needs_the_token(db_path: Path, encoder: Encoder) -> None:
+    token = "s3cret-token-of-the-test"
+    server = start_server(db_path, "--host", "0.0.0.0", env=server_env(MEMSEARCH_API_KEY=token))
+    try:
+        for endpoint in ENDPOINTS:
+            path = endpoint.path.replace("{ref}", "1")
+            for given in (None, "wrong", token + "x", token[:-1]):
+                reply = server.request(endpoint.method, path, {"query": "x", "text": "x"}, token=given)
+                assert reply.status == 401, (endpoint.path, given, reply.body)
+                assert reply.headers.get("www-authenticate") == "Bearer"
+        assert server.request("GET", "/openapi.json").status == 401
+        assert server.request("GET", "/health", headers={"Authorization": token}).status == 401  # no scheme
+        _fill(server, token)
+        assert server.request("GET", "/search?q=coffee", token=token).json()["results"][0]["id"] == 3
+        assert server.request("GET", "/stats", token=token).json()["memories"] == len(NOTES)
+    finally:
+        assert server.stop() == 0
+    assert token not in server.stderr()
+
+
+def test_concurrent_clients_lose_nothing(served: Served) -> None:
+    clients, each = 8, 6
+
+    def work(client: int) -> list[int]:
+        statuses = []
+        for n in range(each):
+            added = served.request("POST", "/add", {"text": f"client {client} note {n} about topic {n % 3}"})
+            statuses.append(added.status)
+            found = served.request("GET", f"/search?q=client+{client}+note&k=3")
+            statuses.append(found.status)
+            assert found.json()["results"], found.body
+        return statuses
+
+    with ThreadPoolExecutor(clients) as pool:
+        statuses = [status for result in pool.map(work, range(clients)) for status in result]
+    assert statuses == [200] * (2 * clients * each)
+    texts = {m["text"] for m in served.request("GET", "/search?q=client+note&k=1000&mode=lexical").json()["results"]}
+    assert len(texts) == clients * each
+    assert served.request("GET", "/stats").json()["memories"] == clients * each
+
+
+def test_sigterm_finishes_the_request_in_flight_and_exits_cleanly(served: Served) -> None:
+    lines = "\n".join(json.dumps({"text": f"memory number {n} of a long import"}) for n in range(600))
+    replies = []
+    sender = threading.Thread(target=lambda: replies.append(served.request("POST", "/import", lines)))
+    sender.start()
+    time.sleep(0.5)  # the body is on the server and being embedded
+    served.process.send_signal(signal.SIGTERM)
+    sender.join(timeout=120)
+    assert served.process.wait(timeout=60) == 0
+    assert replies and replies[0].status == 200 and replies[0].json()["counts"]["note"] == 600
+    assert not discovery_path(served.db).exists()
+
+
+def _cli(*args: str, input: str | None = None) -> tuple[str, str]:
+    from typer.testing import CliRunner
+
+    from memsearch.cli.app import app
+
+    result = CliRunner().invoke(app, list(args), input=input)
+    assert result.exit_code == 0, (result.stdout, result.stderr)
+    return result.stdout, result.stderr
+
+
+SEARCHES = [
+    ("deploy key", "--explain", "--raw"),
+    ("coffee", "--format", "json", "--raw"),
+    ("YAML crash", "--format", "csv", "-m", "lexical"),
+    ("where do the keys live", "--format", "jsonl", "-p", "cems", "--project", "cli", "-k", "2"),
+    ("Alice", "-g", "session", "--explain", "--tag", "people", "--since", "2024-01-01"),
+]
+
+
+def test_cli_output_is_byte_identical_with_and_without_the_server(db_path: Path, encoder: Encoder) -> None:
+    notes = "\n".join(json.dumps(note) for note in [*NOTES, {"text": "Alice likes the mountains", "tags": ["people"]}])
+    _cli("import", "-", "--db", str(db_path), input=notes)
+    pinned = ("--db", str(db_path), "--as-of", "2030-01-01")  # --as-of: searches change nothing, scores are stable
+    alone = [_cli("--debug", "search", *search, *pinned) for search in SEARCHES]
+    assert not any("through the server" in stderr for _, stderr in alone)
+
+    server = start_server(db_path)
+    try:
+        served = [_cli("--debug", "search", *search, *pinned) for search in SEARCHES]
+        for (alone_out, _), (served_out, served_err) in zip(alone, served, strict=True):
+            assert "POST /search through the server" in served_err
+            assert served_out == alone_out
+        explicit = _cli("--debug", "search", *SEARCHES[1], "--server", server.url, *pinned)
+        assert explicit[0] == alone[1][0] and "through the server" in explicit[1]
+
+        out, err = _cli("--debug", "add", "Bob fixes bikes on Sundays", "--tag", "people", "--db", str(db_path))
+        assert out == "5\n" and "POST /add through the server" in err
+        out, err = _cli("--debug", "import", "-", "--db", str(db_path), input='{"text": "one more"}\n')
+        assert "POST /import?format=jsonl&source=stdin through the server" in err
+        assert "imported 1 memory from stdin" in err
+        failing = _failing_cli("search", "x", "--db", str(db_path), "--profile", "nonesuch")
+        assert "nonesuch" in failing
+    finally:
+        assert server.stop() == 0
+    assert _cli("get", "5", "--db", str(db_path), "--format", "json")[0].count("Bob fixes bikes") == 1
+    assert _failing_cli("search", "x", "--db", str(db_path), "--profile", "nonesuch") == failing  # same words
+
+
+def test_cli_works_in_process_when_the_server_is_gone(db_path: Path, encoder: Encoder) -> None:
+    from memsearch.server.discovery import write_discovery
+
+    _cli("add", "The deploy key lives in 1Password", "--db", str(db_path))
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    write_discovery(db_path, "http://127.0.0.1:9", int(dead.stdout), authenticated=False)
+    out, err = _cli("--debug", "search", "deploy", "--db", str(db_path), "--format", "json")
+    assert json.loads(out)["results"][0]["id"] == 1 and "through the server" not in err
+    out, err = _cli("--debug", "search", "deploy", "--db", str(db_path), "--server", "http://127.0.0.1:9")
+    assert "deploy key" in out  # nothing listens there: in-process
+
+
+def _failing_cli(*args: str) -> str:
+    from typer.testing import CliRunner
+
+    from memsearch.cli.app import app
+
+    result = CliRunner().invoke(app, list(args))
+    assert result.exit_code != 0
+    return result.stderr
