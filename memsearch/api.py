@@ -105,7 +105,7 @@ class Memsearch:
         encoder: Encoder | None = None,
         encoder_factory: Callable[[], Encoder] | None = None,
     ) -> None:
-        self.path: Path = resolve_db_path(db)
+        self.path: Path | str = resolve_db_path(db)  # a SQLite path or a postgresql:// URL
         self._model = model
         self._encoder = encoder
         self._encoder_factory = encoder_factory
