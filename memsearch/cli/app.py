@@ -155,11 +155,11 @@ def _log_to_stderr(debug: bool) -> None:
 # -- options shared by several commands (declared once) ------------------------------------
 
 DbOption = Annotated[
-    Path | None,
+    str | None,  # a path or a postgresql:// URL (a Path would fold the URL's "//")
     typer.Option(
         "--db",
-        help="Store file. Default: $MEMSEARCH_DB, else $MEMSEARCH_HOME/memsearch.db, else the user data dir.",
-        dir_okay=False,
+        help="Store file, or a postgresql://user@host/db URL. "
+        "Default: $MEMSEARCH_DB, else $MEMSEARCH_HOME/memsearch.db, else the user data dir.",
     ),
 ]
 ModelOption = Annotated[
@@ -841,3 +841,16 @@ def main() -> None:
         sys.stderr.write(code + "\n")
         code = ExitCode.ERROR
     os._exit(int(code or 0))
+
+
+@app.command()
+def copy(
+    source: Annotated[str, typer.Argument(help="The store to copy: a file or a postgresql:// URL.")],
+    destination: Annotated[str, typer.Argument(help="An empty or new store: a file or a postgresql:// URL.")],
+) -> None:
+    """Copy every memory with its views, vectors, access counts and consolidation marks into an
+    empty store (SQLite ↔ PostgreSQL), keeping ids, without re-embedding; all or nothing."""
+    from memsearch.store.copy import copy_between
+
+    count = copy_between(source, destination)
+    messages.print(f"copied {count} {'memory' if count == 1 else 'memories'}", markup=False)

@@ -138,7 +138,7 @@ SCHEMA_VERSION = len(MIGRATIONS)
 def redacted(url: str) -> str:
     """The URL without its password, for messages."""
     parts = urlsplit(url)
-    if parts.password is None:
+    if not parts.password:
         return url
     netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
     return urlunsplit(parts._replace(netloc=netloc))
@@ -273,7 +273,12 @@ class PostgresStore:
         return store
 
     def _schema_version(self, connection: Connection[Any]) -> int | None:
-        exists = connection.execute("SELECT to_regclass('memsearch_schema') IS NOT NULL").fetchone()
+        # A catalog query, not to_regclass(): after waiting on the advisory lock, the name cache may
+        # still miss the table another process has just created.
+        exists = connection.execute(
+            "SELECT EXISTS (SELECT 1 FROM pg_tables WHERE schemaname = current_schema() "
+            "AND tablename = 'memsearch_schema')"
+        ).fetchone()
         if not exists or not exists[0]:
             return None
         row = connection.execute("SELECT max(version) FROM memsearch_schema").fetchone()
