@@ -774,6 +774,10 @@ def eval_(
         ReportFormat, typer.Option("--output", "-o", help="table, or json for machines.")
     ] = ReportFormat.table,
     model: ModelOption = None,
+    db: Annotated[
+        str | None,
+        typer.Option("--db", help="Measure on this postgresql:// store (empty; emptied after each conversation)."),
+    ] = None,
 ) -> None:
     """Measure retrieval on a benchmark: Recall@k and NDCG@k per category, latency, side by side."""
     from memsearch.eval.report import render_report
@@ -799,6 +803,7 @@ def eval_(
             limit=limit,
             encoder=_encoder_for(model),
             progress=progress,
+            db=db,
         )
     render_report(report, output.value)
 
