@@ -234,3 +234,30 @@ def test_the_cli_takes_a_postgres_url(pg_url: str, monkeypatch: pytest.MonkeyPat
     assert runner.invoke(app, ["path"]).stdout.strip() == pg_url
     copied = runner.invoke(app, ["copy", pg_url, str(tmp_path / "copy.db")])
     assert copied.exit_code == 0 and "copied 1 memory" in copied.stderr + copied.stdout
+
+
+def test_the_seed_sql_ranks_like_the_pgvector_profile(pg_url: str, encoder: Encoder) -> None:
+    from datetime import timedelta
+
+    with Memsearch(pg_url, encoder=encoder) as ms:
+        ms.add_many(
+            [
+                NewMemory(
+                    "Deploy windows are 09:00-11:00 on weekdays", importance=0.9, created_at=T0 - timedelta(days=3)
+                ),
+                NewMemory("The deploy key lives in the team vault", importance=0.2, created_at=T0 - timedelta(days=40)),
+                NewMemory("Alice prefers dark roast coffee", created_at=T0 - timedelta(days=1)),
+                NewMemory("We deploy the web app on Tuesdays", importance=0.7, created_at=T0 - timedelta(days=10)),
+            ]
+        )
+        query = "when do we deploy?"
+        # the seed's SQL first: a search records accesses, which move last_accessed_at
+        seed = ms.store().seed_composite_search(encoder.encode([query])[0], EVERYTHING, 3, T0)  # type: ignore[attr-defined]
+        pipeline = ms.search(SearchRequest(query, k=3, as_of=T0), profile="pgvector")
+        assert [i for i, _ in seed] == [c.memory.id for c in pipeline.results]
+        document = pipeline.to_dict()
+        assert np.allclose([s for _, s in seed], [r["score"] for r in document["results"]], atol=1e-6)
+        # explain shows the seed's three terms, which add up to the SQL's score
+        fusion = document["results"][0]["explain"]["fusion"]
+        assert fusion["weights"] == {"vector": 0.5, "importance": 0.3, "access_recency": 0.2}
+        assert abs(sum(fusion["terms"].values()) - seed[0][1]) < 1e-6

@@ -940,6 +940,27 @@ class PostgresStore:
             order = order[:limit]
         return [(int(ids[i]), float(scores[i])) for i in order]
 
+    def seed_composite_search(self, vector: np.ndarray, scope: Scope, limit: int, now: datetime) -> Hits:
+        """The pgvector agent memory's ranking as its own SQL (seeds/pgvector-agent-memory-scoring.txt):
+        0.5·(1 − (embedding <=> q)) + 0.3·importance + 0.2·exp(−0.05·days since last access) over the
+        active (not superseded) memories with a vector, `now` standing for now() so results are
+        reproducible. The `pgvector` profile computes the same score in the pipeline, with explain;
+        this runs it where the seed ran it."""
+        where, params = _where(scope)
+        sql = f"""
+            SELECT m.id,
+                (0.5 * (1 - (v.embedding <=> %s)))
+                + (0.3 * m.importance)
+                + (0.2 * exp(-0.05 * greatest(0, EXTRACT(EPOCH FROM (%s - m.last_accessed_at)))::float8 / 86400))
+                AS score
+            FROM memories m JOIN vectors v ON v.memory_id = m.id
+            WHERE v.embedding IS NOT NULL AND m.superseded_by IS NULL AND {where}
+            ORDER BY score DESC, m.id
+            LIMIT %s
+        """
+        rows = self._db.execute(sql, [_f32(vector), now, *params, limit])
+        return [(int(memory_id), float(score)) for memory_id, score in rows]
+
     def _approximate_count(self, table: str, view: str | None) -> int:
         """The planner's row estimate of the table (cheap; exactness does not matter here)."""
         row = self._db.execute(
