@@ -234,6 +234,7 @@ class PostgresStore:
         self._connections: list[Connection[Any]] = []
         self._lock = threading.Lock()
         self._indexed_dim: int | None = None
+        self._cached_model: EmbeddingModelInfo | None = None
 
     # -- connections ----------------------------------------------------------------------
 
@@ -360,6 +361,13 @@ class PostgresStore:
         name, dim = rows.get("embedding_model"), rows.get("embedding_dim")
         return EmbeddingModelInfo(name, int(dim)) if name and dim else None
 
+    def _search_model(self) -> EmbeddingModelInfo | None:
+        """The model, read once per store object for searches (its dimension types the index
+        scan); writes always read it afresh through check_model."""
+        if self._cached_model is None:
+            self._cached_model = self.embedding_model()
+        return self._cached_model
+
     def check_model(self, model: EmbeddingModelInfo) -> None:
         """Refuse to mix vectors of two models in one store."""
         stored = self.embedding_model()
@@ -373,6 +381,7 @@ class PostgresStore:
         """Record the model and make the HNSW indexes for its dimension (once per dimension)."""
         self._set_meta(db, "embedding_model", model.name)
         self._set_meta(db, "embedding_dim", str(model.dim))
+        self._cached_model = None
         if self._indexed_dim == model.dim:
             return
         db.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK + 1,))
@@ -642,6 +651,7 @@ class PostgresStore:
             for memory_id, view, text, embedding in self._db.execute(
                 "SELECT memory_id, view, text, embedding FROM views WHERE memory_id = ANY(%s) ORDER BY memory_id, view",
                 (ids,),
+                binary=True,
             ):
                 views[memory_id][view] = (text, None if embedding is None else _f32(embedding))
             for memory in memories:
@@ -906,7 +916,7 @@ class PostgresStore:
         table, view_clause, view_params = ("vectors", "true", []) if view is None else ("views", "v.view = %s", [view])
         exclusion = "NOT (v.memory_id = ANY(%s))" if exclude else "true"
         exclusion_params = [sorted(exclude)] if exclude else []
-        model = self.embedding_model()
+        model = self._search_model()
         approximate = (
             limit is not None and model is not None and self._approximate_count(table, view) >= EXACT_SEARCH_BELOW
         )
@@ -916,7 +926,7 @@ class PostgresStore:
         )
         args: list[Any] = [*view_params, *exclusion_params, *params]
         if limit is None:
-            rows = self._db.execute(base, args).fetchall()
+            rows = self._db.execute(base, args, binary=True).fetchall()
         elif approximate:
             assert model is not None
             fetch = limit + RESCORE_MARGIN
@@ -926,10 +936,13 @@ class PostgresStore:
                 rows = self._db.execute(
                     f"{base} ORDER BY v.embedding::vector({int(model.dim)}) <=> %s::vector({int(model.dim)}) LIMIT %s",
                     [*args, query, fetch],
+                    binary=True,
                 ).fetchall()
         else:
             rows = self._db.execute(
-                f"{base} ORDER BY v.embedding <=> %s, v.memory_id LIMIT %s", [*args, query, limit + RESCORE_MARGIN]
+                f"{base} ORDER BY v.embedding <=> %s, v.memory_id LIMIT %s",
+                [*args, query, limit + RESCORE_MARGIN],
+                binary=True,
             ).fetchall()
         if not rows:
             return []
@@ -977,12 +990,12 @@ class PostgresStore:
 
     def vectors(self, ids: Sequence[int]) -> dict[int, np.ndarray]:
         rows = self._db.execute(
-            "SELECT memory_id, embedding FROM vectors WHERE memory_id = ANY(%s)", ([int(i) for i in ids],)
+            "SELECT memory_id, embedding FROM vectors WHERE memory_id = ANY(%s)", ([int(i) for i in ids],), binary=True
         )
         return {int(memory_id): _f32(embedding) for memory_id, embedding in rows}
 
     def all_vectors(self) -> tuple[np.ndarray, np.ndarray]:
-        rows = self._db.execute("SELECT memory_id, embedding FROM vectors ORDER BY memory_id").fetchall()
+        rows = self._db.execute("SELECT memory_id, embedding FROM vectors ORDER BY memory_id", binary=True).fetchall()
         model = self.embedding_model()
         ids = np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
         if not rows:
