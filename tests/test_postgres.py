@@ -261,3 +261,12 @@ def test_the_seed_sql_ranks_like_the_pgvector_profile(pg_url: str, encoder: Enco
         fusion = document["results"][0]["explain"]["fusion"]
         assert fusion["weights"] == {"vector": 0.5, "importance": 0.3, "access_recency": 0.2}
         assert abs(sum(fusion["terms"].values()) - seed[0][1]) < 1e-6
+
+
+def test_messages_show_urls_without_their_password() -> None:
+    from memsearch.store.postgres import redacted
+
+    assert redacted("postgresql://me:s3cret@db.example:5432/team") == "postgresql://me:***@db.example:5432/team"
+    assert redacted("postgresql://me@db.example/team") == "postgresql://me@db.example/team"
+    with pytest.raises(StoreNotFoundError, match=r"^cannot connect to postgresql://me:\*\*\*@127\.0\.0\.1:9/x"):
+        open_store("postgresql://me:s3cret@127.0.0.1:9/x?connect_timeout=2")

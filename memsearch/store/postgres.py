@@ -384,11 +384,14 @@ class PostgresStore:
         self._cached_model = None
         if self._indexed_dim == model.dim:
             return
-        db.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK + 1,))
         dim = int(model.dim)
-        existing = db.execute(
-            "SELECT indexdef FROM pg_indexes WHERE schemaname = current_schema() AND indexname = 'vectors_hnsw'"
-        ).fetchone()
+        query = "SELECT indexdef FROM pg_indexes WHERE schemaname = current_schema() AND indexname = 'vectors_hnsw'"
+        existing = db.execute(query).fetchone()
+        if existing and f"vector({dim})" in existing[0]:  # the usual case: no lock, no DDL
+            self._indexed_dim = dim
+            return
+        db.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK + 1,))
+        existing = db.execute(query).fetchone()
         if existing and f"vector({dim})" not in existing[0]:
             db.execute("DROP INDEX vectors_hnsw")
             for view in VECTOR_VIEWS:
