@@ -132,9 +132,10 @@ _memsearch_eval() {
         -g|--granularity) _memsearch_reply -W 'turn session'; return ;;
         -o|--output) _memsearch_reply -W 'table json'; return ;;
         --model) _memsearch_paths -d; return ;;
+        --db) _memsearch_paths -f; return ;;
         -p|--profile|--limit) return ;;
     esac
-    if [[ $cur == -* ]]; then _memsearch_reply -W '-f --format -p --profile -m --mode -g --granularity --baseline --no-baseline --limit -o --output --model -h --help'
+    if [[ $cur == -* ]]; then _memsearch_reply -W '-f --format -p --profile -m --mode -g --granularity --baseline --no-baseline --limit -o --output --model --db -h --help'
     else _memsearch_paths -f; fi
 }
 
@@ -142,6 +143,13 @@ _memsearch_completions() {
     case $prev in
     esac
     if [[ $cur == -* ]]; then _memsearch_reply -W '-h --help'; fi
+}
+
+_memsearch_copy() {
+    case $prev in
+    esac
+    if [[ $cur == -* ]]; then _memsearch_reply -W '-h --help'
+    else _memsearch_paths -f; fi
 }
 
 _memsearch_profiles() {
@@ -163,7 +171,7 @@ _memsearch() {
     case $cmd in
         '')
             if [[ $cur == -* ]]; then _memsearch_reply -W '--version --debug -h --help'
-            else _memsearch_reply -W 'add import search get list delete stats path reindex set pin unpin consolidate timeline eval completions profiles'; fi ;;
+            else _memsearch_reply -W 'add import search get list delete stats path reindex set pin unpin consolidate timeline eval completions copy profiles'; fi ;;
         add) _memsearch_add ;;
         import) _memsearch_import ;;
         search) _memsearch_search ;;
@@ -180,6 +188,7 @@ _memsearch() {
         timeline) _memsearch_timeline ;;
         eval) _memsearch_eval ;;
         completions) _memsearch_completions ;;
+        copy) _memsearch_copy ;;
         profiles) _memsearch_profiles ;;
     esac
 }
