@@ -84,6 +84,60 @@ def locomo(server_url: str, dataset: Path) -> None:
     )
 
 
+def locomo_shared(server_url: str, dataset: Path, limit: int | None) -> None:
+    """The same measurement as `memsearch eval -p default -g turn` (its own ingest and search
+    code), embedding each conversation once: it is stored in SQLite, copied to PostgreSQL with
+    `copy_store` (vectors as they are), and searched on both. Prints the running figures after
+    each conversation, so a bounded run still reports."""
+    from memsearch.api import Memsearch
+    from memsearch.conversations import with_facets
+    from memsearch.embedding import load_encoder, resolve_model
+    from memsearch.eval import runner
+    from memsearch.store.copy import copy_store
+
+    encoder = load_encoder(resolve_model())
+    chosen = runner._check("locomo", ["default"], ["auto"], ["turn"])
+    facets = any("facet_" in spec for profile in chosen for spec in profile.legs.values())
+    rows = {store: {("default", "auto", "turn"): runner._Row("default", "profile", "auto", "turn")} for store in "SP"}
+    data = runner._load(dataset, "locomo")[:limit]
+    same = total = 0
+    for number, (conversation, questions) in enumerate(data):
+        golds = {(q.id, "turn"): runner.gold_keys(q, conversation, "locomo", "turn") for q in questions}
+        scored = [q for q in questions if golds[q.id, "turn"]]
+        memories = runner._memories_of(conversation, "locomo")
+        if facets and memories:
+            memories = with_facets(memories, encoder)
+        with tempfile.TemporaryDirectory() as folder:
+            sqlite = Memsearch(Path(folder) / "c.db", encoder=encoder)
+            sqlite.add_many(memories)
+            postgres = Memsearch(fresh_database(server_url, f"bench_locomo_{number}"), encoder=encoder)
+            copy_store(sqlite.store(), postgres.store(create=True))
+            for store, ms in (("S", sqlite), ("P", postgres)):
+                runner._search_conversation(ms, conversation, scored, golds, rows[store], chosen, "locomo", True)
+            sqlite.close()
+            postgres.close()
+        outcomes = [
+            row.finish().results for row in (rows["S"]["default", "auto", "turn"], rows["P"]["default", "auto", "turn"])
+        ]
+        same = sum(a.ranked == b.ranked for a, b in zip(*outcomes, strict=True))
+        total = len(outcomes[0])
+        figures = {}
+        for store, name in (("S", "sqlite"), ("P", "postgres")):
+            row = rows[store]["default", "auto", "turn"].finish()
+            assert row.aggregate is not None
+            means = row.aggregate.overall.means
+            figures[name] = {"R@5": round(means["recall@5"], 4), "R@10": round(means["recall@10"], 4)}
+        emit(
+            figure="locomo_dev default turn (shared embedding)",
+            conversations=number + 1,
+            questions=total,
+            identical_rankings=same,
+            **figures,
+            delta_r5=round(abs(figures["sqlite"]["R@5"] - figures["postgres"]["R@5"]), 4),
+            delta_r10=round(abs(figures["sqlite"]["R@10"] - figures["postgres"]["R@10"]), 4),
+        )
+
+
 # -- scale: HNSW build, recall@10 against exact, search latency -------------------------------------
 
 WORDS = [
@@ -292,7 +346,8 @@ def writers(server_url: str, seconds: float, count: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("what", choices=["locomo", "scale", "writers"])
+    parser.add_argument("what", choices=["locomo", "locomo-shared", "scale", "writers"])
+    parser.add_argument("--limit", type=int, help="locomo-shared: only the first N conversations")
     parser.add_argument("--server", help="a postgresql:// URL of a server whose databases the benchmark may create")
     parser.add_argument("--dataset", type=Path, default=LOCOMO)
     parser.add_argument("--n", type=int, default=100_000)
@@ -303,6 +358,8 @@ def main() -> None:
     with server(args.server) as url:
         if args.what == "locomo":
             locomo(url, args.dataset)
+        elif args.what == "locomo-shared":
+            locomo_shared(url, args.dataset, args.limit)
         elif args.what == "scale":
             scale(url, args.n, args.queries)
         else:
