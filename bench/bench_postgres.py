@@ -26,7 +26,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-LOCOMO = ROOT.parent / "shared" / "benchdata" / "locomo_dev.json"
+LOCOMO = Path(os.environ.get("MEMSEARCH_BENCHDATA", "/work/shared/benchdata")) / "locomo_dev.json"
 
 
 def emit(**figures: object) -> None:
@@ -330,7 +330,7 @@ def writers(server_url: str, seconds: float, count: int) -> None:
     stored = {m.key for m in store.list()}
     expected = {key for w in writes for key in w["alive"]}  # type: ignore[attr-defined]
     tokens = store._db.execute(
-        "SELECT tokens, (SELECT coalesce(sum(fts_length), 0) FROM memories) FROM fts_totals"
+        "SELECT sum(tokens)::bigint, (SELECT coalesce(sum(fts_length), 0) FROM memories) FROM fts_totals"
     ).fetchone()  # type: ignore[attr-defined]
     store.close()
     emit(

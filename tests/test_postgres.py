@@ -173,7 +173,9 @@ def test_processes_migrate_once_and_many_writers_lose_nothing(pg_url: str) -> No
     assert store.count(EVERYTHING) == 60 and store.vector_count() == 60
     assert len({m.key for m in store.list()}) == 60
     # BM25's totals stayed exact under the concurrent writes and replacements.
-    tokens = store._db.execute("SELECT tokens, (SELECT sum(fts_length) FROM memories) FROM fts_totals").fetchone()  # type: ignore[attr-defined]
+    tokens = store._db.execute(
+        "SELECT sum(tokens)::bigint, (SELECT sum(fts_length) FROM memories) FROM fts_totals"
+    ).fetchone()  # type: ignore[attr-defined]
     assert tokens[0] == tokens[1]
     store.close()
 

@@ -110,10 +110,10 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX postings_memory ON postings (memory_id);
     CREATE TABLE fts_totals (
-        one boolean PRIMARY KEY DEFAULT true CHECK (one),
+        shard smallint PRIMARY KEY,
         tokens bigint NOT NULL
     );
-    INSERT INTO fts_totals (tokens) VALUES (0);
+    INSERT INTO fts_totals (shard, tokens) SELECT s, 0 FROM generate_series(0, 15) s;
     CREATE TABLE vectors (
         memory_id bigint PRIMARY KEY REFERENCES memories (id) ON DELETE CASCADE,
         embedding vector NOT NULL
@@ -350,6 +350,8 @@ class PostgresStore:
         return row[0] if row else None
 
     def _set_meta(self, db: Connection[Any], key: str, value: str) -> None:
+        if self._meta(key) == value:  # the usual case: no row lock for every writer to queue on
+            return
         db.execute(
             "INSERT INTO meta (key, value) VALUES (%s, %s) ON CONFLICT (key) DO UPDATE SET value = excluded.value "
             "WHERE meta.value IS DISTINCT FROM excluded.value",
@@ -505,7 +507,8 @@ class PostgresStore:
     @staticmethod
     def _add_tokens(db: Connection[Any], delta: int) -> None:
         if delta:
-            db.execute("UPDATE fts_totals SET tokens = tokens + %s", (delta,))
+            # one of 16 counters, by connection, so concurrent writers seldom wait on each other
+            db.execute("UPDATE fts_totals SET tokens = tokens + %s WHERE shard = pg_backend_pid() %% 16", (delta,))
 
     @staticmethod
     def _copy_postings(db: Connection[Any], rows: Iterable[tuple[int, Any]]) -> None:
@@ -817,7 +820,7 @@ class PostgresStore:
         if not phrases or limit <= 0:
             return []
         rows, tokens = self._db.execute(
-            "SELECT (SELECT count(*) FROM memories), (SELECT tokens FROM fts_totals)"
+            "SELECT (SELECT count(*) FROM memories), (SELECT sum(tokens)::bigint FROM fts_totals)"
         ).fetchone()  # type: ignore[misc]
         if not rows:
             return []
