@@ -140,29 +140,24 @@ def locomo_shared(server_url: str, dataset: Path, limit: int | None) -> None:
 
 # -- scale: HNSW build, recall@10 against exact, search latency -------------------------------------
 
-WORDS = [
-    "alpha",
-    "beta",
-    "gamma",
-    "delta",
-    "deploy",
-    "config",
-    "vault",
-    "coffee",
-    "auth",
-    "token",
-    "build",
-    "release",
-    "python",
-    "server",
-    "cache",
-]
+
+def vocabulary(size: int = 4000) -> list[str]:
+    """Made-up words: a Zipf-distributed vocabulary, as in text (a few common, most rare)."""
+    rng = np.random.default_rng(5)
+    letters = np.array(list("abcdefghijklmnopqrstuvwxyz"))
+    return ["".join(rng.choice(letters, int(rng.integers(3, 9)))) for _ in range(size)]
+
+
+def zipf_words(rng: np.random.Generator, words: list[str], count: int) -> list[str]:
+    ranks = np.minimum(rng.zipf(1.3, count), len(words)) - 1
+    return [words[r] for r in ranks]
 
 
 def clustered_vectors(n: int, dim: int, seed: int) -> np.ndarray:
-    """Unit vectors around 1,000 centres: neighbourhoods like those of real embeddings."""
+    """Unit vectors around 1,000 fixed centres: neighbourhoods like those of real embeddings.
+    Data and queries share the centres (seed 7); `seed` draws the points."""
+    centres = np.random.default_rng(7).normal(size=(1000, dim)).astype(np.float32)
     rng = np.random.default_rng(seed)
-    centres = rng.normal(size=(1000, dim)).astype(np.float32)
     rows = centres[rng.integers(0, 1000, n)] + 0.6 * rng.normal(size=(n, dim)).astype(np.float32)
     return rows / np.linalg.norm(rows, axis=1, keepdims=True)
 
@@ -177,8 +172,9 @@ def scale(server_url: str, n: int, queries: int) -> None:
     url = fresh_database(server_url, "bench_scale")
     encoder = load_encoder(resolve_model())
     model = encoder.info
-    vectors = clustered_vectors(n, model.dim, seed=7)
+    vectors = clustered_vectors(n, model.dim, seed=17)
     rng = np.random.default_rng(8)
+    words = vocabulary()
     store = open_store(url, create=True)
     store.insert([NewMemory("warm-up")], vectors[:1], model, _now())  # makes the tables and indexes
     store.delete([1])
@@ -190,7 +186,7 @@ def scale(server_url: str, n: int, queries: int) -> None:
         chunk = range(start, min(n, start + batch))
         memories = [
             NewMemory(
-                " ".join(rng.choice(WORDS, 8)) + f" item{i}",
+                " ".join(zipf_words(rng, words, 12)) + f" item{i}",
                 project=("rare" if i % 100 == 0 else "common"),
                 kind="note",
             )
@@ -222,7 +218,7 @@ def scale(server_url: str, n: int, queries: int) -> None:
     store.close()
     hybrid = []
     with Memsearch(url, encoder=encoder) as ms:
-        texts = [" ".join(rng.choice(WORDS, 3)) for _ in range(queries)]
+        texts = [" ".join(zipf_words(rng, words, 3)) for _ in range(queries)]
         ms.search(SearchRequest(texts[0], k=10, mode="hybrid"))
         for text in texts:
             tick = time.perf_counter()
