@@ -272,3 +272,10 @@ def test_messages_show_urls_without_their_password() -> None:
     assert redacted("postgresql://me@db.example/team") == "postgresql://me@db.example/team"
     with pytest.raises(StoreNotFoundError, match=r"^cannot connect to postgresql://me:\*\*\*@127\.0\.0\.1:9/x"):
         open_store("postgresql://me:s3cret@127.0.0.1:9/x?connect_timeout=2")
+
+
+def test_idf_of_a_word_in_every_memory_is_fts5s_floor() -> None:
+    from memsearch.store.postgres_text import MIN_IDF, idf
+
+    assert idf(10, 10) == MIN_IDF and idf(10, 12) == MIN_IDF  # never a math domain error
+    assert idf(100, 1) > idf(100, 10) > 0

@@ -814,11 +814,17 @@ class PostgresStore:
 
     def lexical_search(self, query: str, scope: Scope, limit: int, view: str | None = None) -> Hits:
         """FTS5's BM25 (k1 1.2, b 0.75, its idf and its document lengths), best first, ties to the
-        smaller id: over text and tags, or over one view's column only."""
+        smaller id: over text and tags, or over one view's column only. The statistics and the
+        ranking are read in one snapshot, so concurrent writers cannot make them disagree."""
         columns = self._columns(view)
         phrases = [tokens for tokens in (_tokenizer.phrase(p) for p in match_phrases(query)) if tokens]
         if not phrases or limit <= 0:
             return []
+        with self._db.transaction():
+            self._db.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            return self._bm25(phrases, columns, scope, limit)
+
+    def _bm25(self, phrases: list[tuple[str, ...]], columns: list[int], scope: Scope, limit: int) -> Hits:
         rows, tokens = self._db.execute(
             "SELECT (SELECT count(*) FROM memories), (SELECT sum(tokens)::bigint FROM fts_totals)"
         ).fetchone()  # type: ignore[misc]

@@ -74,8 +74,9 @@ class Fts5Tokenizer:
 
 
 def idf(rows: int, hits: int) -> float:
-    """FTS5's idf: log((N - n + 0.5) / (n + 0.5)), a non-positive value replaced by 1e-6."""
-    value = math.log((rows - hits + 0.5) / (hits + 0.5))
+    """FTS5's idf: log((N - n + 0.5) / (n + 0.5)), a non-positive value replaced by 1e-6 (n is
+    at most N; more would only come from counts read at different moments)."""
+    value = math.log((max(0, rows - hits) + 0.5) / (hits + 0.5))
     return MIN_IDF if value <= 0.0 else value
 
 
