@@ -150,9 +150,10 @@ _memsearch_eval() {
         -g|--granularity) _memsearch_reply -W 'turn session'; return ;;
         -o|--output) _memsearch_reply -W 'table json'; return ;;
         --model) _memsearch_paths -d; return ;;
+        --db) _memsearch_paths -f; return ;;
         -p|--profile|--limit) return ;;
     esac
-    if [[ $cur == -* ]]; then _memsearch_reply -W '-f --format -p --profile -m --mode -g --granularity --baseline --no-baseline --limit -o --output --model -h --help'
+    if [[ $cur == -* ]]; then _memsearch_reply -W '-f --format -p --profile -m --mode -g --granularity --baseline --no-baseline --limit -o --output --model --db -h --help'
     else _memsearch_paths -f; fi
 }
 
@@ -160,6 +161,13 @@ _memsearch_completions() {
     case $prev in
     esac
     if [[ $cur == -* ]]; then _memsearch_reply -W '-h --help'; fi
+}
+
+_memsearch_copy() {
+    case $prev in
+    esac
+    if [[ $cur == -* ]]; then _memsearch_reply -W '-h --help'
+    else _memsearch_paths -f; fi
 }
 
 _memsearch_profiles() {
@@ -181,7 +189,7 @@ _memsearch() {
     case $cmd in
         '')
             if [[ $cur == -* ]]; then _memsearch_reply -W '--version --debug -h --help'
-            else _memsearch_reply -W 'add import search get list delete stats path reindex set pin unpin consolidate timeline mcp serve eval completions profiles'; fi ;;
+            else _memsearch_reply -W 'add import search get list delete stats path reindex set pin unpin consolidate timeline mcp serve eval completions copy profiles'; fi ;;
         add) _memsearch_add ;;
         import) _memsearch_import ;;
         search) _memsearch_search ;;
@@ -200,6 +208,7 @@ _memsearch() {
         serve) _memsearch_serve ;;
         eval) _memsearch_eval ;;
         completions) _memsearch_completions ;;
+        copy) _memsearch_copy ;;
         profiles) _memsearch_profiles ;;
     esac
 }

@@ -37,6 +37,7 @@ complete -c memsearch -n __fish_memsearch_using -a mcp -d 'Run an MCP server (st
 complete -c memsearch -n __fish_memsearch_using -a serve -d 'Serve the HTTP JSON API over one warm process (search, add, import, get,...'
 complete -c memsearch -n __fish_memsearch_using -a eval -d 'Measure retrieval on a benchmark: Recall@k and NDCG@k per category, latency,...'
 complete -c memsearch -n __fish_memsearch_using -a completions -d 'Print the shell-completion script (static: tab completion never starts Python).'
+complete -c memsearch -n __fish_memsearch_using -a copy -d 'Copy every memory with its views, vectors, access counts and consolidation...'
 complete -c memsearch -n __fish_memsearch_using -a profiles -d 'The ranking profiles: `memsearch profiles` lists them, `memsearch profiles...'
 
 complete -c memsearch -n '__fish_memsearch_using add' -l key -x -d 'A unique key to find this memory by.'
@@ -52,7 +53,7 @@ complete -c memsearch -n '__fish_memsearch_using add' -l at -x -d 'Creation time
 complete -c memsearch -n '__fish_memsearch_using add' -l meta -x -d 'Metadata as key=value (repeatable).'
 complete -c memsearch -n '__fish_memsearch_using add' -l replace -d 'Overwrite memories whose key exists already.'
 complete -c memsearch -n '__fish_memsearch_using add' -s p -l profile -x -d 'Ranking profile (see `memsearch profiles`). Default: default.'
-complete -c memsearch -n '__fish_memsearch_using add' -l db -r -F -d 'Store file. Default: $MEMSEARCH_DB, else $MEMSEARCH_HOME/memsearch.db, else the user data dir.'
+complete -c memsearch -n '__fish_memsearch_using add' -l db -r -F -d 'Store file, or a postgresql://user@host/db URL. Default: $MEMSEARCH_DB, else $MEMSEARCH_HOME/memsearch.db, else the user data dir.'
 complete -c memsearch -n '__fish_memsearch_using add' -l model -x -a '(__fish_complete_directories)' -d 'A sentence-transformers model directory. Default: $MEMSEARCH_MODEL, else the bundled all-MiniLM-L6-v2.'
 complete -c memsearch -n '__fish_memsearch_using add' -l server -x -d 'A `memsearch serve` URL to use. Default: the server of the same store, if one is running; without one, the work is done in this process.'
 complete -c memsearch -n '__fish_memsearch_using add' -s h -l help -d 'Show this message and exit.'
@@ -63,7 +64,7 @@ complete -c memsearch -n '__fish_memsearch_using import' -l facets -d 'Conversat
 complete -c memsearch -n '__fish_memsearch_using import' -l conversation -x -d 'chat: the conversation\'s name (default: the file\'s stem; stdin: stdin).'
 complete -c memsearch -n '__fish_memsearch_using import' -l replace -d 'Overwrite memories whose key exists already.'
 complete -c memsearch -n '__fish_memsearch_using import' -s p -l profile -x -d 'Ranking profile (see `memsearch profiles`). Default: default.'
-complete -c memsearch -n '__fish_memsearch_using import' -l db -r -F -d 'Store file. Default: $MEMSEARCH_DB, else $MEMSEARCH_HOME/memsearch.db, else the user data dir.'
+complete -c memsearch -n '__fish_memsearch_using import' -l db -r -F -d 'Store file, or a postgresql://user@host/db URL. Default: $MEMSEARCH_DB, else $MEMSEARCH_HOME/memsearch.db, else the user data dir.'
 complete -c memsearch -n '__fish_memsearch_using import' -l model -x -a '(__fish_complete_directories)' -d 'A sentence-transformers model directory. Default: $MEMSEARCH_MODEL, else the bundled all-MiniLM-L6-v2.'
 complete -c memsearch -n '__fish_memsearch_using import' -l server -x -d 'A `memsearch serve` URL to use. Default: the server of the same store, if one is running; without one, the work is done in this process.'
 complete -c memsearch -n '__fish_memsearch_using import' -s h -l help -d 'Show this message and exit.'
@@ -86,14 +87,14 @@ complete -c memsearch -n '__fish_memsearch_using search' -s t -l tag -x -d 'Only
 complete -c memsearch -n '__fish_memsearch_using search' -l since -x -d 'Only memories created at or after this ISO-8601 time.'
 complete -c memsearch -n '__fish_memsearch_using search' -l until -x -d 'Only memories created at or before this ISO-8601 time.'
 complete -c memsearch -n '__fish_memsearch_using search' -s f -l format -x -a 'table json jsonl csv' -d 'Output format.'
-complete -c memsearch -n '__fish_memsearch_using search' -l db -r -F -d 'Store file. Default: $MEMSEARCH_DB, else $MEMSEARCH_HOME/memsearch.db, else the user data dir.'
+complete -c memsearch -n '__fish_memsearch_using search' -l db -r -F -d 'Store file, or a postgresql://user@host/db URL. Default: $MEMSEARCH_DB, else $MEMSEARCH_HOME/memsearch.db, else the user data dir.'
 complete -c memsearch -n '__fish_memsearch_using search' -l model -x -a '(__fish_complete_directories)' -d 'A sentence-transformers model directory. Default: $MEMSEARCH_MODEL, else the bundled all-MiniLM-L6-v2.'
 complete -c memsearch -n '__fish_memsearch_using search' -l server -x -d 'A `memsearch serve` URL to use. Default: the server of the same store, if one is running; without one, the work is done in this process.'
 complete -c memsearch -n '__fish_memsearch_using search' -s h -l help -d 'Show this message and exit.'
 
 complete -c memsearch -n '__fish_memsearch_using get' -l key -d 'Read REF as a key even if it is a number.'
 complete -c memsearch -n '__fish_memsearch_using get' -s f -l format -x -a 'table json jsonl csv' -d 'Output format.'
-complete -c memsearch -n '__fish_memsearch_using get' -l db -r -F -d 'Store file. Default: $MEMSEARCH_DB, else $MEMSEARCH_HOME/memsearch.db, else the user data dir.'
+complete -c memsearch -n '__fish_memsearch_using get' -l db -r -F -d 'Store file, or a postgresql://user@host/db URL. Default: $MEMSEARCH_DB, else $MEMSEARCH_HOME/memsearch.db, else the user data dir.'
 complete -c memsearch -n '__fish_memsearch_using get' -s h -l help -d 'Show this message and exit.'
 
 complete -c memsearch -n '__fish_memsearch_using list' -s n -l limit -x -d 'At most this many (0: all).'
@@ -104,21 +105,21 @@ complete -c memsearch -n '__fish_memsearch_using list' -s t -l tag -x -d 'Only m
 complete -c memsearch -n '__fish_memsearch_using list' -l since -x -d 'Only memories created at or after this ISO-8601 time.'
 complete -c memsearch -n '__fish_memsearch_using list' -l until -x -d 'Only memories created at or before this ISO-8601 time.'
 complete -c memsearch -n '__fish_memsearch_using list' -s f -l format -x -a 'table json jsonl csv' -d 'Output format.'
-complete -c memsearch -n '__fish_memsearch_using list' -l db -r -F -d 'Store file. Default: $MEMSEARCH_DB, else $MEMSEARCH_HOME/memsearch.db, else the user data dir.'
+complete -c memsearch -n '__fish_memsearch_using list' -l db -r -F -d 'Store file, or a postgresql://user@host/db URL. Default: $MEMSEARCH_DB, else $MEMSEARCH_HOME/memsearch.db, else the user data dir.'
 complete -c memsearch -n '__fish_memsearch_using list' -s h -l help -d 'Show this message and exit.'
 
 complete -c memsearch -n '__fish_memsearch_using delete' -l key -d 'Read every REF as a key.'
-complete -c memsearch -n '__fish_memsearch_using delete' -l db -r -F -d 'Store file. Default: $MEMSEARCH_DB, else $MEMSEARCH_HOME/memsearch.db, else the user data dir.'
+complete -c memsearch -n '__fish_memsearch_using delete' -l db -r -F -d 'Store file, or a postgresql://user@host/db URL. Default: $MEMSEARCH_DB, else $MEMSEARCH_HOME/memsearch.db, else the user data dir.'
 complete -c memsearch -n '__fish_memsearch_using delete' -s h -l help -d 'Show this message and exit.'
 
 complete -c memsearch -n '__fish_memsearch_using stats' -s f -l format -x -a 'table json jsonl csv' -d 'Output format.'
-complete -c memsearch -n '__fish_memsearch_using stats' -l db -r -F -d 'Store file. Default: $MEMSEARCH_DB, else $MEMSEARCH_HOME/memsearch.db, else the user data dir.'
+complete -c memsearch -n '__fish_memsearch_using stats' -l db -r -F -d 'Store file, or a postgresql://user@host/db URL. Default: $MEMSEARCH_DB, else $MEMSEARCH_HOME/memsearch.db, else the user data dir.'
 complete -c memsearch -n '__fish_memsearch_using stats' -s h -l help -d 'Show this message and exit.'
 
-complete -c memsearch -n '__fish_memsearch_using path' -l db -r -F -d 'Store file. Default: $MEMSEARCH_DB, else $MEMSEARCH_HOME/memsearch.db, else the user data dir.'
+complete -c memsearch -n '__fish_memsearch_using path' -l db -r -F -d 'Store file, or a postgresql://user@host/db URL. Default: $MEMSEARCH_DB, else $MEMSEARCH_HOME/memsearch.db, else the user data dir.'
 complete -c memsearch -n '__fish_memsearch_using path' -s h -l help -d 'Show this message and exit.'
 
-complete -c memsearch -n '__fish_memsearch_using reindex' -l db -r -F -d 'Store file. Default: $MEMSEARCH_DB, else $MEMSEARCH_HOME/memsearch.db, else the user data dir.'
+complete -c memsearch -n '__fish_memsearch_using reindex' -l db -r -F -d 'Store file, or a postgresql://user@host/db URL. Default: $MEMSEARCH_DB, else $MEMSEARCH_HOME/memsearch.db, else the user data dir.'
 complete -c memsearch -n '__fish_memsearch_using reindex' -l model -x -a '(__fish_complete_directories)' -d 'A sentence-transformers model directory. Default: $MEMSEARCH_MODEL, else the bundled all-MiniLM-L6-v2.'
 complete -c memsearch -n '__fish_memsearch_using reindex' -s h -l help -d 'Show this message and exit.'
 
@@ -131,40 +132,40 @@ complete -c memsearch -n '__fish_memsearch_using set' -l namespace -x -d 'Move i
 complete -c memsearch -n '__fish_memsearch_using set' -s t -l tag -x -d 'Replace its tags (repeatable).'
 complete -c memsearch -n '__fish_memsearch_using set' -l key -d 'Read REF as a key even if it is a number.'
 complete -c memsearch -n '__fish_memsearch_using set' -s f -l format -x -a 'table json jsonl csv' -d 'Output format.'
-complete -c memsearch -n '__fish_memsearch_using set' -l db -r -F -d 'Store file. Default: $MEMSEARCH_DB, else $MEMSEARCH_HOME/memsearch.db, else the user data dir.'
+complete -c memsearch -n '__fish_memsearch_using set' -l db -r -F -d 'Store file, or a postgresql://user@host/db URL. Default: $MEMSEARCH_DB, else $MEMSEARCH_HOME/memsearch.db, else the user data dir.'
 complete -c memsearch -n '__fish_memsearch_using set' -s h -l help -d 'Show this message and exit.'
 
 complete -c memsearch -n '__fish_memsearch_using pin' -l key -d 'Read every REF as a key.'
-complete -c memsearch -n '__fish_memsearch_using pin' -l db -r -F -d 'Store file. Default: $MEMSEARCH_DB, else $MEMSEARCH_HOME/memsearch.db, else the user data dir.'
+complete -c memsearch -n '__fish_memsearch_using pin' -l db -r -F -d 'Store file, or a postgresql://user@host/db URL. Default: $MEMSEARCH_DB, else $MEMSEARCH_HOME/memsearch.db, else the user data dir.'
 complete -c memsearch -n '__fish_memsearch_using pin' -s h -l help -d 'Show this message and exit.'
 
 complete -c memsearch -n '__fish_memsearch_using unpin' -l key -d 'Read every REF as a key.'
-complete -c memsearch -n '__fish_memsearch_using unpin' -l db -r -F -d 'Store file. Default: $MEMSEARCH_DB, else $MEMSEARCH_HOME/memsearch.db, else the user data dir.'
+complete -c memsearch -n '__fish_memsearch_using unpin' -l db -r -F -d 'Store file, or a postgresql://user@host/db URL. Default: $MEMSEARCH_DB, else $MEMSEARCH_HOME/memsearch.db, else the user data dir.'
 complete -c memsearch -n '__fish_memsearch_using unpin' -s h -l help -d 'Show this message and exit.'
 
 complete -c memsearch -n '__fish_memsearch_using consolidate' -l duplicate -x -d 'Cosine at which the older memory is superseded.'
 complete -c memsearch -n '__fish_memsearch_using consolidate' -l related -x -d 'Cosine at which memories join a group.'
 complete -c memsearch -n '__fish_memsearch_using consolidate' -l dry-run -d 'Show what would change; change nothing.'
 complete -c memsearch -n '__fish_memsearch_using consolidate' -s f -l format -x -a 'table json jsonl csv' -d 'Output format.'
-complete -c memsearch -n '__fish_memsearch_using consolidate' -l db -r -F -d 'Store file. Default: $MEMSEARCH_DB, else $MEMSEARCH_HOME/memsearch.db, else the user data dir.'
+complete -c memsearch -n '__fish_memsearch_using consolidate' -l db -r -F -d 'Store file, or a postgresql://user@host/db URL. Default: $MEMSEARCH_DB, else $MEMSEARCH_HOME/memsearch.db, else the user data dir.'
 complete -c memsearch -n '__fish_memsearch_using consolidate' -s h -l help -d 'Show this message and exit.'
 
 complete -c memsearch -n '__fish_memsearch_using timeline' -s B -l before -x -d 'How many memories before it.'
 complete -c memsearch -n '__fish_memsearch_using timeline' -s A -l after -x -d 'How many memories after it.'
 complete -c memsearch -n '__fish_memsearch_using timeline' -l key -d 'Read REF as a key even if it is a number.'
 complete -c memsearch -n '__fish_memsearch_using timeline' -s f -l format -x -a 'table json jsonl csv' -d 'Output format.'
-complete -c memsearch -n '__fish_memsearch_using timeline' -l db -r -F -d 'Store file. Default: $MEMSEARCH_DB, else $MEMSEARCH_HOME/memsearch.db, else the user data dir.'
+complete -c memsearch -n '__fish_memsearch_using timeline' -l db -r -F -d 'Store file, or a postgresql://user@host/db URL. Default: $MEMSEARCH_DB, else $MEMSEARCH_HOME/memsearch.db, else the user data dir.'
 complete -c memsearch -n '__fish_memsearch_using timeline' -s h -l help -d 'Show this message and exit.'
 
 complete -c memsearch -n '__fish_memsearch_using mcp' -l http -d 'Serve streamable HTTP on loopback instead of stdio.'
 complete -c memsearch -n '__fish_memsearch_using mcp' -l port -x -d 'The port for --http.'
-complete -c memsearch -n '__fish_memsearch_using mcp' -l db -r -F -d 'Store file. Default: $MEMSEARCH_DB, else $MEMSEARCH_HOME/memsearch.db, else the user data dir.'
+complete -c memsearch -n '__fish_memsearch_using mcp' -l db -r -F -d 'Store file, or a postgresql://user@host/db URL. Default: $MEMSEARCH_DB, else $MEMSEARCH_HOME/memsearch.db, else the user data dir.'
 complete -c memsearch -n '__fish_memsearch_using mcp' -l model -x -a '(__fish_complete_directories)' -d 'A sentence-transformers model directory. Default: $MEMSEARCH_MODEL, else the bundled all-MiniLM-L6-v2.'
 complete -c memsearch -n '__fish_memsearch_using mcp' -s h -l help -d 'Show this message and exit.'
 
 complete -c memsearch -n '__fish_memsearch_using serve' -l host -x -d 'Address to bind; off loopback a bearer token is required.'
 complete -c memsearch -n '__fish_memsearch_using serve' -l port -x -d 'Port to bind (0: any free port).'
-complete -c memsearch -n '__fish_memsearch_using serve' -l db -r -F -d 'Store file. Default: $MEMSEARCH_DB, else $MEMSEARCH_HOME/memsearch.db, else the user data dir.'
+complete -c memsearch -n '__fish_memsearch_using serve' -l db -r -F -d 'Store file, or a postgresql://user@host/db URL. Default: $MEMSEARCH_DB, else $MEMSEARCH_HOME/memsearch.db, else the user data dir.'
 complete -c memsearch -n '__fish_memsearch_using serve' -l model -x -a '(__fish_complete_directories)' -d 'A sentence-transformers model directory. Default: $MEMSEARCH_MODEL, else the bundled all-MiniLM-L6-v2.'
 complete -c memsearch -n '__fish_memsearch_using serve' -s h -l help -d 'Show this message and exit.'
 
@@ -176,10 +177,15 @@ complete -c memsearch -n '__fish_memsearch_using eval' -l baseline -l no-baselin
 complete -c memsearch -n '__fish_memsearch_using eval' -l limit -x -d 'Only the first N conversations (or questions).'
 complete -c memsearch -n '__fish_memsearch_using eval' -s o -l output -x -a 'table json' -d 'table, or json for machines.'
 complete -c memsearch -n '__fish_memsearch_using eval' -l model -x -a '(__fish_complete_directories)' -d 'A sentence-transformers model directory. Default: $MEMSEARCH_MODEL, else the bundled all-MiniLM-L6-v2.'
+complete -c memsearch -n '__fish_memsearch_using eval' -l db -r -F -d 'Measure on this postgresql:// store (empty; emptied after each conversation).'
 complete -c memsearch -n '__fish_memsearch_using eval' -s h -l help -d 'Show this message and exit.'
 complete -c memsearch -n '__fish_memsearch_using eval' -F
 
 complete -c memsearch -n '__fish_memsearch_using completions' -s h -l help -d 'Show this message and exit.'
+
+complete -c memsearch -n '__fish_memsearch_using copy' -s h -l help -d 'Show this message and exit.'
+complete -c memsearch -n '__fish_memsearch_using copy' -F
+complete -c memsearch -n '__fish_memsearch_using copy' -F
 
 complete -c memsearch -n '__fish_memsearch_using profiles' -s f -l format -x -a 'table json jsonl csv' -d 'Output format.'
 complete -c memsearch -n '__fish_memsearch_using profiles' -s h -l help -d 'Show this message and exit.'

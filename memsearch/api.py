@@ -160,7 +160,7 @@ class Memsearch:
         encoder: Encoder | None = None,
         encoder_factory: Callable[[], Encoder] | None = None,
     ) -> None:
-        self.path: Path = resolve_db_path(db)
+        self.path: Path | str = resolve_db_path(db)  # a SQLite path or a postgresql:// URL
         self._model = model
         self._encoder = encoder
         self._encoder_factory = encoder_factory
@@ -286,7 +286,7 @@ class Memsearch:
             lines, memories = [], self._conversation_memories(content, source, fmt, sessions, conversation)
         if not memories:
             return ImportOutcome(source, {kind: 0 for kind in KIND_NAMES})
-        if not replace and self.path.exists():
+        if not replace and (isinstance(self.path, str) or self.path.exists()):
             self._check_new_keys(memories, lines, source)
         if facets:
             memories = with_facets(memories, self.encoder())
@@ -435,6 +435,13 @@ class Memsearch:
         for memory_id in ids:
             store.update(memory_id, {"pinned": pinned})
         return ids
+
+    def copy_to(self, destination: str | os.PathLike[str]) -> int:
+        """Copy every memory of this store (views, vectors, access counts, consolidation marks, ids)
+        into the empty or new store at `destination`, without re-embedding; all or nothing."""
+        from memsearch.store.copy import copy_between
+
+        return copy_between(self.path, destination)
 
     def consolidate(self, *, duplicate: float = 0.95, related: float = 0.80, dry_run: bool = False) -> Consolidation:
         """Mark older near-duplicates (cosine ≥ duplicate) superseded by the newest one and group

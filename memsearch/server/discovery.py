@@ -14,11 +14,20 @@ from typing import Any
 HEALTH_TIMEOUT_S = 0.5
 
 
-def discovery_path(db: Path) -> Path:
+def discovery_path(db: Path | str) -> Path:
+    """Beside a store file; for a database URL, in the cache dir under a hash of the URL."""
+    if isinstance(db, str):
+        import hashlib
+
+        from memsearch.paths import cache_dir, make_private_dirs
+
+        folder = cache_dir() / "servers"
+        make_private_dirs(folder)
+        return folder / f"{hashlib.sha256(db.encode()).hexdigest()[:16]}.server.json"
     return db.with_name(db.name + ".server.json")
 
 
-def write_discovery(db: Path, url: str, pid: int, *, authenticated: bool) -> Path:
+def write_discovery(db: Path | str, url: str, pid: int, *, authenticated: bool) -> Path:
     path = discovery_path(db)
     temporary = path.with_name(f".{path.name}.{pid}")
     descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -37,7 +46,7 @@ def remove_discovery(path: Path, pid: int) -> None:
         pass
 
 
-def read_discovery(db: Path) -> dict[str, Any] | None:
+def read_discovery(db: Path | str) -> dict[str, Any] | None:
     """The discovery document of a live server process of this store, if there is one."""
     try:
         document = json.loads(discovery_path(db).read_text(encoding="utf-8"))

@@ -5,19 +5,40 @@ Importing this package loads no store implementation; `open_store` picks and loa
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
-from memsearch.errors import MemsearchError
+from memsearch.errors import MemsearchError, StoreNotFoundError
 from memsearch.store.base import EVERYTHING, EmbeddingModelInfo, Scope, SearchBackend, Store
 
-__all__ = ["EVERYTHING", "EmbeddingModelInfo", "Scope", "SearchBackend", "Store", "describe_store_error", "open_store"]
+__all__ = [
+    "EVERYTHING", "EmbeddingModelInfo", "Scope", "SearchBackend", "Store", "describe_store_error", "is_postgres_url",
+    "open_store",
+]  # fmt: skip
 
 
-def open_store(location: Path, *, create: bool = False) -> Store:
-    """Open (or, with `create`, create) the store at `location`."""
+POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+
+
+def is_postgres_url(location: str | os.PathLike[str]) -> bool:
+    """Whether `location` names a PostgreSQL database rather than a SQLite file."""
+    return isinstance(location, str) and location.startswith(POSTGRES_SCHEMES)
+
+
+def open_store(location: Path | str, *, create: bool = False) -> Store:
+    """Open (or, with `create`, create) the store at `location`: a `postgresql://` URL or a SQLite path."""
+    if is_postgres_url(location):
+        try:
+            from memsearch.store.postgres import PostgresStore
+        except ImportError as error:
+            raise StoreNotFoundError(
+                f"a PostgreSQL store needs the postgres extra ({error.name} is missing): "
+                'pip install "memsearch[postgres]"'
+            ) from None
+        return PostgresStore.open(str(location), create=create)
     from memsearch.store.sqlite import SQLiteStore
 
-    return SQLiteStore.open(location, create=create)
+    return SQLiteStore.open(Path(location), create=create)
 
 
 def describe_store_error(error: BaseException) -> MemsearchError | None:

@@ -10,7 +10,7 @@ reads of the use cases (import, curation, reindex, consolidate, copy).
 from __future__ import annotations
 
 import builtins
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -61,6 +61,17 @@ EVERYTHING = Scope()
 
 
 Hits = list[tuple[int, float]]  # (memory id, score), best first
+
+
+@dataclass(frozen=True)
+class ExportedMemory:
+    """One memory with everything a store holds for it, to move it to another store unchanged
+    (ids, access counts and consolidation marks are in `memory`)."""
+
+    memory: Memory
+    lexical_views: Mapping[str, str]  # every full-text view (LEXICAL_VIEWS) → the text indexed for it
+    vector: np.ndarray | None  # the memory's own vector
+    views: Mapping[str, tuple[str, np.ndarray | None]]  # vector view → (its text, its vector)
 
 
 @runtime_checkable
@@ -183,6 +194,17 @@ class Store(SearchBackend, Protocol):
         ...
 
     def embedding_model(self) -> EmbeddingModelInfo | None: ...
+
+    # -- moving a store (memsearch.store.copy) ---------------------------------------------------
+
+    def export(self, batch: int = 1000) -> Iterator[ExportedMemory]:
+        """Every memory with all it holds, in id order, read `batch` memories at a time."""
+        ...
+
+    def restore(self, memories: Iterable[ExportedMemory], model: EmbeddingModelInfo | None) -> int:
+        """Write exported memories into this store, which must be empty, keeping their ids, in one
+        transaction (all or nothing); `model` made their vectors. Returns how many were written."""
+        ...
 
     def vector_count(self) -> int: ...
 

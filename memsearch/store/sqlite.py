@@ -10,13 +10,14 @@ import logging
 import os
 import sqlite3
 import threading
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memsearch.errors import (
     DuplicateKeyError,
+    InvalidInputError,
     MemoryNotFoundError,
     MemsearchError,
     ModelMismatchError,
@@ -26,7 +27,7 @@ from memsearch.errors import (
 )
 from memsearch.models import LEXICAL_VIEWS, OWN_TEXT_VIEWS, Memory, NewMemory, check_text, content_hash
 from memsearch.paths import make_private_dirs
-from memsearch.store.base import EVERYTHING, EmbeddingModelInfo, Hits, Scope
+from memsearch.store.base import EVERYTHING, EmbeddingModelInfo, ExportedMemory, Hits, Scope
 from memsearch.store.fts import match_expression
 from memsearch.store.migrations import MIGRATIONS, SCHEMA_VERSION
 from memsearch.store.vectors import VectorIndex, vector_top
@@ -540,6 +541,84 @@ class SQLiteStore:
             self._set_meta("embedding_model", model.name)
             self._set_meta("embedding_dim", str(model.dim))
             self._bump_generation()
+
+    # -- copy between stores -----------------------------------------------------------------
+
+    def export(self, batch: int = 1000) -> Iterator[ExportedMemory]:
+        """Every memory with all it holds, in id order (for `copy_store`)."""
+        import numpy as np
+
+        columns = ", ".join(f"m.{name.strip()}" for name in _MEMORY_COLUMNS.split(","))
+        last = 0
+        while True:
+            rows = self._db.execute(
+                f"SELECT {columns}, f.context, f.prev FROM memories m JOIN memories_fts f ON f.rowid = m.id "
+                "WHERE m.id > ? ORDER BY m.id LIMIT ?",
+                (last, batch),
+            ).fetchall()
+            if not rows:
+                return
+            ids = [row[0] for row in rows]
+            marks = ",".join("?" * len(ids))
+            vectors = {
+                memory_id: np.frombuffer(blob, dtype="<f4").astype(np.float32)
+                for memory_id, blob in self._db.execute(
+                    f"SELECT memory_id, vector FROM vectors WHERE memory_id IN ({marks})", ids
+                )
+            }
+            views: dict[int, dict[str, tuple[str, np.ndarray | None]]] = {}
+            for memory_id, view, text, blob in self._db.execute(
+                f"SELECT memory_id, view, text, vector FROM views WHERE memory_id IN ({marks}) "
+                "ORDER BY memory_id, view",
+                ids,
+            ):
+                vector = None if blob is None else np.frombuffer(blob, dtype="<f4").astype(np.float32)
+                views.setdefault(memory_id, {})[view] = (text, vector)
+            for row in rows:
+                lexical_views = {"context": row[-2], "prev": row[-1]}
+                yield ExportedMemory(_row_to_memory(row), lexical_views, vectors.get(row[0]), views.get(row[0], {}))
+            last = ids[-1]
+
+    def restore(self, memories: Iterable[ExportedMemory], model: EmbeddingModelInfo | None) -> int:
+        """Write exported memories into this empty store, keeping their ids, in one transaction."""
+        written = 0
+        links: list[tuple[int | None, int | None, int]] = []
+        with self.transaction():
+            if self._db.execute("SELECT 1 FROM memories LIMIT 1").fetchone() is not None:
+                raise InvalidInputError(f"{self.path} holds memories already; copy needs an empty store")
+            if model is not None:
+                self._set_meta("embedding_model", model.name)
+                self._set_meta("embedding_dim", str(model.dim))
+            for exported in memories:
+                m = exported.memory
+                self._db.execute(
+                    f"INSERT INTO memories ({_MEMORY_COLUMNS}) VALUES ({','.join('?' * 23)})",
+                    (m.id, m.key, m.text, to_iso(m.created_at), to_iso(m.last_accessed_at), m.access_count,
+                     m.importance, m.priority, int(m.pinned), m.project, m.namespace, m.session, m.role,
+                     json.dumps(list(m.tags), ensure_ascii=False), json.dumps(dict(m.metadata), ensure_ascii=False),
+                     m.content_hash, m.memory_score, None, m.group_id, m.kind, m.conversation, m.position, None),
+                )  # fmt: skip
+                if m.superseded_by is not None or m.parent_id is not None:
+                    links.append((m.superseded_by, m.parent_id, m.id))
+                self._db.execute(
+                    "INSERT INTO memories_fts (rowid, text, tags, context, prev) VALUES (?, ?, ?, ?, ?)",
+                    (m.id, m.text, " ".join(m.tags), exported.lexical_views["context"], exported.lexical_views["prev"]),
+                )
+                if exported.vector is not None:
+                    self._db.execute(
+                        "INSERT INTO vectors (memory_id, vector) VALUES (?, ?)",
+                        (m.id, exported.vector.astype("<f4").tobytes()),
+                    )
+                for view, (text, vector) in sorted(exported.views.items()):
+                    self._db.execute(
+                        "INSERT INTO views (memory_id, view, text, vector) VALUES (?, ?, ?, ?)",
+                        (m.id, view, text, None if vector is None else vector.astype("<f4").tobytes()),
+                    )
+                written += 1
+            # Links may point forward in id order: set once every memory is there.
+            self._db.executemany("UPDATE memories SET superseded_by = ?, parent_id = ? WHERE id = ?", links)
+            self._bump_generation()
+        return written
 
     # -- reads ----------------------------------------------------------------------------
 

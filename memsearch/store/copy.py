@@ -1,0 +1,31 @@
+"""Moving a store: every memory with its views, vectors, access counts and consolidation marks,
+from any store to any other (SQLite → PostgreSQL and back), keeping ids, without re-embedding."""
+
+from __future__ import annotations
+
+import os
+from contextlib import closing
+
+from memsearch.errors import InvalidInputError
+from memsearch.store.base import Store
+
+
+def copy_store(source: Store, destination: Store) -> int:
+    """Copy everything in `source` into the empty `destination` in one transaction of the
+    destination (all or nothing); return how many memories were copied."""
+    if source.location == destination.location:
+        raise InvalidInputError("is the source store itself", field="destination")
+    return destination.restore(source.export(), source.embedding_model())
+
+
+def copy_between(source: str | os.PathLike[str], destination: str | os.PathLike[str]) -> int:
+    """Open the stores at two locations (a SQLite path or a postgresql:// URL each; the destination
+    is created if missing) and copy the first into the second."""
+    from memsearch.paths import resolve_db_path
+    from memsearch.store import open_store
+
+    with (
+        closing(open_store(resolve_db_path(source))) as src,
+        closing(open_store(resolve_db_path(destination), create=True)) as dst,
+    ):
+        return copy_store(src, dst)

