@@ -42,6 +42,14 @@ VECTOR_VIEWS = ("context", "next", *(f"facet_{name}" for name in FACETS))
 OWN_TEXT_VIEWS = ("context", "prev")
 
 
+def default_view_text(kind: str, view: str, text: str) -> str:
+    """A lexical view's text for a memory that has none of its own: its own text (OWN_TEXT_VIEWS),
+    except a session chunk's previous-turn view, which stays empty: session chunks are ranked by
+    their own-text legs alone (see retrieval.legs.own_text_legs), and their long texts would skew
+    that view's BM25 length statistics for the turns (measured: LoCoMo turn R@5 0.729 against 0.735)."""
+    return "" if kind == "session" and view == "prev" else text
+
+
 def content_hash(text: str) -> str:
     """Hash of the text with white space folded, so re-adds of the same note are recognised."""
     return hashlib.sha256(" ".join(text.split()).encode("utf-8")).hexdigest()

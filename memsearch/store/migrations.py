@@ -82,9 +82,10 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE memories_fts_new RENAME TO memories_fts;
     """,
     # 4: every memory has the views every kind has (OWN_TEXT_VIEWS): a memory that has no
-    # previous-turn text of its own (a note, a session chunk) is searched there by its text.
+    # previous-turn text of its own (a note) is searched there by its text (models.default_view_text).
     """
-    UPDATE memories_fts SET prev = text WHERE prev = '';
+    UPDATE memories_fts SET prev = text
+        WHERE prev = '' AND rowid IN (SELECT id FROM memories WHERE kind != 'session');
     CREATE INDEX memories_role ON memories (role);
     """,
 )

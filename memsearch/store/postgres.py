@@ -32,7 +32,15 @@ from memsearch.errors import (
     StoreCorruptError,
     StoreNotFoundError,
 )
-from memsearch.models import LEXICAL_VIEWS, OWN_TEXT_VIEWS, VECTOR_VIEWS, Memory, NewMemory, content_hash
+from memsearch.models import (
+    LEXICAL_VIEWS,
+    OWN_TEXT_VIEWS,
+    VECTOR_VIEWS,
+    Memory,
+    NewMemory,
+    content_hash,
+    default_view_text,
+)
 from memsearch.store.base import EVERYTHING, EmbeddingModelInfo, ExportedMemory, Hits, Scope
 from memsearch.store.fts import match_phrases
 from memsearch.store.postgres_text import K1, B, Fts5Tokenizer, idf, phrase_count
@@ -205,10 +213,10 @@ def _row_to_memory(row: Sequence[Any]) -> Memory:
     )
 
 
-def lexical_views_of(text: str, stored: Mapping[str, str]) -> dict[str, str]:
+def lexical_views_of(text: str, stored: Mapping[str, str], kind: str) -> dict[str, str]:
     """Every full-text view's indexed text: a missing `context` is the memory's own text, a
     missing `prev` is empty (as the SQLite store indexes them)."""
-    return {view: stored.get(view, text) for view in LEXICAL_VIEWS}  # OWN_TEXT_VIEWS: default to own text
+    return {view: stored.get(view, default_view_text(kind, view, text)) for view in LEXICAL_VIEWS}
 
 
 def _f32(vector: Any) -> np.ndarray:
@@ -503,7 +511,8 @@ class PostgresStore:
     @staticmethod
     def _fts_texts(memory: NewMemory | Memory, lexical_views: Mapping[str, str] | None = None) -> tuple[str, ...]:
         views = lexical_views if lexical_views is not None else getattr(memory, "views", {})
-        return (memory.text, " ".join(memory.tags), views.get("context", memory.text), views.get("prev", memory.text))
+        own = (views.get(view, default_view_text(memory.kind, view, memory.text)) for view in LEXICAL_VIEWS)
+        return (memory.text, " ".join(memory.tags), *own)
 
     @staticmethod
     def _add_tokens(db: Connection[Any], delta: int) -> None:
@@ -664,7 +673,7 @@ class PostgresStore:
             for memory in memories:
                 yield ExportedMemory(
                     memory,
-                    lexical_views_of(memory.text, json.loads(lexical[memory.id])),
+                    lexical_views_of(memory.text, json.loads(lexical[memory.id]), memory.kind),
                     vectors.get(memory.id),
                     views.get(memory.id, {}),
                 )
@@ -698,7 +707,7 @@ class PostgresStore:
                         stored_views = {
                             view: text
                             for view, text in exported.lexical_views.items()
-                            if text != lexical_views_of(m.text, {}).get(view)
+                            if text != lexical_views_of(m.text, {}, m.kind).get(view)
                         }
                         copy.write_row(
                             (m.id, m.key, m.text, m.content_hash, m.created_at, m.last_accessed_at, m.access_count,

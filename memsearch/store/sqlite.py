@@ -25,7 +25,15 @@ from memsearch.errors import (
     StoreNotFoundError,
     StoreUnavailableError,
 )
-from memsearch.models import LEXICAL_VIEWS, OWN_TEXT_VIEWS, Memory, NewMemory, check_text, content_hash
+from memsearch.models import (
+    LEXICAL_VIEWS,
+    OWN_TEXT_VIEWS,
+    Memory,
+    NewMemory,
+    check_text,
+    content_hash,
+    default_view_text,
+)
 from memsearch.paths import make_private_dirs
 from memsearch.store.base import EVERYTHING, EmbeddingModelInfo, ExportedMemory, Hits, Scope
 from memsearch.store.fts import match_expression
@@ -442,8 +450,7 @@ class SQLiteStore:
                         memory_id,
                         memory.text,
                         " ".join(memory.tags),
-                        memory.views.get("context", memory.text),
-                        memory.views.get("prev", memory.text),
+                        *(memory.views.get(v, default_view_text(memory.kind, v, memory.text)) for v in LEXICAL_VIEWS),
                     ),
                 )
                 if vectors is not None:
