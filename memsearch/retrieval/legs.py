@@ -59,22 +59,25 @@ MIN_MEMORIES_TO_CLEAN = 20  # below this, a word's share of the memories says no
 
 
 def dense_query_text(store: SearchBackend, query: str, scope: Scope, share: float | None) -> str:
-    """The query without the speaker names found in more than `share` of the memories in scope: in
-    a conversation they label memories rather than tell them apart, and pull the query vector
-    towards every memory of that speaker alike. Only where that is sound: words that name a speaker
-    in scope, with at least MIN_MEMORIES_TO_CLEAN memories there; the query is kept whole when
-    nothing would remain."""
+    """The query without the speaker names found in more than `share` of the memories that have a
+    speaker in scope: in a conversation a name labels memories rather than tells them apart, and
+    pulls the query vector towards every memory of that speaker alike. Only where that is sound:
+    words that name a speaker in scope, with at least MIN_MEMORIES_TO_CLEAN such memories (notes
+    without a speaker neither count nor dilute the share); the query is kept whole when nothing
+    would remain."""
     if share is None:
         return query
     words = {w.lower() for w in _WORD_WITH_POSSESSIVE.findall(query)} - STOPWORDS
-    speakers = words & {part.lower() for role in store.roles(scope) for part in WORD.findall(role)}
+    roles = store.roles(scope)
+    speakers = words & {part.lower() for role in roles for part in WORD.findall(role)}
     if not speakers:
         return query
-    total = store.count(scope)
+    spoken = replace(scope, roles=tuple(roles))  # the memories that have a speaker
+    total = store.count(spoken)
     if total < MIN_MEMORIES_TO_CLEAN:
         return query
     limit = int(share * total) + 1
-    common = {word for word in speakers if store.document_frequency(word, scope, limit) >= limit}
+    common = {word for word in speakers if store.document_frequency(word, spoken, limit) >= limit}
     if not common:
         return query
     kept = _WORD_WITH_POSSESSIVE.sub(lambda m: "" if m.group(1).lower() in common else m.group(0), query)
