@@ -809,6 +809,8 @@ class SQLiteStore:
     def cosines(self, vector: np.ndarray, ids: Sequence[int]) -> dict[int, float]:
         index = self.vector_index()
         found, rows = index.rows_of(ids)
+        if found.size == 0:  # also a store with no vectors yet, whose matrix has no columns
+            return {}
         scores = index.matrix[rows] @ vector
         return {int(i): float(s) for i, s in zip(found, scores, strict=True)}
 
