@@ -9,7 +9,7 @@ import threading
 import zlib
 from collections.abc import Sequence
 from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 
 import numpy as np
@@ -109,10 +109,6 @@ class FakeBackend:
             return [memory, *turns]
         at = next(i for i, t in enumerate(turns) if t.id == memory.id)
         return turns[max(0, at - before) : at + after + 1]
-
-    def ids_created_between(self, start: datetime, end: datetime, scope: Scope, limit: int) -> list[int]:
-        inside = sorted((m.created_at, m.id) for m in self._in(scope) if start <= m.created_at <= end)
-        return [memory_id for _, memory_id in inside[: limit + 1]]
 
     def check_model(self, model: EmbeddingModelInfo) -> None:
         pass

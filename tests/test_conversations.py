@@ -113,7 +113,19 @@ def test_time_leg_finds_the_named_date(imported: Path) -> None:
     document = json.loads(run("search", "What happened on 3 January 2024?", "-f", "json", "-k", "3").stdout)
     best = document["results"][0]
     assert best["key"] == "conv-a/D10:1"
-    assert best["explain"]["legs"]["time"] == {"rank": 1, "score": 1.0}
+    assert best["explain"]["legs"]["time"]["rank"] == 1  # ranked by cosine within the named day
+
+
+def test_time_leg_ranks_a_month_named_without_a_year(imported: Path) -> None:
+    """"in January" is the latest January up to --as-of; the leg ranks that month's memories by
+    cosine (however many there are) and leaves the others out."""
+    document = json.loads(
+        run("search", "What happened in January?", "-f", "json", "--raw", "--as-of", "2024-06-01").stdout
+    )
+    in_time_leg = [c for c in document["candidates"] if "time" in c["explain"]["legs"]]
+    assert in_time_leg and all(c["created_at"].startswith("2024-01") for c in in_time_leg)
+    ranks = sorted(c["explain"]["legs"]["time"]["rank"] for c in in_time_leg)
+    assert ranks == list(range(1, len(ranks) + 1))
 
 
 def test_speaker_named_in_the_query_is_preferred(imported: Path) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from datetime import timedelta
+from datetime import date, timedelta
 
 import numpy as np
 import pytest
@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from memsearch.models import Memory, content_hash
 from memsearch.profiles import Adjustment
 from memsearch.retrieval.candidates import Candidate, Factor, LegHit
+from memsearch.retrieval.dates import asks_when, date_ranges, says_when
 from memsearch.retrieval.fusion import rrf
 from memsearch.retrieval.recall import rank_hits
 from memsearch.retrieval.scoring import apply_adjustments, exponential_decay
@@ -132,3 +133,56 @@ def test_vector_top_ranks_by_cosine_and_respects_the_mask() -> None:
     assert [i for i, _ in vector_top(index, query, 2, mask)] == [12, 10]
     assert vector_top(index, query, 5, np.zeros(4, bool)) == []
     assert rank_hits([(11, 0.9), (12, 0.3)]) == {11: LegHit(1, 0.9), 12: LegHit(2, 0.3)}
+
+
+# -- dates: the time leg's ranges and the "when" adjustment ------------------------------------------
+
+
+def test_date_ranges_resolve_a_month_without_a_year_against_today() -> None:
+    today = date(2023, 10, 20)
+    assert date_ranges("camping in June?", today) == [(date(2023, 6, 1), date(2023, 6, 30))]
+    assert date_ranges("in December", today) == [(date(2022, 12, 1), date(2022, 12, 31))]  # the latest up to today
+    assert date_ranges("camping in June?") == []  # without today only absolute dates count
+    assert date_ranges("in May 2021", today) == [(date(2021, 5, 1), date(2021, 5, 31))]  # not twice
+    assert date_ranges("may I ask when?", today) == []  # "may" the verb
+
+
+@pytest.mark.parametrize(
+    ("query", "asks"),
+    [
+        ("When did Melanie paint a sunrise?", True),
+        ("what year did we move the database", True),
+        ("How long has Nate had his turtles?", True),
+        ("where is the deploy key?", False),
+        ("what did Ana say about the kayak", False),
+    ],
+)
+def test_asks_when(query: str, asks: bool) -> None:
+    assert asks_when(query) is asks
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("I went to a support group yesterday", True),
+        ("we went camping two weekends ago", True),
+        ("I've had them for 3 years now", True),
+        ("rotated the key last Friday", True),
+        ("released in May", True),
+        ("deployed on 2024-03-02", True),
+        ("the deploy key is in the vault", False),
+        ("I love painting sunsets", False),
+    ],
+)
+def test_says_when(text: str, says: bool) -> None:
+    assert says_when(text) is says
+
+
+def test_when_factor_applies_only_to_when_questions_and_dated_memories() -> None:
+    dated = Candidate(memory(1, text="we went camping last week"), {}, fusion=1.0)
+    undated = Candidate(memory(2, text="camping is fun"), {}, fusion=1.0)
+    when = Adjustment("when", factor=1.2)
+    asked = apply_adjustments([dated, undated], [when], T0, asks_when=True)
+    assert [c.final for c in asked] == [pytest.approx(1.2), pytest.approx(1.0)]
+    assert asked[0].factors[0] == Factor("when", "mul", 1.2, {"says_when": True})
+    assert [c.factors for c in apply_adjustments([dated, undated], [when], T0)] == [(), ()]

@@ -1,4 +1,5 @@
-"""Absolute dates named in a query, as day, month or year ranges (for the `time` leg)."""
+"""Dates named in a query, as day, month or year ranges (for the `time` leg), and the signs that a
+question asks *when* and that a memory says when (for the `when` adjustment)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,11 @@ _PATTERNS = (
     ("month year", re.compile(rf"\b{_MONTH},?\s+(?:of\s+)?{_YEAR}\b", re.IGNORECASE)),
     ("year", re.compile(rf"\b{_YEAR}\b")),
 )
+# A month without a year ("camping in June") is the latest such month up to today.
+_BARE_MONTH = re.compile(
+    rf"\b(?:in|during|of|since|early|late|mid|end of|beginning of|start of)\s+(?:the\s+)?{_MONTH}(?!\w)",
+    re.IGNORECASE,
+)
 
 
 def _day_range(day: date) -> tuple[date, date]:
@@ -42,8 +48,9 @@ def _range(kind: str, groups: tuple[str, ...]) -> tuple[date, date]:
     return date(year, 1, 1), date(year, 12, 31)
 
 
-def date_ranges(query: str) -> list[tuple[date, date]]:
-    """Each absolute date in the query as an inclusive (first day, last day) range."""
+def date_ranges(query: str, today: date | None = None) -> list[tuple[date, date]]:
+    """Each date in the query as an inclusive (first day, last day) range: absolute dates, and with
+    `today` also months named without a year."""
     ranges: list[tuple[date, date]] = []
     taken: list[tuple[int, int]] = []
     for kind, pattern in _PATTERNS:
@@ -55,6 +62,12 @@ def date_ranges(query: str) -> list[tuple[date, date]]:
             except ValueError:  # 31 February and the like: not a date
                 continue
             taken.append(match.span())
+    if today is not None:
+        for match in _BARE_MONTH.finditer(query):
+            if not any(start < match.end() and match.start() < end for start, end in taken):
+                month = _MONTHS[match.group(1).lower()]
+                year = today.year if month <= today.month else today.year - 1
+                ranges.append((date(year, month, 1), date(year, month, calendar.monthrange(year, month)[1])))
     return ranges
 
 
@@ -64,3 +77,33 @@ def as_datetimes(day_range: tuple[date, date]) -> tuple[datetime, datetime]:
     return datetime.combine(first, time(), UTC), datetime.combine(last + timedelta(days=1), time(), UTC) - timedelta(
         microseconds=1
     )
+
+
+# A question asks when; a memory says when (relative or absolute). Most memories that answer a
+# "when" question date the event themselves ("last Saturday", "two weeks ago", "in May").
+_ASKS_WHEN = re.compile(
+    r"\b(?:when|what (?:date|day|time|year|month)|which (?:year|month|day|date)|how long)\b", re.IGNORECASE
+)
+_UNIT = r"(?:days?|nights?|weeks?|weekends?|months?|years?|hours?)"
+_COUNT = r"(?:a|an|one|two|three|four|five|six|seven|eight|nine|ten|few|couple of|several|\d+)"
+_WEEKDAY = r"(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
+_SEASON = r"(?:spring|summer|fall|autumn|winter)"
+_SAYS_WHEN = re.compile(
+    r"\b(?:yesterday|today|tonight|tomorrow|recently|the other day"
+    rf"|(?:last|this|next|past|coming) (?:{_UNIT}|{_WEEKDAY}|{_SEASON}|morning|evening|night)"
+    rf"|{_COUNT} {_UNIT} (?:ago|back|before|later|earlier)"
+    rf"|(?:for|since|in) (?:the (?:last|past) )?{_COUNT} {_UNIT}"
+    rf"|on {_WEEKDAY}|on the \d{{1,2}}(?:st|nd|rd|th)|(?:19|20)\d\d"
+    rf"|(?:in|since|early|late|mid|last|this|next) {_MONTH})(?!\w)",
+    re.IGNORECASE,
+)
+
+
+def asks_when(query: str) -> bool:
+    """Whether the query asks when something happened or how long it lasted."""
+    return _ASKS_WHEN.search(query) is not None
+
+
+def says_when(text: str) -> bool:
+    """Whether the text dates something: a date, a month, a weekday, "last week", "two days ago"."""
+    return _SAYS_WHEN.search(text) is not None

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import date
 
 import numpy as np
 
@@ -97,6 +98,7 @@ class Recall:
     profile: Profile
     embed: Callable[[str], np.ndarray]
     exhaustive_ranking: list[tuple[int, float]] = field(default_factory=list)
+    today: date | None = None  # resolves months named without a year
     embedded_text: str | None = None  # the text the query vector was made from, once made
     _vector: np.ndarray | None = None
 
@@ -124,15 +126,25 @@ class Recall:
         return rank_hits(ranking[: self.pool])
 
     def time_leg(self) -> dict[int, LegHit]:
-        """Every memory created within a date the query names, all ranked first; a range holding
-        more memories than the pool is too broad to tell anything and is skipped."""
-        hits: dict[int, LegHit] = {}
-        for day_range in date_ranges(self.query):
+        """The memories created within a date the query names, ranked by cosine with the query (a
+        date holding many memories still ranks them); a date that holds every memory in scope
+        tells nothing and is skipped."""
+        best: dict[int, float] = {}
+        in_scope: int | None = None
+        for day_range in date_ranges(self.query, self.today):
             start, end = as_datetimes(day_range)
-            ids = self.store.ids_created_between(start, end, self.scope, self.pool)
-            if len(ids) <= self.pool:
-                hits.update({memory_id: LegHit(1, 1.0) for memory_id in ids})
-        return hits
+            since = max(start, self.scope.since) if self.scope.since else start
+            until = min(end, self.scope.until) if self.scope.until else end
+            if since > until:
+                continue
+            within = replace(self.scope, since=since, until=until)
+            if in_scope is None:
+                in_scope = self.store.count(self.scope)
+            if self.store.count(within) >= in_scope:
+                continue
+            for memory_id, cosine in self.store.vector_search(self.vector(), within, self.pool, None):
+                best[memory_id] = max(cosine, best.get(memory_id, -1.0))
+        return rank_hits(sorted(best.items(), key=lambda hit: -hit[1]))
 
 
 def build_candidates(

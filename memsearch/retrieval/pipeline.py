@@ -18,6 +18,7 @@ from memsearch.embedding import Encoder
 from memsearch.errors import InvalidInputError
 from memsearch.profiles import Profile, leg_kind, load_profile
 from memsearch.retrieval.candidates import Candidate, LegHit
+from memsearch.retrieval.dates import asks_when
 from memsearch.retrieval.explain import SCHEMA_VERSION, SearchOutcome
 from memsearch.retrieval.fusion import fuse
 from memsearch.retrieval.legs import Recall, build_candidates, choose_route, named_speaker, own_text_legs
@@ -85,7 +86,9 @@ class _Search:
     def recall(
         self, scope: Scope, legs: Mapping[str, str] | None = None
     ) -> tuple[Recall, dict[str, dict[int, LegHit]]]:
-        recall = Recall(self.store, self.request.query, scope, self.pool, self.profile, self.query_vector)
+        recall = Recall(
+            self.store, self.request.query, scope, self.pool, self.profile, self.query_vector, today=self.now.date()
+        )
         self.recalls.append(recall)
         return recall, {name: recall.leg(spec) for name, spec in (legs or self.legs_to_run).items()}
 
@@ -124,7 +127,17 @@ class _Search:
                     self.request.query, sorted({c.memory.role for c in candidates if c.memory.role})
                 )
             fused = fuse(candidates, profile.fusion, self.now)
-            return select(fused, profile, self.k, self.now, self.project, vectors, self.request.max_tokens, speaker)
+            return select(
+                fused,
+                profile,
+                self.k,
+                self.now,
+                self.project,
+                vectors,
+                self.request.max_tokens,
+                speaker,
+                asks_when(self.request.query),
+            )
 
         ranked = attempt({})
         if recall.exhaustive_ranking:

@@ -8,6 +8,7 @@ from datetime import datetime
 
 from memsearch.profiles import Adjustment
 from memsearch.retrieval.candidates import Candidate, Factor
+from memsearch.retrieval.dates import says_when
 from memsearch.timeutil import SECONDS_PER_DAY, age_seconds
 
 
@@ -48,7 +49,12 @@ def project_factor(candidate: Candidate, adjustment: Adjustment, project: str) -
 
 
 def factor_for(
-    candidate: Candidate, adjustment: Adjustment, now: datetime, project: str | None, speaker: str | None = None
+    candidate: Candidate,
+    adjustment: Adjustment,
+    now: datetime,
+    project: str | None,
+    speaker: str | None = None,
+    asks_when: bool = False,
 ) -> Factor | None:
     memory = candidate.memory
     match adjustment.kind:
@@ -68,6 +74,11 @@ def factor_for(
                 return None
             same = memory.role == speaker
             return Factor("speaker", "mul", adjustment.factor if same else 1.0, {"named": speaker, "role": memory.role})
+        case "when":  # the query asks when: memories that date something are the likelier answer
+            if not asks_when:
+                return None
+            dated = says_when(memory.text)
+            return Factor("when", "mul", adjustment.factor if dated else 1.0, {"says_when": dated})
     raise ValueError(f"unknown adjustment {adjustment.kind!r}")
 
 
@@ -77,11 +88,12 @@ def apply_adjustments(
     now: datetime,
     project: str | None = None,
     speaker: str | None = None,
+    asks_when: bool = False,
 ) -> list[Candidate]:
     out = []
     for candidate in candidates:
         for adjustment in adjustments:
-            if (factor := factor_for(candidate, adjustment, now, project, speaker)) is not None:
+            if (factor := factor_for(candidate, adjustment, now, project, speaker, asks_when)) is not None:
                 candidate = candidate.with_factor(factor)
         out.append(candidate)
     return out

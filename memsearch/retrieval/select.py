@@ -151,13 +151,14 @@ def select(
     vectors: Mapping[int, np.ndarray],
     max_tokens: int | None,
     speaker: str | None = None,
+    asks_when: bool = False,
 ) -> list[Candidate]:
     """filter → adjust → select over fused candidates. Pure: everything it needs is in its arguments."""
     if profile.drop_superseded:
         fused = drop_superseded(fused)
     if profile.min_score is not None:
         fused = drop_below(fused, profile.min_score)
-    ranked = rank_by_final(apply_adjustments(fused, profile.adjust, now, project, speaker))
+    ranked = rank_by_final(apply_adjustments(fused, profile.adjust, now, project, speaker, asks_when))
     choice = profile.select
     if choice.drop_identical:
         ranked = drop_exact_duplicates(ranked)

@@ -119,11 +119,6 @@ class SearchBackend(Protocol):
         turns around it in its session; a note with the memories around it in time."""
         ...
 
-    def ids_created_between(self, start: datetime, end: datetime, scope: Scope, limit: int) -> list[int]:
-        """Memories in scope created within [start, end], oldest first, at most `limit` + 1 (so
-        callers see overflow)."""
-        ...
-
     def check_model(self, model: EmbeddingModelInfo) -> None:
         """Refuse (ModelMismatchError) to use vectors of another model than the store's."""
         ...

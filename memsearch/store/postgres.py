@@ -1057,15 +1057,6 @@ class PostgresStore:
 
     # -- neighbours and time ------------------------------------------------------------------
 
-    def ids_created_between(self, start: datetime, end: datetime, scope: Scope, limit: int) -> builtins.list[int]:
-        where, params = _where(scope)
-        rows = self._db.execute(
-            f"SELECT m.id FROM memories m WHERE m.created_at >= %s AND m.created_at <= %s AND {where} "
-            "ORDER BY m.created_at, m.id LIMIT %s",
-            [start, end, *params, limit + 1],
-        )
-        return [row[0] for row in rows]
-
     def session_turns(self, conversation: str | None, session: str) -> builtins.list[Memory]:
         rows = self._db.execute(
             f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE kind = 'turn' AND session = %s "

@@ -743,16 +743,6 @@ class SQLiteStore:
         marks = ",".join("?" * len(kinds))
         return [row[0] for row in self._db.execute(f"SELECT id FROM memories WHERE kind NOT IN ({marks})", kinds)]
 
-    def ids_created_between(self, start: datetime, end: datetime, scope: Scope, limit: int) -> builtins.list[int]:
-        """Memories in scope created within [start, end], at most `limit` + 1 (so callers see overflow)."""
-        where, params = _where(scope)
-        rows = self._db.execute(
-            f"SELECT m.id FROM memories m WHERE m.created_at >= ? AND m.created_at <= ? AND {where} "
-            "ORDER BY m.created_at, m.id LIMIT ?",
-            [to_iso(start), to_iso(end), *params, limit + 1],
-        )
-        return [row[0] for row in rows]
-
     def vector_index(self, view: str | None = None) -> VectorIndex:
         """The stored vectors (of the memories' own texts, or of one view) as one matrix, cached
         until the store's next write."""
