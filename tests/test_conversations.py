@@ -16,8 +16,9 @@ from memsearch.ingest.conversations import conversation_memories, with_facets
 from memsearch.ingest.readers import turn_text
 from memsearch.models import Memory, NewMemory, content_hash
 from memsearch.retrieval.candidates import Candidate, LegHit
-from memsearch.retrieval.legs import dense_query_text, named_speaker
+from memsearch.retrieval.legs import dense_query_text, named_speakers
 from memsearch.retrieval.pipeline import SearchRequest
+from memsearch.retrieval.scoring import QueryFacts
 from memsearch.retrieval.sessions import session_support
 from memsearch.store import Scope
 from memsearch.store.migrations import MIGRATIONS, SCHEMA_VERSION
@@ -117,7 +118,7 @@ def test_time_leg_finds_the_named_date(imported: Path) -> None:
 
 
 def test_time_leg_ranks_a_month_named_without_a_year(imported: Path) -> None:
-    """"in January" is the latest January up to --as-of; the leg ranks that month's memories by
+    """ "in January" is the latest January up to --as-of; the leg ranks that month's memories by
     cosine (however many there are) and leaves the others out."""
     document = json.loads(
         run("search", "What happened in January?", "-f", "json", "--raw", "--as-of", "2024-06-01").stdout
@@ -132,8 +133,9 @@ def test_speaker_named_in_the_query_is_preferred(imported: Path) -> None:
     document = json.loads(run("search", "What did Ana say about the kayak?", "-f", "json", "-k", "5").stdout)
     factors = {r["role"]: r["explain"]["factors"][0] for r in document["results"]}
     assert factors["Ana"] == {"name": "speaker", "op": "mul", "value": 1.1, "detail": {"named": "Ana", "role": "Ana"}}
-    assert named_speaker("did ana and ben meet?", ["Ana", "Ben"]) is None  # several named: no preference
-    assert named_speaker("what did Anastasia say", ["Ana"]) is None  # whole words only
+    assert named_speakers("did ana and ben meet?", ["Ana", "Ben"]) == ("Ana", "Ben")
+    assert QueryFacts(named=("Ana", "Ben")).speaker is None  # several named: no preference
+    assert named_speakers("what did Anastasia say", ["Ana"]) == ()  # whole words only
 
 
 def test_dense_query_drops_words_common_to_the_store(ms: Memsearch, tiny: list) -> None:

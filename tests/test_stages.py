@@ -16,19 +16,21 @@ from memsearch.retrieval.candidates import Candidate, Factor, LegHit
 from memsearch.retrieval.dates import asks_when, date_ranges, says_when
 from memsearch.retrieval.fusion import rrf
 from memsearch.retrieval.recall import rank_hits
-from memsearch.retrieval.scoring import apply_adjustments, exponential_decay
+from memsearch.retrieval.scoring import QueryFacts, apply_adjustments, exponential_decay
 from memsearch.retrieval.select import drop_exact_duplicates, rank_by_final, take_top
 from memsearch.store.vectors import VectorIndex, vector_top
 from memsearch.timeutil import SECONDS_PER_DAY
 from tests.conftest import T0
 
 
-def memory(memory_id: int, text: str = "x", days_old: float = 0.0) -> Memory:
+def memory(
+    memory_id: int, text: str = "x", days_old: float = 0.0, role: str | None = None, conversation: str | None = None
+) -> Memory:
     created = T0 - timedelta(days=days_old)
     return Memory(
         id=memory_id, key=None, text=text, created_at=created, last_accessed_at=created, access_count=0,
-        importance=0.5, priority=1.0, pinned=False, project=None, namespace=None, session=None, role=None,
-        tags=(), metadata={}, content_hash=content_hash(text),
+        importance=0.5, priority=1.0, pinned=False, project=None, namespace=None, session=None, role=role,
+        tags=(), metadata={}, content_hash=content_hash(text), conversation=conversation,
     )  # fmt: skip
 
 
@@ -182,7 +184,24 @@ def test_when_factor_applies_only_to_when_questions_and_dated_memories() -> None
     dated = Candidate(memory(1, text="we went camping last week"), {}, fusion=1.0)
     undated = Candidate(memory(2, text="camping is fun"), {}, fusion=1.0)
     when = Adjustment("when", factor=1.2)
-    asked = apply_adjustments([dated, undated], [when], T0, asks_when=True)
+    asked = apply_adjustments([dated, undated], [when], T0, facts=QueryFacts(asks_when=True))
     assert [c.final for c in asked] == [pytest.approx(1.2), pytest.approx(1.0)]
     assert asked[0].factors[0] == Factor("when", "mul", 1.2, {"says_when": True})
     assert [c.factors for c in apply_adjustments([dated, undated], [when], T0)] == [(), ()]
+
+
+def test_about_factor_lowers_memories_that_involve_no_person_the_query_names() -> None:
+    """Spoken by, in a conversation with, or naming the person: involved. A note about someone else
+    in the same store is not, and is multiplied by the factor."""
+    facts = QueryFacts(named=("Ana",), participants={"c1": frozenset({"Ana", "Ben"})})
+    spoken = Candidate(memory(1, "I kayak", role="Ana", conversation="c1"), {}, fusion=1.0)
+    addressed = Candidate(memory(2, "nice one", role="Ben", conversation="c1"), {}, fusion=1.0)
+    named = Candidate(memory(3, "ana kayaks on sundays"), {}, fusion=1.0)
+    other = Candidate(memory(4, "Jon kayaks on sundays"), {}, fusion=1.0)
+    other_chat = Candidate(memory(5, "I kayak too", role="Jon", conversation="c2"), {}, fusion=1.0)
+    about = Adjustment("about", factor=0.5)
+    adjusted = apply_adjustments([spoken, addressed, named, other, other_chat], [about], T0, facts=facts)
+    assert [c.final for c in adjusted] == [1.0, 1.0, 1.0, 0.5, 0.5]
+    assert adjusted[3].factors[0] == Factor("about", "mul", 0.5, {"named": "Ana", "involved": False})
+    assert [c.factors for c in apply_adjustments([other], [about], T0)] == [()]  # nobody named: no factor
+    assert not QueryFacts(named=("Ana",)).involves(memory(6, "Anastasia kayaks"), "Ana")  # whole words

@@ -163,7 +163,6 @@ def build_candidates(
     ]
 
 
-def named_speaker(query: str, speakers: Sequence[str]) -> str | None:
-    """The one speaker the query names (whole words, any case), or None for none or several."""
-    named = [s for s in speakers if re.search(rf"\b{re.escape(s)}\b", query, re.IGNORECASE)]
-    return named[0] if len(named) == 1 else None
+def named_speakers(query: str, speakers: Sequence[str]) -> tuple[str, ...]:
+    """The speakers the query names (whole words, any case), in the order given."""
+    return tuple(s for s in speakers if re.search(rf"\b{re.escape(s)}\b", query, re.IGNORECASE))

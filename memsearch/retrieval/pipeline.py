@@ -8,7 +8,7 @@ fusion.py, scoring.py and select.py (the pure part), sessions.py (session level)
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
@@ -21,9 +21,10 @@ from memsearch.retrieval.candidates import Candidate, LegHit
 from memsearch.retrieval.dates import asks_when
 from memsearch.retrieval.explain import SCHEMA_VERSION, SearchOutcome
 from memsearch.retrieval.fusion import fuse
-from memsearch.retrieval.legs import Recall, build_candidates, choose_route, named_speaker, own_text_legs
+from memsearch.retrieval.legs import Recall, build_candidates, choose_route, named_speakers, own_text_legs
 from memsearch.retrieval.recall import rank_hits
 from memsearch.retrieval.request import GRANULARITIES, MAX_K, MODES, SearchRequest
+from memsearch.retrieval.scoring import QueryFacts
 from memsearch.retrieval.select import select
 from memsearch.retrieval.sessions import expand_neighbours, session_support
 from memsearch.store.base import Scope, SearchBackend
@@ -120,24 +121,9 @@ class _Search:
             ids = [c.id for c in candidates]
             # MMR compares the memories' own vectors, which a lexical search has too.
             vectors = self.store.vectors(ids) if profile.select.mmr_lambda is not None else {}
-            speaker = None
-            if any(a.kind == "speaker" for a in profile.adjust):
-                # A speaker the query names is among the candidates: the lexical legs match the name.
-                speaker = named_speaker(
-                    self.request.query, sorted({c.memory.role for c in candidates if c.memory.role})
-                )
             fused = fuse(candidates, profile.fusion, self.now)
-            return select(
-                fused,
-                profile,
-                self.k,
-                self.now,
-                self.project,
-                vectors,
-                self.request.max_tokens,
-                speaker,
-                asks_when(self.request.query),
-            )
+            facts = self.query_facts(candidates)
+            return select(fused, profile, self.k, self.now, self.project, vectors, self.request.max_tokens, facts)
 
         ranked = attempt({})
         if recall.exhaustive_ranking:
@@ -164,7 +150,21 @@ class _Search:
         )
         mmr = self.profile.select.mmr_lambda is not None
         vectors = self.store.vectors([c.id for c in supported]) if mmr else {}
-        return select(supported, self.profile, self.k, now, self.project, vectors, self.request.max_tokens)
+        facts = self.query_facts(supported)
+        return select(supported, self.profile, self.k, now, self.project, vectors, self.request.max_tokens, facts)
+
+    def query_facts(self, candidates: Sequence[Candidate]) -> QueryFacts:
+        """The speakers the query names (a name the lexical legs matched is among the candidates'
+        speakers), the conversations they take part in, and whether it asks when."""
+        query, kinds = self.request.query, {a.kind for a in self.profile.adjust}
+        named: tuple[str, ...] = ()
+        if kinds & {"speaker", "about"}:
+            named = named_speakers(query, sorted({c.memory.role for c in candidates if c.memory.role}))
+        participants: dict[str, frozenset[str]] = {}
+        if "about" in kinds and named:
+            conversations = sorted({c.memory.conversation for c in candidates if c.memory.conversation})
+            participants = {c: frozenset(self.store.roles(Scope(conversation=c))) for c in conversations}
+        return QueryFacts(named, asks_when(query), participants)
 
 
 def _exact_top_k(

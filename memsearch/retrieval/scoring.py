@@ -3,13 +3,38 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 
+from memsearch.models import Memory
 from memsearch.profiles import Adjustment
 from memsearch.retrieval.candidates import Candidate, Factor
 from memsearch.retrieval.dates import says_when
 from memsearch.timeutil import SECONDS_PER_DAY, age_seconds
+
+
+@dataclass(frozen=True)
+class QueryFacts:
+    """What the adjustments need to know about the query and the store around it."""
+
+    named: tuple[str, ...] = ()  # the speakers in scope the query names
+    asks_when: bool = False
+    participants: Mapping[str, frozenset[str]] = field(default_factory=dict)  # conversation → its speakers
+
+    @property
+    def speaker(self) -> str | None:
+        """The one speaker the query names; None for none or several."""
+        return self.named[0] if len(self.named) == 1 else None
+
+    def involves(self, memory: Memory, person: str) -> bool:
+        """A memory involves a person who speaks it, takes part in its conversation or is named in it."""
+        return (
+            memory.role == person
+            or person in self.participants.get(memory.conversation or "", ())
+            or re.search(rf"\b{re.escape(person)}\b", memory.text, re.IGNORECASE) is not None
+        )
 
 
 def exponential_decay(age_s: float, tau_s: float) -> float:
@@ -49,12 +74,7 @@ def project_factor(candidate: Candidate, adjustment: Adjustment, project: str) -
 
 
 def factor_for(
-    candidate: Candidate,
-    adjustment: Adjustment,
-    now: datetime,
-    project: str | None,
-    speaker: str | None = None,
-    asks_when: bool = False,
+    candidate: Candidate, adjustment: Adjustment, now: datetime, project: str | None, facts: QueryFacts
 ) -> Factor | None:
     memory = candidate.memory
     match adjustment.kind:
@@ -70,12 +90,18 @@ def factor_for(
         case "project":
             return project_factor(candidate, adjustment, project) if project is not None else None
         case "speaker":  # the query names one speaker: their memories are the likelier answer
-            if speaker is None:
+            if (speaker := facts.speaker) is None:
                 return None
             same = memory.role == speaker
             return Factor("speaker", "mul", adjustment.factor if same else 1.0, {"named": speaker, "role": memory.role})
+        case "about":  # the query names people: a memory that involves none of them is about someone else
+            if not facts.named:
+                return None
+            involved = any(facts.involves(memory, person) for person in facts.named)
+            detail = {"named": ", ".join(facts.named), "involved": involved}
+            return Factor("about", "mul", 1.0 if involved else adjustment.factor, detail)
         case "when":  # the query asks when: memories that date something are the likelier answer
-            if not asks_when:
+            if not facts.asks_when:
                 return None
             dated = says_when(memory.text)
             return Factor("when", "mul", adjustment.factor if dated else 1.0, {"says_when": dated})
@@ -87,13 +113,13 @@ def apply_adjustments(
     adjustments: Sequence[Adjustment],
     now: datetime,
     project: str | None = None,
-    speaker: str | None = None,
-    asks_when: bool = False,
+    facts: QueryFacts | None = None,
 ) -> list[Candidate]:
+    facts = facts or QueryFacts()
     out = []
     for candidate in candidates:
         for adjustment in adjustments:
-            if (factor := factor_for(candidate, adjustment, now, project, speaker, asks_when)) is not None:
+            if (factor := factor_for(candidate, adjustment, now, project, facts)) is not None:
                 candidate = candidate.with_factor(factor)
         out.append(candidate)
     return out

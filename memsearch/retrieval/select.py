@@ -11,7 +11,7 @@ import numpy as np
 
 from memsearch.profiles import Profile
 from memsearch.retrieval.candidates import Candidate
-from memsearch.retrieval.scoring import apply_adjustments
+from memsearch.retrieval.scoring import QueryFacts, apply_adjustments
 
 
 def rank_by_final(candidates: Sequence[Candidate]) -> list[Candidate]:
@@ -150,15 +150,14 @@ def select(
     project: str | None,
     vectors: Mapping[int, np.ndarray],
     max_tokens: int | None,
-    speaker: str | None = None,
-    asks_when: bool = False,
+    facts: QueryFacts | None = None,
 ) -> list[Candidate]:
     """filter → adjust → select over fused candidates. Pure: everything it needs is in its arguments."""
     if profile.drop_superseded:
         fused = drop_superseded(fused)
     if profile.min_score is not None:
         fused = drop_below(fused, profile.min_score)
-    ranked = rank_by_final(apply_adjustments(fused, profile.adjust, now, project, speaker, asks_when))
+    ranked = rank_by_final(apply_adjustments(fused, profile.adjust, now, project, facts))
     choice = profile.select
     if choice.drop_identical:
         ranked = drop_exact_duplicates(ranked)
