@@ -425,7 +425,8 @@ class Memsearch:
             from memsearch.store import describe_store_error
 
             known = describe_store_error(error)
-            findings.insert(0, Finding("store", PROBLEM, str(known or f"{type(error).__name__}: {error}")))
+            detail = str(known or f"{type(error).__name__}: {error}").strip().splitlines() or [""]
+            findings.insert(0, Finding("store", PROBLEM, detail[0]))
             return DoctorReport(location, True, None, model, findings)
         return DoctorReport(self.store().location, True, health, model, store_findings(health, model) + findings)
 

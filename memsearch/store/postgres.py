@@ -1106,7 +1106,7 @@ class PostgresStore:
             "SELECT count(*) FROM memories m WHERE NOT EXISTS (SELECT 1 FROM vectors v WHERE v.memory_id = m.id)"
         ).fetchone()  # type: ignore[misc]
         (fts_rows,) = db.execute("SELECT count(DISTINCT memory_id) FROM postings").fetchone()  # type: ignore[misc]
-        (view_vectors,) = db.execute("SELECT count(*) FROM views WHERE vector IS NOT NULL").fetchone()  # type: ignore[misc]
+        (view_vectors,) = db.execute("SELECT count(*) FROM views WHERE embedding IS NOT NULL").fetchone()  # type: ignore[misc]
         hnsw = db.execute(
             "SELECT 1 FROM pg_indexes WHERE schemaname = current_schema() AND indexname = 'vectors_hnsw'"
         ).fetchone()
