@@ -235,7 +235,7 @@ DbOption = Annotated[
     typer.Option(
         "--db",
         help="Store file, or a postgresql://user@host/db URL. "
-        "Default: $MEMSEARCH_DB, else $MEMSEARCH_HOME/memsearch.db, else the user data dir.",
+        "Default: $MEMSEARCH_DB, else db in config.toml, else $MEMSEARCH_HOME/memsearch.db, else the user data dir.",
     ),
 ]
 ModelOption = Annotated[
