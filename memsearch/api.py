@@ -433,8 +433,13 @@ class Memsearch:
     def _location(self) -> str:
         if isinstance(self.path, Path):
             return str(self.path)
-        from memsearch.store.postgres import redacted
+        try:
+            from memsearch.store.postgres import redacted
+        except ImportError:  # no postgres extra: show the URL without its user and password
+            from urllib.parse import urlsplit
 
+            parts = urlsplit(self.path)
+            return f"{parts.scheme}://{parts.hostname or ''}{parts.path}"
         return redacted(self.path)
 
     def _model_state(self, findings: builtins.list[Finding]) -> ModelState | None:

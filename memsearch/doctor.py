@@ -119,7 +119,7 @@ def store_findings(health: StoreHealth, model: ModelState | None) -> list[Findin
                 )
             )
         else:
-            findings.append(Finding("model", OK, f"{model.name} made the store's vectors"))
+            findings.append(Finding("model", OK, "the store's vectors are of the model searches use"))
     if health.without_vector:
         findings.append(
             Finding(

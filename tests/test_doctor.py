@@ -86,7 +86,7 @@ def test_the_cli_renders_it_in_one_screen_and_as_json(encoder: Encoder) -> None:
     assert runner.invoke(app, ["add", "the deploy key lives in the vault"]).exit_code == 0
     table = runner.invoke(app, ["doctor"])
     assert table.exit_code == 0, table.stderr
-    assert len(table.stdout.splitlines()) <= 24 and "quick_check" in table.stdout and "1 notes" in table.stdout
+    assert len(table.stdout.splitlines()) <= 24 and "quick_check" in table.stdout and "1 note" in table.stdout
     document = json.loads(runner.invoke(app, ["doctor", "-f", "json"]).stdout)
     assert document["ok"] is True and document["store"]["memories"] == {"note": 1}
     assert document["store"]["integrity"] == "ok" and document["model"]["exported"] is True

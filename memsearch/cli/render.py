@@ -444,7 +444,7 @@ def render_doctor(report: DoctorReport, fmt: str) -> None:
     store, model = document["store"], document["model"]
     lines = [("store", report.location)]
     if store is not None:
-        memories = ", ".join(f"{n} {kind}s" for kind, n in store["memories"].items()) or "none"
+        memories = ", ".join(f"{n} {kind}{'s' * (n != 1)}" for kind, n in store["memories"].items()) or "none"
         lines += [
             ("backend", f"{store['backend']}, schema {store['schema_version']}, {store['size_bytes']:,} bytes"),
             ("memories", memories),
