@@ -8,18 +8,24 @@ made again by the importing store's model, so with the same model they are the s
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from memsearch.api import Memsearch
 from memsearch.cli.app import app
 from memsearch.embedding import Encoder
 from memsearch.errors import ImportLineError
-from memsearch.models import NewMemory
+from memsearch.ingest.records import export_record
+from memsearch.models import Memory, NewMemory, default_view_text
 from memsearch.store import EVERYTHING, Scope
+from memsearch.store.base import ExportedMemory
 from tests.conftest import T0
 
 DATA = Path(__file__).parent / "data"
@@ -130,3 +136,48 @@ def test_the_cli_round_trip(tmp_path: Path, encoder: Encoder) -> None:
     assert runner.invoke(app, ["export", "--db", second]).stdout == exported.stdout
     only_turns = runner.invoke(app, ["export", "--kind", "turn", "--role", "user", "--db", second]).stdout
     assert [json.loads(line)["role"] for line in only_turns.splitlines()] == ["user", "user", "user"]
+
+
+texts = st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=40).filter(str.strip)
+names = st.none() | texts
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    text=texts,
+    key=names,
+    tags=st.lists(texts.map(str.strip), max_size=3, unique=True),
+    importance=st.floats(0, 1),
+    priority=st.floats(1, 2),
+    pinned=st.booleans(),
+    project=names,
+    role=names,
+    kind=st.sampled_from(["note", "turn", "session"]),
+    position=st.none() | st.integers(1, 10_000),
+    views=st.dictionaries(st.sampled_from(["context", "prev", "next", "facet_events"]), st.text(max_size=20)),
+    metadata=st.dictionaries(texts, st.none() | st.integers() | texts | st.booleans(), max_size=3),
+    seconds=st.integers(0, 10**9),
+)
+def test_an_export_record_is_an_import_line_of_the_same_memory(**fields: Any) -> None:
+    created = T0 + timedelta(seconds=fields.pop("seconds"), microseconds=7)
+    views = fields.pop("views")
+    memory = Memory(
+        id=1, created_at=created, last_accessed_at=created, access_count=0, namespace=None, session=None,
+        content_hash="", conversation=None, parent_id=None, **{**fields, "tags": tuple(fields["tags"])},
+    )  # fmt: skip
+    lexical = {view: views.get(view, default_view_text(memory.kind, view, memory.text)) for view in ("context", "prev")}
+    vector_views = {view: (text, None) for view, text in views.items() if view not in ("prev",)}
+    record = export_record(ExportedMemory(memory, lexical, None, vector_views), None)
+    again = NewMemory.from_json(json.loads(json.dumps(record)))
+    assert (again.text, again.key, again.tags, again.importance, again.priority, again.pinned) == (
+        memory.text, memory.key, memory.tags, memory.importance, memory.priority, memory.pinned,
+    )  # fmt: skip
+    assert (again.project, again.role, again.kind, again.position, again.created_at) == (
+        memory.project, memory.role, memory.kind, memory.position, memory.created_at,
+    )  # fmt: skip
+    assert dict(again.metadata) == memory.metadata
+    stored_lexical = {view: again.views.get(view, default_view_text(again.kind, view, again.text)) for view in lexical}
+    assert stored_lexical == lexical
+    assert {view: again.views[view] for view in vector_views} == {
+        view: text for view, (text, _) in vector_views.items()
+    }
