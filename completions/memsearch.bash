@@ -29,17 +29,18 @@ _memsearch_search() {
         -m|--mode) _memsearch_reply -W 'auto vector hybrid lexical'; return ;;
         -g|--granularity) _memsearch_reply -W 'turn session'; return ;;
         --queries) _memsearch_paths -f; return ;;
-        -f|--format) _memsearch_reply -W 'table json jsonl csv'; return ;;
+        --kind) _memsearch_reply -W 'note turn session'; return ;;
+        -f|--format) _memsearch_reply -W 'table json jsonl ndjson csv'; return ;;
         --db) _memsearch_paths -f; return ;;
         --model) _memsearch_paths -d; return ;;
-        -k|--limit|--as-of|--tau|-p|--profile|--max-tokens|--project|--namespace|-t|--tag|--since|--until|--server) return ;;
+        -k|--limit|--as-of|--tau|-p|--profile|--max-tokens|--project|--namespace|-t|--tag|--since|--until|--conversation|--role|--session|--server) return ;;
     esac
-    if [[ $cur == -* ]]; then _memsearch_reply -W '-k --limit -m --mode --raw --explain --as-of --tau -p --profile -g --granularity --max-tokens --no-touch --queries --project --namespace -t --tag --since --until -f --format --db --model --server -h --help'; fi
+    if [[ $cur == -* ]]; then _memsearch_reply -W '-k --limit -m --mode --raw --explain --as-of --tau -p --profile -g --granularity --max-tokens --no-touch --queries --project --namespace -t --tag --since --until --kind --conversation --role --session -f --format --db --model --server -h --help'; fi
 }
 
 _memsearch_get() {
     case $prev in
-        -f|--format) _memsearch_reply -W 'table json jsonl csv'; return ;;
+        -f|--format) _memsearch_reply -W 'table json jsonl ndjson csv'; return ;;
         --db) _memsearch_paths -f; return ;;
     esac
     if [[ $cur == -* ]]; then _memsearch_reply -W '--key -f --format --db -h --help'; fi
@@ -47,11 +48,12 @@ _memsearch_get() {
 
 _memsearch_list() {
     case $prev in
-        -f|--format) _memsearch_reply -W 'table json jsonl csv'; return ;;
+        --kind) _memsearch_reply -W 'note turn session'; return ;;
+        -f|--format) _memsearch_reply -W 'table json jsonl ndjson csv'; return ;;
         --db) _memsearch_paths -f; return ;;
-        -n|--limit|--offset|--project|--namespace|-t|--tag|--since|--until) return ;;
+        -n|--limit|--offset|--project|--namespace|-t|--tag|--since|--until|--conversation|--role|--session) return ;;
     esac
-    _memsearch_reply -W '-n --limit --offset --project --namespace -t --tag --since --until -f --format --db -h --help'
+    _memsearch_reply -W '-n --limit --offset --project --namespace -t --tag --since --until --kind --conversation --role --session -f --format --db -h --help'
 }
 
 _memsearch_delete() {
@@ -63,7 +65,7 @@ _memsearch_delete() {
 
 _memsearch_stats() {
     case $prev in
-        -f|--format) _memsearch_reply -W 'table json jsonl csv'; return ;;
+        -f|--format) _memsearch_reply -W 'table json jsonl ndjson csv'; return ;;
         --db) _memsearch_paths -f; return ;;
     esac
     _memsearch_reply -W '-f --format --db -h --help'
@@ -86,7 +88,7 @@ _memsearch_reindex() {
 
 _memsearch_set() {
     case $prev in
-        -f|--format) _memsearch_reply -W 'table json jsonl csv'; return ;;
+        -f|--format) _memsearch_reply -W 'table json jsonl ndjson csv'; return ;;
         --db) _memsearch_paths -f; return ;;
         --importance|--priority|--memory-score|--project|--namespace|-t|--tag) return ;;
     esac
@@ -109,7 +111,7 @@ _memsearch_unpin() {
 
 _memsearch_consolidate() {
     case $prev in
-        -f|--format) _memsearch_reply -W 'table json jsonl csv'; return ;;
+        -f|--format) _memsearch_reply -W 'table json jsonl ndjson csv'; return ;;
         --db) _memsearch_paths -f; return ;;
         --duplicate|--related) return ;;
     esac
@@ -118,7 +120,7 @@ _memsearch_consolidate() {
 
 _memsearch_timeline() {
     case $prev in
-        -f|--format) _memsearch_reply -W 'table json jsonl csv'; return ;;
+        -f|--format) _memsearch_reply -W 'table json jsonl ndjson csv'; return ;;
         --db) _memsearch_paths -f; return ;;
         -B|--before|-A|--after) return ;;
     esac
@@ -170,9 +172,35 @@ _memsearch_copy() {
     else _memsearch_paths -f; fi
 }
 
+_memsearch_export() {
+    case $prev in
+        --kind) _memsearch_reply -W 'note turn session'; return ;;
+        --db) _memsearch_paths -f; return ;;
+        --project|--namespace|-t|--tag|--since|--until|--conversation|--role|--session) return ;;
+    esac
+    _memsearch_reply -W '--project --namespace -t --tag --since --until --kind --conversation --role --session --db -h --help'
+}
+
+_memsearch_config() {
+    case $prev in
+        -f|--format) _memsearch_reply -W 'table json jsonl ndjson csv'; return ;;
+        --db) _memsearch_paths -f; return ;;
+    esac
+    _memsearch_reply -W '-f --format --db -h --help'
+}
+
+_memsearch_doctor() {
+    case $prev in
+        -f|--format) _memsearch_reply -W 'table json jsonl ndjson csv'; return ;;
+        --db) _memsearch_paths -f; return ;;
+        --model) _memsearch_paths -d; return ;;
+    esac
+    _memsearch_reply -W '-f --format --db --model -h --help'
+}
+
 _memsearch_profiles() {
     case $prev in
-        -f|--format) _memsearch_reply -W 'table json jsonl csv'; return ;;
+        -f|--format) _memsearch_reply -W 'table json jsonl ndjson csv'; return ;;
     esac
     _memsearch_reply -W '-f --format -h --help'
 }
@@ -189,7 +217,7 @@ _memsearch() {
     case $cmd in
         '')
             if [[ $cur == -* ]]; then _memsearch_reply -W '--version --debug -h --help'
-            else _memsearch_reply -W 'add import search get list delete stats path reindex set pin unpin consolidate timeline mcp serve eval completions copy profiles'; fi ;;
+            else _memsearch_reply -W 'add import search get list delete stats path reindex set pin unpin consolidate timeline mcp serve eval completions copy export config doctor profiles'; fi ;;
         add) _memsearch_add ;;
         import) _memsearch_import ;;
         search) _memsearch_search ;;
@@ -209,6 +237,9 @@ _memsearch() {
         eval) _memsearch_eval ;;
         completions) _memsearch_completions ;;
         copy) _memsearch_copy ;;
+        export) _memsearch_export ;;
+        config) _memsearch_config ;;
+        doctor) _memsearch_doctor ;;
         profiles) _memsearch_profiles ;;
     esac
 }

@@ -4,19 +4,20 @@ from __future__ import annotations
 
 import builtins
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePath
 from typing import Any
 
 from memsearch.choices import IMPORT_FORMATS
 from memsearch.consolidate import ConsolidationPlan, plan
+from memsearch.doctor import DoctorReport, Finding, ModelState
 from memsearch.embedding import Encoder, Progress, load_encoder, resolve_model
-from memsearch.errors import DuplicateKeyError, InvalidInputError
+from memsearch.errors import DuplicateKeyError, ImportLineError, InvalidInputError, MemsearchError
 from memsearch.ingest.conversations import conversation_memories, with_facets
 from memsearch.ingest.embed import embed_memories, near_duplicates
 from memsearch.ingest.readers import read_chat, read_locomo, read_longmemeval
-from memsearch.ingest.records import parse_memories, parse_queries
+from memsearch.ingest.records import export_record, parse_memories, parse_queries
 from memsearch.models import Memory, NewMemory, check_range, normalise_tags
 from memsearch.paths import resolve_db_path
 from memsearch.profiles import Profile, available, load_profile
@@ -282,6 +283,7 @@ class Memsearch:
             raise InvalidInputError("names a chat's conversation; other formats name their own", field="conversation")
         if fmt == "jsonl":
             lines, memories = parse_memories(content, source)
+            self._check_parents(memories, lines, source)
         else:
             lines, memories = [], self._conversation_memories(content, source, fmt, sessions, conversation)
         if not memories:
@@ -309,6 +311,22 @@ class Memsearch:
         else:
             conversations = (read_locomo if fmt == "locomo" else read_longmemeval)(content, source)
         return [m for c in conversations for m in conversation_memories(c, sessions=sessions)]
+
+    def _check_parents(self, memories: Sequence[NewMemory], lines: Sequence[int], source: str) -> None:
+        """A `parent_key` must name a memory earlier in the file or already stored."""
+        earlier: set[str] = set()
+        for memory, line in zip(memories, lines, strict=True):
+            parent = memory.parent_key
+            if parent is not None and parent not in earlier and not self._stored_key(parent):
+                raise ImportLineError(
+                    source, line, f"parent_key {parent!r} names no memory stored or on an earlier line"
+                )
+            if memory.key is not None:
+                earlier.add(memory.key)
+
+    def _stored_key(self, key: str) -> bool:
+        exists = isinstance(self.path, str) or self.path.exists()
+        return exists and self.store().id_for_key(key) is not None
 
     def _check_new_keys(self, memories: Sequence[NewMemory], lines: Sequence[int], source: str) -> None:
         """A key of the import that a stored memory has already fails with its line (or item) number."""
@@ -365,8 +383,81 @@ class Memsearch:
     def list(self, scope: Scope = EVERYTHING, limit: int | None = None, offset: int = 0) -> builtins.list[Memory]:
         return self.store().list(scope, limit=limit, offset=offset)
 
+    def export(self, scope: Scope = EVERYTHING) -> Iterator[dict[str, Any]]:
+        """Every memory in scope as a JSONL import record (see `export_record`), oldest id first:
+        `import_text` of these lines into another store stores the same memories (new ids, vectors
+        made by that store's model), and exporting that store gives the same lines."""
+        store = self.store()
+        keys: dict[int, str | None] = {}  # parent id → its key (session chunks precede their turns)
+        for exported in store.export():
+            memory = exported.memory
+            if memory.kind == "session":
+                keys[memory.id] = memory.key
+            if not scope.admits(memory):
+                continue
+            parent = memory.parent_id
+            if parent is not None and parent not in keys:
+                keys[parent] = store.get(parent).key
+            yield export_record(exported, keys[parent] if parent is not None else None)
+
     def stats(self) -> dict[str, Any]:
         return self.store().stats()
+
+    def doctor(self) -> DoctorReport:
+        """The store's shape, counts and consistency, the model's state, and what would make search
+        fail or slow (see memsearch.doctor). Reads only: a missing store is reported, not created."""
+        from memsearch.doctor import PROBLEM, model_findings, store_findings
+
+        findings: builtins.list[Finding] = []
+        model = self._model_state(findings)
+        if model is not None:
+            findings += model_findings(model)
+        location = self._location()
+        if isinstance(self.path, Path) and not self.path.exists():
+            findings.insert(0, Finding("store", "ok", f"no store yet at {location}; the first add creates it"))
+            return DoctorReport(location, False, None, model, findings)
+        try:
+            health = self.store().health()
+        except MemsearchError as error:
+            findings.insert(0, Finding("store", PROBLEM, str(error)))
+            return DoctorReport(location, True, None, model, findings)
+        except Exception as error:  # a store's own error: a damaged file, a lost connection
+            from memsearch.store import describe_store_error
+
+            known = describe_store_error(error)
+            detail = str(known or f"{type(error).__name__}: {error}").strip().splitlines() or [""]
+            findings.insert(0, Finding("store", PROBLEM, detail[0]))
+            return DoctorReport(location, True, None, model, findings)
+        return DoctorReport(self.store().location, True, health, model, store_findings(health, model) + findings)
+
+    def _location(self) -> str:
+        if isinstance(self.path, Path):
+            return str(self.path)
+        try:
+            from memsearch.store.postgres import redacted
+        except ImportError:  # no postgres extra: show the URL without its user and password
+            from urllib.parse import urlsplit
+
+            parts = urlsplit(self.path)
+            return f"{parts.scheme}://{parts.hostname or ''}{parts.path}"
+        return redacted(self.path)
+
+    def _model_state(self, findings: builtins.list[Finding]) -> ModelState | None:
+        """The model searches would use, resolved without loading it; a bad one is a finding."""
+        import json
+
+        from memsearch.doctor import PROBLEM
+        from memsearch.embedding.onnx import export_dir
+
+        try:
+            spec = resolve_model(self._model)
+        except MemsearchError as error:
+            findings.append(Finding("model", PROBLEM, str(error)))
+            return None
+        folder = export_dir(spec)
+        manifest = folder / "manifest.json"
+        dim = json.loads(manifest.read_text(encoding="utf-8"))["dim"] if manifest.is_file() else None
+        return ModelState(spec.name, dim, str(folder), manifest.is_file())
 
     def timeline(self, ref: int | str, *, before: int = 5, after: int = 5) -> Timeline:
         """The turns around a memory in order (for a note: the memories around it in time)."""

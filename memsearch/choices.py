@@ -5,6 +5,9 @@ from __future__ import annotations
 
 MODES = ("auto", "vector", "hybrid", "lexical")
 GRANULARITIES = ("turn", "session")
+KINDS = ("note", "turn", "session")  # what a memory is: memsearch.models.Memory.kind
 IMPORT_FORMATS = ("jsonl", "chat", "locomo", "longmemeval")  # memsearch.api.Memsearch.import_text
 BENCHMARK_FORMATS = ("locomo", "longmemeval")  # memsearch.eval
-OUTPUT_FORMATS = ("table", "json", "jsonl", "csv")
+# ndjson: one record a line (a search hit, a memory), for `llm similar`-style pipes; jsonl: one
+# document a line (a search's whole result set, a memory).
+OUTPUT_FORMATS = ("table", "json", "jsonl", "ndjson", "csv")

@@ -69,3 +69,7 @@ class ModelMismatchError(MemsearchError):
 
 class EmbeddingError(MemsearchError):
     pass
+
+
+class ConfigError(MemsearchError):
+    """The config file or a MEMSEARCH_* variable holds something memsearch cannot use."""

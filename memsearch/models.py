@@ -10,18 +10,19 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from memsearch.choices import KINDS
 from memsearch.errors import InvalidInputError
 from memsearch.timeutil import parse_time, to_iso
 
 DEFAULT_IMPORTANCE = 0.5
 DEFAULT_PRIORITY = 1.0
 
-# Fields of a JSONL import line, with the Python types each accepts.
-_STRING_FIELDS = ("key", "project", "namespace", "session", "role")
+# Fields of a JSONL import line (and of `memsearch export`'s lines), with the Python types each accepts.
+_STRING_FIELDS = ("key", "project", "namespace", "session", "role", "conversation", "parent_key")
 IMPORT_FIELDS = frozenset(
-    {"text", "tags", "importance", "priority", "pinned", "created_at", "metadata", *_STRING_FIELDS}
-)
-KINDS = ("note", "turn", "session")
+    {"text", "tags", "importance", "priority", "pinned", "created_at", "metadata", "kind", "position", "views",
+     *_STRING_FIELDS}
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -164,6 +165,16 @@ def normalise_tags(tags: Iterable[str]) -> tuple[str, ...]:
     return tuple(seen)
 
 
+def _check_views(views: object) -> None:
+    if not isinstance(views, Mapping):
+        raise InvalidInputError(f"views must be an object of view name → text, not {_shown(views)}")
+    known = dict.fromkeys([*LEXICAL_VIEWS, *VECTOR_VIEWS])
+    for name, text in views.items():
+        if name not in known:
+            raise InvalidInputError(f"unknown view {name!r} (known: {', '.join(known)})")
+        check_text(f"view {name}", text)
+
+
 @dataclass(frozen=True)
 class NewMemory:
     """A memory to be stored; constructing one validates every field."""
@@ -211,6 +222,11 @@ class NewMemory:
             ) from None
         if self.kind not in KINDS:
             raise InvalidInputError(f"kind must be one of {', '.join(KINDS)}, not {self.kind!r}")
+        if self.position is not None and (
+            isinstance(self.position, bool) or not isinstance(self.position, int) or self.position < 1
+        ):
+            raise InvalidInputError(f"position must be a whole number from 1, not {_shown(self.position)}")
+        _check_views(self.views)
 
     @classmethod
     def from_json(cls, obj: Any) -> NewMemory:
@@ -232,9 +248,11 @@ class NewMemory:
         if created is not None and not isinstance(created, str):
             raise InvalidInputError(f"created_at must be an ISO-8601 string, not {created!r}")
         metadata = fields.pop("metadata", None)
+        views = fields.pop("views", None)
         return cls(
             tags=tuple(tags),
             created_at=parse_time(created, what="created_at") if created is not None else None,
             metadata=metadata if metadata is not None else {},
+            views=views if views is not None else {},
             **fields,
         )

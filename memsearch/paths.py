@@ -17,12 +17,14 @@ def _location(value: str | os.PathLike[str]) -> Path | str:
 
 
 def resolve_db_path(explicit: str | os.PathLike[str] | None = None) -> Path | str:
-    """`--db PATH|URL` > `MEMSEARCH_DB` > `$MEMSEARCH_HOME/memsearch.db` > the user data dir. A
+    """`--db PATH|URL` > `MEMSEARCH_DB` > `db` in config.toml > `$MEMSEARCH_HOME/memsearch.db` > the user data dir. A
     `postgresql://` URL selects the PostgreSQL store and is returned as it is."""
     if explicit:
         return _location(explicit)
-    if env_db := os.environ.get("MEMSEARCH_DB"):
-        return _location(env_db)
+    from memsearch.config import load_config
+
+    if configured := load_config()["db"]:  # MEMSEARCH_DB, else db in config.toml
+        return _location(configured)
     if home := os.environ.get("MEMSEARCH_HOME"):
         return Path(home).expanduser().absolute() / DB_FILENAME
     import platformdirs

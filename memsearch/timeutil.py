@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+import re
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 
 from memsearch.errors import InvalidInputError
 
@@ -29,13 +31,14 @@ def utc_now() -> datetime:
 
 def parse_time(value: str, *, what: str = "time") -> datetime:
     """Parse an ISO-8601 date or date-time; a value without an offset is taken as UTC."""
-    text = value.strip()
+    return _parse_iso(value, lambda problem: InvalidInputError(f"{what} {value!r} {problem}"))
+
+
+def _parse_iso(value: str, error: Callable[[str], InvalidInputError]) -> datetime:
     try:
-        parsed = datetime.fromisoformat(text)
+        parsed = datetime.fromisoformat(value.strip())
     except ValueError:
-        raise InvalidInputError(
-            f"{what} {value!r} is not an ISO-8601 date or date-time (for example 2024-05-01 or 2024-05-01T13:56:00Z)"
-        ) from None
+        raise error("is not an ISO-8601 date or date-time (for example 2024-05-01 or 2024-05-01T13:56:00Z)") from None
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=UTC)
     try:
@@ -43,11 +46,39 @@ def parse_time(value: str, *, what: str = "time") -> datetime:
     except OverflowError:  # 0001-01-01T00:00+14:00 is in year 0 in UTC
         moment = None
     if moment is None or not EARLIEST <= moment <= LATEST:
-        raise InvalidInputError(
-            f"{what} {value!r} is too close to the ends of the calendar "
-            f"(use a moment from {EARLIEST.year} to {LATEST.year})"
-        )
+        raise error(f"is too close to the ends of the calendar (use a moment from {EARLIEST.year} to {LATEST.year})")
     return moment
+
+
+# A moment relative to now (or to a search's as-of time): "7d", "2w", "3h", "30m" before it, or
+# the start (00:00 UTC) of "today" or "yesterday", as an ISO date means its start.
+_RELATIVE = re.compile(r"(\d{1,6})\s*([mhdw])", re.IGNORECASE)
+_UNIT_SECONDS = {"m": 60, "h": 3600, "d": 86_400, "w": 7 * 86_400}
+RELATIVE_EXAMPLES = "7d, 2w, 3h, 30m, today, yesterday"
+
+
+def parse_moment(value: str, *, now: datetime, field: str) -> datetime:
+    """A moment given as ISO-8601 (see `parse_time`) or relative to `now`: `7d`, `2w`, `3h`,
+    `30m` before it, `today` or `yesterday` (the start of that UTC day). A bad value raises
+    InvalidInputError naming `field`."""
+    text = value.strip().lower()
+    if text in ("today", "yesterday"):
+        start = now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+        return start - timedelta(days=1) if text == "yesterday" else start
+    if match := _RELATIVE.fullmatch(text):
+        seconds = int(match[1]) * _UNIT_SECONDS[match[2]]
+        if seconds > (now - EARLIEST).total_seconds():
+            raise InvalidInputError(f"{value!r} reaches back before the year {EARLIEST.year}", field=field)
+        return now - timedelta(seconds=seconds)
+    return _parse_iso(
+        value,
+        lambda problem: InvalidInputError(
+            f"{value!r} {problem.replace('is not an', 'is neither an')} nor a relative time ({RELATIVE_EXAMPLES})"
+            if problem.startswith("is not")
+            else f"{value!r} {problem}",
+            field=field,
+        ),
+    )
 
 
 def to_iso(moment: datetime) -> str:

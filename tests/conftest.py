@@ -28,7 +28,10 @@ def isolated_home(tmp_path: Path, model_cache: Path, monkeypatch: pytest.MonkeyP
     home = tmp_path / "home"
     monkeypatch.setenv("MEMSEARCH_HOME", str(home))
     monkeypatch.setenv("MEMSEARCH_CACHE_DIR", str(model_cache))
-    for name in ("MEMSEARCH_DB", "MEMSEARCH_MODEL", "MEMSEARCH_ENCODER", "NO_COLOR"):
+    for name in (
+        "MEMSEARCH_DB", "MEMSEARCH_MODEL", "MEMSEARCH_ENCODER", "NO_COLOR",
+        "MEMSEARCH_PROFILE", "MEMSEARCH_LIMIT", "MEMSEARCH_FORMAT", "MEMSEARCH_PROJECT", "MEMSEARCH_API_KEY",
+    ):  # fmt: skip
         monkeypatch.delenv(name, raising=False)
     return home
 

@@ -133,3 +133,14 @@ def test_the_products_commands_do_not_import_eval(tmp_path: Path, args: list[str
         [sys.executable, "-c", PROBE, *argv, "--db", str(db)], capture_output=True, text=True, check=False
     )
     assert json.loads(done.stdout.strip().splitlines()[-1]) == [], done.stderr
+
+
+def test_front_ends_build_searches_through_the_one_library_constructor() -> None:
+    """CLI, HTTP and MCP turn fields into a search with `request_from_fields` / `scope_from_fields`,
+    never with Scope(...) or SearchRequest(...) of their own."""
+    for path in [*(PACKAGE / "cli").glob("*.py"), *(PACKAGE / "server").glob("*.py")]:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+                assert node.func.id not in ("Scope", "SearchRequest"), (
+                    f"{path.name}:{node.lineno} builds {node.func.id}"
+                )

@@ -185,7 +185,7 @@ def test_reindex(filled: None) -> None:
     [
         (["search", " "], 2, "query is empty"),
         (["search", "x", "--mode", "fuzzy"], 2, "--mode"),
-        (["search", "x", "--as-of", "yesterday"], 2, "ISO-8601"),
+        (["search", "x", "--as-of", "soon"], 2, "ISO-8601"),
         (["search"], 2, "QUERY or --queries"),
         (["add", "x", "--importance", "3"], 2, "importance"),
         (["add", "x", "--meta", "novalue"], 2, "key=value"),

@@ -41,6 +41,9 @@ async def _session_calls(db: Path) -> dict[str, Any]:
             seen["search"] = await call("mem_search", query="which port does staging use", k=2)
             seen["search_explained"] = await call("mem_search", query="coffee", k=1, explain=True, raw=True)
             seen["scoped"] = await call("mem_search", query="coffee", project="elsewhere", mode="lexical")
+            seen["turns_only"] = await call("mem_search", query="port", kinds=["turn"], roles=["user"])
+            seen["recent"] = await call("mem_search", query="port", since="1d", k=1)
+            seen["bad_since"] = await call("mem_search", query="x", since="3x")
             seen["get"] = await call("mem_get", ref="deploy-key")
             seen["timeline"] = await call("mem_timeline", ref=2, before=1, after=1)
             seen["delete"] = await call("mem_delete", refs=[1, "nope"])
@@ -62,7 +65,9 @@ def test_an_agent_stores_and_recalls_through_every_tool(tmp_path: Path, encoder:
     assert {"query", "k", "mode", "profile", "project", "namespace", "tags", "since", "until"} <= set(
         search_schema["properties"]
     )
-    assert {"granularity", "explain", "raw"} <= set(search_schema["properties"])
+    assert {"granularity", "explain", "raw", "kinds", "conversation", "roles", "sessions"} <= set(
+        search_schema["properties"]
+    )
     assert search_schema["required"] == ["query"]
     assert all(property_.get("description") for property_ in search_schema["properties"].values())
 
@@ -74,6 +79,8 @@ def test_an_agent_stores_and_recalls_through_every_tool(tmp_path: Path, encoder:
     explained = seen["search_explained"].structured_content
     assert "explain" in explained["results"][0] and "candidates" in explained
     assert seen["scoped"].structured_content["results"] == []
+    assert seen["turns_only"].structured_content["results"] == []
+    assert len(seen["recent"].structured_content["results"]) == 1
 
     assert seen["get"].structured_content["text"] == "The deploy key lives in 1Password"
     timeline = seen["timeline"].structured_content
@@ -86,6 +93,7 @@ def test_an_agent_stores_and_recalls_through_every_tool(tmp_path: Path, encoder:
     for name, wanted in (
         ("bad_tokens", "argument 'max_tokens' must be at least 1"),
         ("bad_get", "no memory with id 99"),
+        ("bad_since", "is neither an ISO-8601 date"),
         ("bad_add", "memory text is empty"),
     ):
         result = seen[name]

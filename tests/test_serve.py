@@ -216,6 +216,8 @@ SEARCHES = [
     ("YAML crash", "--format", "csv", "-m", "lexical"),
     ("where do the keys live", "--format", "jsonl", "-p", "cems", "--project", "cli", "-k", "2"),
     ("Alice", "-g", "session", "--explain", "--tag", "people", "--since", "2024-01-01"),
+    ("deploy key", "--kind", "note", "--since", "3000d", "--until", "today", "-f", "ndjson"),
+    ("coffee", "--role", "nobody", "--session", "s", "--conversation", "c", "-f", "json"),
 ]
 
 
@@ -268,3 +270,16 @@ def _failing_cli(*args: str) -> str:
     result = CliRunner().invoke(app, list(args))
     assert result.exit_code != 0
     return result.stderr
+
+
+def test_http_search_takes_the_same_filters_as_the_cli(served: Served) -> None:
+    _fill(served)
+    notes_only = served.request("POST", "/search", {"query": "deploy key", "kinds": ["note"], "since": "1d"}).json()
+    assert notes_only["results"][0]["key"] == "deploy-key"
+    assert served.request("POST", "/search", {"query": "deploy key", "kinds": ["turn"]}).json()["results"] == []
+    got = served.request("GET", "/search?q=deploy+key&kind=turn&kind=session&role=user&session=s&conversation=c")
+    assert got.status == 200 and got.json()["results"] == []
+    bad = served.request("POST", "/search", {"query": "x", "since": "3x"})
+    assert bad.status == 400 and bad.json()["field"] == "since" and "relative time" in bad.json()["error"]
+    wrong = served.request("POST", "/search", {"query": "x", "kinds": "fact"})
+    assert wrong.status == 400 and wrong.json()["field"] == "kinds"

@@ -20,13 +20,13 @@ import typer
 from typer.core import TyperGroup
 
 from memsearch import __version__
-from memsearch.choices import BENCHMARK_FORMATS, GRANULARITIES, IMPORT_FORMATS, MODES, OUTPUT_FORMATS
+from memsearch.choices import BENCHMARK_FORMATS, GRANULARITIES, IMPORT_FORMATS, KINDS, MODES, OUTPUT_FORMATS
 from memsearch.cli.render import messages
 from memsearch.errors import ExitCode, InvalidInputError, MemsearchError
 
 if TYPE_CHECKING:
     from memsearch.api import Memsearch
-    from memsearch.store import Scope
+    from memsearch.config import Config
 
 _state = {"debug": False}
 
@@ -57,6 +57,13 @@ OPTION_OF_FIELD = {
     "mode": "--mode",
     "fmt": "--format",
     "conversation": "--conversation",
+    "since": "--since",
+    "until": "--until",
+    "as_of": "--as-of",
+    "kinds": "--kind",
+    "roles": "--role",
+    "sessions": "--session",
+    "k": "--limit",
 }
 HINT_OF_ERROR = {
     "StoreNotFoundError": "add a memory first or pass --db",
@@ -144,6 +151,7 @@ if TYPE_CHECKING:  # to the type checker the options are the strings the library
     DatasetFormat: TypeAlias = str
     ReportFormat: TypeAlias = str
     Shell: TypeAlias = str
+    Kind: TypeAlias = str
 else:
     Mode = _choice("Mode", MODES)
     Granularity = _choice("Granularity", GRANULARITIES)
@@ -152,6 +160,7 @@ else:
     DatasetFormat = _choice("DatasetFormat", BENCHMARK_FORMATS)
     ReportFormat = _choice("ReportFormat", ("table", "json"))
     Shell = _choice("Shell", SHELLS)
+    Kind = _choice("Kind", KINDS)
 
 
 def _version(value: bool) -> None:
@@ -172,6 +181,36 @@ def _root(
     _log_to_stderr(debug)
     if context.invoked_subcommand is None:
         typer.echo(context.get_help())
+    elif context.invoked_subcommand != "completions":
+        from memsearch.config import load_config
+
+        context.default_map = _configured_defaults(context.command, load_config())
+
+
+# The options whose defaults come from the config (memsearch.config): per command, the option's
+# parameter and the setting. `--format` of every command that prints library output is added.
+CONFIGURED_OPTIONS = {
+    "search": {"profile": "profile", "k": "limit", "project": "project"},
+    "list": {"project": "project"},
+    "add": {"project": "project"},
+}
+
+
+def _configured_defaults(group: Any, config: Config) -> dict[str, Any]:
+    """Click's default map (command → parameter → default) from the effective settings, so that
+    a flag beats the environment, which beats the config file."""
+    defaults: dict[str, Any] = {}
+    for name, command in group.commands.items():
+        values = _configured_defaults(command, config) if isinstance(command, TyperGroup) else {}
+        for param in command.params:
+            if param.name == "fmt" and param.type_descriptor.annotation is Format:
+                values["fmt"] = config["format"]
+        for param_name, setting in CONFIGURED_OPTIONS.get(name, {}).items():
+            if config[setting] is not None:
+                values[param_name] = config[setting]
+        if values:
+            defaults[name] = values
+    return defaults
 
 
 class _StderrHandler(logging.Handler):
@@ -196,7 +235,7 @@ DbOption = Annotated[
     typer.Option(
         "--db",
         help="Store file, or a postgresql://user@host/db URL. "
-        "Default: $MEMSEARCH_DB, else $MEMSEARCH_HOME/memsearch.db, else the user data dir.",
+        "Default: $MEMSEARCH_DB, else db in config.toml, else $MEMSEARCH_HOME/memsearch.db, else the user data dir.",
     ),
 ]
 ModelOption = Annotated[
@@ -217,10 +256,26 @@ TagOption = Annotated[
     list[str] | None, typer.Option("--tag", "-t", help="Only memories with this tag (repeat: all of them).")
 ]
 SinceOption = Annotated[
-    str | None, typer.Option("--since", help="Only memories created at or after this ISO-8601 time.")
+    str | None,
+    typer.Option(
+        "--since", help="Only memories created at or after this time: ISO-8601, or 7d, 2w, 3h, 30m, today, yesterday."
+    ),
 ]
 UntilOption = Annotated[
-    str | None, typer.Option("--until", help="Only memories created at or before this ISO-8601 time.")
+    str | None,
+    typer.Option(
+        "--until", help="Only memories created at or before this time: ISO-8601, or 7d, 2w, 3h, 30m, today, yesterday."
+    ),
+]
+KindOption = Annotated[
+    list[Kind] | None, typer.Option("--kind", help="Only memories of this kind (repeat: any of them).")
+]
+ConversationOption = Annotated[str | None, typer.Option("--conversation", help="Only memories of this conversation.")]
+RoleOption = Annotated[
+    list[str] | None, typer.Option("--role", help="Only memories of this role or speaker (repeat: any of them).")
+]
+SessionOption = Annotated[
+    list[str] | None, typer.Option("--session", help="Only memories of this session (repeat: any of them).")
 ]
 RefArgument = Annotated[str, typer.Argument(help="The memory's id, or its key.")]
 RefsArgument = Annotated[list[str], typer.Argument(help="Ids or keys.")]
@@ -257,19 +312,30 @@ def _through(remote: Any, path: str, body: dict[str, Any]) -> Any:
         return None
 
 
-def _scope(
-    project: str | None, namespace: str | None, tags: list[str] | None, since: str | None, until: str | None
-) -> Scope:
-    from memsearch.store import Scope
-    from memsearch.timeutil import parse_time
-
-    return Scope(
-        project=project,
-        namespace=namespace,
-        tags=tuple(tags or ()),
-        since=parse_time(since, what="--since") if since else None,
-        until=parse_time(until, what="--until") if until else None,
-    )
+def _filters(
+    project: str | None,
+    namespace: str | None,
+    tags: list[str] | None,
+    since: str | None,
+    until: str | None,
+    kinds: list[Kind] | None,
+    conversation: str | None,
+    roles: list[str] | None,
+    sessions: list[str] | None,
+) -> dict[str, Any]:
+    """The filter options as the library's scope fields (`scope_from_fields`); an empty
+    --project (set in the config, say) means every project."""
+    return {
+        "project": project or None,
+        "namespace": namespace,
+        "tags": tags,
+        "since": since,
+        "until": until,
+        "kinds": [str(kind) for kind in kinds or ()],
+        "conversation": conversation,
+        "roles": roles,
+        "sessions": sessions,
+    }
 
 
 @contextmanager
@@ -508,6 +574,10 @@ def search(
     tag: TagOption = None,
     since: SinceOption = None,
     until: UntilOption = None,
+    kind: KindOption = None,
+    conversation: ConversationOption = None,
+    role: RoleOption = None,
+    session: SessionOption = None,
     fmt: FormatOption = "table",
     db: DbOption = None,
     model: ModelOption = None,
@@ -515,19 +585,26 @@ def search(
 ) -> None:
     """Search memories (through a running `memsearch serve` of the same store when there is one)."""
     from memsearch.cli.render import render_search
-    from memsearch.retrieval.pipeline import SearchRequest
-    from memsearch.timeutil import parse_time, to_iso
+    from memsearch.retrieval.request import request_from_fields
+    from memsearch.server.common import MAX_QUERY_CHARS
+    from memsearch.timeutil import to_iso
 
     if (query is None) == (queries is None):
         raise InvalidInputError("give a QUERY or --queries FILE (one of them)")
-    from memsearch.server.common import MAX_QUERY_CHARS
-
+    # Every option is checked (and relative times resolved) here, whoever runs the search.
+    template = request_from_fields(
+        query if query is not None else "(queries)",
+        k=k,
+        mode=str(mode),
+        granularity=str(granularity),
+        max_tokens=max_tokens,
+        as_of=as_of,
+        touch=not no_touch,
+        **_filters(project, namespace, tag, since, until, kind, conversation, role, session),
+    )
     remote = _remote(db, server, model) if query is not None and len(query) <= MAX_QUERY_CHARS else None
     if remote is not None:
-        times = {
-            name: to_iso(parse_time(value, what=option)) if value else None
-            for name, value, option in (("since", since, "--since"), ("until", until, "--until"))
-        }
+        scope = template.scope
         body = {
             "query": query,
             "k": k,
@@ -538,31 +615,28 @@ def search(
             "granularity": str(granularity),
             "max_tokens": max_tokens,
             "touch": not no_touch,
-            "project": project,
-            "namespace": namespace,
-            "tags": tag or None,
-            **times,
-            "as_of": to_iso(parse_time(as_of, what="--as-of")) if as_of else None,
+            "project": scope.project,
+            "namespace": scope.namespace,
+            "tags": list(scope.tags) or None,
+            "since": to_iso(scope.since) if scope.since else None,
+            "until": to_iso(scope.until) if scope.until else None,
+            "kinds": list(scope.kinds) or None,
+            "conversation": scope.conversation,
+            "roles": list(scope.roles) or None,
+            "sessions": list(scope.sessions) or None,
+            "as_of": to_iso(template.as_of) if template.as_of else None,
         }
         document = _through(remote, "/search", body)
         if document is not None:
             render_search([document], str(fmt), raw=raw, explain=explain, batch=False)
             return
-    common: dict[str, Any] = {
-        "k": k,
-        "mode": str(mode),
-        "scope": _scope(project, namespace, tag, since, until),
-        "as_of": parse_time(as_of, what="--as-of") if as_of else None,
-        "max_tokens": max_tokens,
-        "touch": not no_touch,
-        "granularity": str(granularity),
-    }
     with _memsearch(db, model) as ms:
         if queries is not None:
             content, source = _read_source(queries)
-            requests = ms.parse_queries(content, source=source, **common)
+            defaults = {name: value for name, value in vars(template).items() if name != "query"}
+            requests = ms.parse_queries(content, source=source, **defaults)
         else:
-            requests = [SearchRequest(query=query or "", **common)]
+            requests = [template]
         outcomes = ms.search_many(requests, profile=profile, tau_days=tau)
     documents = [outcome.to_dict(raw=raw) for outcome in outcomes]
     render_search(documents, str(fmt), raw=raw, explain=explain, batch=queries is not None)
@@ -586,13 +660,18 @@ def list_(
     tag: TagOption = None,
     since: SinceOption = None,
     until: UntilOption = None,
+    kind: KindOption = None,
+    conversation: ConversationOption = None,
+    role: RoleOption = None,
+    session: SessionOption = None,
     fmt: FormatOption = "table",
     db: DbOption = None,
 ) -> None:
     """List memories, newest first."""
     from memsearch.cli.render import render_memories
+    from memsearch.retrieval.request import scope_from_fields
 
-    scope = _scope(project, namespace, tag, since, until)
+    scope = scope_from_fields(**_filters(project, namespace, tag, since, until, kind, conversation, role, session))
     with _memsearch(db) as ms:
         render_memories(ms.list(scope, limit=limit or None, offset=offset), str(fmt))
 
@@ -875,3 +954,56 @@ def copy(
     with _memsearch(source) as ms:
         count = ms.copy_to(destination)
     messages.print(f"copied {count} {'memory' if count == 1 else 'memories'}", markup=False)
+
+
+# -- moving memories, settings and checks ---------------------------------------------------
+
+
+@app.command()
+def export(
+    project: ProjectOption = None,
+    namespace: NamespaceOption = None,
+    tag: TagOption = None,
+    since: SinceOption = None,
+    until: UntilOption = None,
+    kind: KindOption = None,
+    conversation: ConversationOption = None,
+    role: RoleOption = None,
+    session: SessionOption = None,
+    db: DbOption = None,
+) -> None:
+    """Print memories as JSONL that `memsearch import` stores again as they are (text, key, time,
+    scoring and scope fields, tags, metadata, conversation place and views; not ids or access
+    counts, which `memsearch copy` keeps), oldest first."""
+    import json
+
+    from memsearch.retrieval.request import scope_from_fields
+
+    scope = scope_from_fields(**_filters(project, namespace, tag, since, until, kind, conversation, role, session))
+    with _memsearch(db) as ms:
+        for record in ms.export(scope):
+            sys.stdout.write(json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n")
+
+
+@app.command()
+def config(fmt: FormatOption = "table", db: DbOption = None) -> None:
+    """Show the effective settings (profile, limit, format, project, db, api_key) and where each
+    comes from: the config file, a MEMSEARCH_* variable, or the default. Flags beat both."""
+    from memsearch.cli.render import render_config
+    from memsearch.config import load_config
+    from memsearch.paths import resolve_db_path
+
+    render_config(load_config(), str(resolve_db_path(db)), str(fmt))
+
+
+@app.command()
+def doctor(fmt: FormatOption = "table", db: DbOption = None, model: ModelOption = None) -> None:
+    """Check the store and the model: counts, integrity, and what would make search fail or slow.
+    Exits 1 when a problem is found (warnings do not count)."""
+    from memsearch.cli.render import render_doctor
+
+    with _memsearch(db, model) as ms:
+        report = ms.doctor()
+    render_doctor(report, str(fmt))
+    if not report.ok:
+        raise typer.Exit(ExitCode.ERROR)

@@ -81,8 +81,9 @@ def _library_error(document: dict[str, Any]) -> MemsearchError:
 
 def find_server(db: Path | str | None, explicit: str | None) -> Remote | None:
     """`--server URL`, else the live server named by the discovery file beside the store."""
+    from memsearch.config import configured_token
     from memsearch.paths import resolve_db_path
-    from memsearch.server.discovery import configured_token, read_discovery
+    from memsearch.server.discovery import read_discovery
 
     if explicit:
         return Remote(explicit, configured_token())

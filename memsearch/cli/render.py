@@ -20,9 +20,10 @@ from memsearch.profiles import leg_kind
 
 if TYPE_CHECKING:
     from memsearch.api import Consolidation, ProfileInfo, Timeline
+    from memsearch.config import Config
+    from memsearch.doctor import DoctorReport
     from memsearch.models import Memory
 
-FORMATS = ("table", "json", "jsonl", "csv")
 _TEXT_PREVIEW = 160
 
 messages = Console(stderr=True, highlight=False, soft_wrap=True)  # one message, one line
@@ -53,15 +54,18 @@ def write_output(
     *,
     document: Any,
     lines: Sequence[Any] | None = None,
+    records: Sequence[Any] | None = None,
     columns: Sequence[str],
     rows: Iterable[Mapping[str, Any]],
 ) -> None:
     """The one writer of machine output: json prints `document`; jsonl prints each of `lines`
-    (default: the document) on a line of its own; csv prints `columns` and a line per row."""
+    (default: the document) on a line of its own; ndjson prints each of `records` (default: the
+    lines) on a line of its own; csv prints `columns` and a line per row."""
     if fmt == "json":
         write_json(document)
-    elif fmt == "jsonl":
-        for line in [document] if lines is None else lines:
+    elif fmt in ("jsonl", "ndjson"):
+        chosen = records if fmt == "ndjson" and records is not None else lines
+        for line in [document] if chosen is None else chosen:
             write_json(line, compact=True)
     elif fmt == "csv":
         writer = csv.writer(sys.stdout)
@@ -170,7 +174,19 @@ def render_search(documents: Sequence[dict[str, Any]], fmt: str, *, raw: bool, e
         for position, row in enumerate(document["candidates"] if raw else document["results"], start=1)
     ]
     columns = (*SEARCH_CSV_COLUMNS, "dropped") if raw else SEARCH_CSV_COLUMNS
-    write_output(fmt, document=list(documents) if batch else documents[0], lines=documents, columns=columns, rows=rows)
+    hits = [
+        {"query": document["query"], "rank": row.get("rank", position), **row}
+        for document in documents
+        for position, row in enumerate(document["candidates"] if raw else document["results"], start=1)
+    ]
+    write_output(
+        fmt,
+        document=list(documents) if batch else documents[0],
+        lines=documents,
+        records=hits,
+        columns=columns,
+        rows=rows,
+    )
 
 
 def _search_tables(console: Console, document: dict[str, Any], *, raw: bool, explain: bool) -> None:
@@ -391,3 +407,67 @@ def render_timeline(timeline: Timeline, fmt: str) -> None:
             style=style,
         )
     stdout_console().print(table)
+
+
+# -- export, config, doctor ------------------------------------------------------------------
+
+
+def render_config(config: Config, store: str, fmt: str) -> None:
+    """The effective settings and where each comes from (file and line, variable, or default)."""
+    rows = [setting.to_dict() for setting in config.settings.values()]
+    if fmt != "table":
+        document = {**config.to_dict(), "store": store}
+        write_output(fmt, document=document, lines=rows, columns=("name", "value", "source", "origin"), rows=rows)
+        return
+    console = stdout_console()
+    console.print(Text(f"config file: {config.path}{'' if config.exists else ' (none)'}"))
+    console.print(Text(f"store: {store}"))
+    table = Table()
+    for column in ("setting", "value", "from"):
+        table.add_column(column, overflow="fold")
+    for row in rows:
+        source = row["source"] if row["origin"] is None else f"{row['source']}: {row['origin']}"
+        table.add_row(row["name"], Text("—" if row["value"] is None else str(row["value"])), Text(source))
+    console.print(table)
+
+
+_LEVEL_STYLE = {"ok": "green", "warning": "yellow", "problem": "bold red"}
+
+
+def render_doctor(report: DoctorReport, fmt: str) -> None:
+    document = report.to_dict()
+    if fmt != "table":
+        findings = document["findings"]
+        write_output(fmt, document=document, records=findings, columns=("name", "level", "detail"), rows=findings)
+        return
+    console = stdout_console()
+    store, model = document["store"], document["model"]
+    lines = [("store", report.location)]
+    if store is not None:
+        memories = ", ".join(f"{n} {kind}{'s' * (n != 1)}" for kind, n in store["memories"].items()) or "none"
+        lines += [
+            ("backend", f"{store['backend']}, schema {store['schema_version']}, {store['size_bytes']:,} bytes"),
+            ("memories", memories),
+            (
+                "vectors",
+                f"{store['vectors']} own, {store['view_vectors']} of views; {store['fts_rows']} full-text rows",
+            ),
+            ("vectors by", f"{store['embedding_model']} ({store['embedding_dim']} dimensions)"),
+        ]
+        if store["wal_bytes"] is not None:
+            lines.append(("wal", f"{store['wal_bytes']:,} bytes"))
+    if model is not None:
+        lines.append(("model", f"{model['name']} ({'exported' if model['exported'] else 'not exported yet'})"))
+    summary = Table(show_header=False, box=None)
+    summary.add_column(style="bold")
+    summary.add_column(overflow="fold")
+    for name, value in lines:
+        summary.add_row(name, Text(value))
+    console.print(summary)
+    findings = Table(show_header=False, box=None)
+    findings.add_column(no_wrap=True)
+    findings.add_column(no_wrap=True, style="bold")
+    findings.add_column(overflow="fold")
+    for finding in report.findings:
+        findings.add_row(Text(finding.level, style=_LEVEL_STYLE[finding.level]), finding.name, Text(finding.detail))
+    console.print(findings)

@@ -12,10 +12,12 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from memsearch.errors import ImportLineError, InvalidInputError
-from memsearch.models import NewMemory
+from memsearch.models import NewMemory, default_view_text
+from memsearch.timeutil import to_iso
 
 if TYPE_CHECKING:
     from memsearch.retrieval.pipeline import SearchRequest
+    from memsearch.store.base import ExportedMemory
 
 BOM = "\ufeff"
 QUERY_FIELDS = ("query", "k", "mode")
@@ -59,6 +61,41 @@ def parse_memories(content: str | Iterable[str], source: str) -> tuple[list[int]
         numbers.append(number)
         memories.append(memory)
     return numbers, memories
+
+
+def export_record(exported: ExportedMemory, parent_key: str | None) -> dict[str, Any]:
+    """A memory as a JSONL import line that stores it again as it is (`NewMemory.from_json`): its
+    text, key, time, scoring and scope fields, tags, metadata, its place in a conversation and
+    the texts of its views (those that are not its own text). Ids, access counts, memory scores and
+    consolidation marks belong to the store (`memsearch copy` keeps them); vectors are made again
+    by the importing store's model. Fields without a value are left out."""
+    memory = exported.memory
+    views = {
+        view: text
+        for view, text in exported.lexical_views.items()
+        if text != default_view_text(memory.kind, view, memory.text)
+    }
+    views.update((view, text) for view, (text, _) in exported.views.items())
+    record: dict[str, Any] = {
+        "text": memory.text,
+        "key": memory.key,
+        "created_at": to_iso(memory.created_at),
+        "importance": memory.importance,
+        "priority": memory.priority,
+        "pinned": memory.pinned,
+        "project": memory.project,
+        "namespace": memory.namespace,
+        "session": memory.session,
+        "role": memory.role,
+        "tags": list(memory.tags),
+        "metadata": dict(memory.metadata),
+        "kind": memory.kind if memory.kind != "note" else None,
+        "conversation": memory.conversation,
+        "position": memory.position,
+        "parent_key": parent_key,
+        "views": dict(sorted(views.items())) or None,
+    }
+    return {name: value for name, value in record.items() if value is not None}
 
 
 def request_from_json(obj: Any, defaults: Mapping[str, Any]) -> SearchRequest:

@@ -118,6 +118,8 @@ class Recall:
             return rank_hits(self.store.lexical_search(self.query, self.scope, self.pool, leg.view))
         if leg.kind == "time":
             return self.time_leg()
+        if leg.role and self.scope.roles and leg.role not in self.scope.roles:
+            return {}  # a speaker's leg finds nothing in a scope of other speakers
         scope = replace(self.scope, roles=(leg.role,)) if leg.role else self.scope
         exhaustive = self.profile.exhaustive and leg.view is None and leg.role is None
         ranking = self.store.vector_search(self.vector(), scope, None if exhaustive else self.pool, leg.view)

@@ -55,7 +55,8 @@ def run_search(
         now=request.as_of or utc_now(),
         project=request.scope.project if profile.project_boost else None,
     )
-    if request.granularity == "session" and store.count(replace(scope, kinds=("session",))):
+    sessions_in_scope = not scope.kinds or "session" in scope.kinds
+    if request.granularity == "session" and sessions_in_scope and store.count(replace(scope, kinds=("session",))):
         sessions = search.sessions(scope)
         return SearchOutcome(request, route, profile, search.now, sessions, search.embedded_query())
     # Session chunks are kept out of turn results; a store without any needs no such filter.
@@ -135,7 +136,8 @@ class _Search:
 
     def sessions(self, scope: Scope) -> list[Candidate]:
         """Session chunks are what is returned; their turns add bounded support (Memsense)."""
-        recall, session_legs = self.recall(replace(scope, kinds=("session", "note")), own_text_legs(self.legs_to_run))
+        kinds = tuple(kind for kind in ("session", "note") if not scope.kinds or kind in scope.kinds)
+        recall, session_legs = self.recall(replace(scope, kinds=kinds), own_text_legs(self.legs_to_run))
         turn_recall, turn_legs = self.recall(replace(scope, kinds=("turn",)))
         with_vectors = self.uses_vectors(recall) or self.uses_vectors(turn_recall)
         fusion, now = self.profile.fusion, self.now

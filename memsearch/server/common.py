@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from memsearch.errors import InvalidInputError
@@ -12,7 +12,6 @@ from memsearch.errors import InvalidInputError
 if TYPE_CHECKING:
     from memsearch.api import Memsearch
     from memsearch.models import NewMemory
-    from memsearch.retrieval.pipeline import SearchRequest
 
 MAX_QUERY_CHARS = 4_000  # a query longer than this is not a question; refuse it before embedding
 MAX_TEXT_CHARS = 100_000  # one memory's text
@@ -24,50 +23,6 @@ def check_text(name: str, value: object, limit: int) -> str:
     if len(value) > limit:
         raise InvalidInputError(f"is {len(value)} characters long; the limit is {limit}", field=name)
     return value
-
-
-def search_request(
-    query: object,
-    *,
-    k: int | None = None,
-    mode: str = "auto",
-    project: str | None = None,
-    namespace: str | None = None,
-    tags: Sequence[str] | None = None,
-    since: str | None = None,
-    until: str | None = None,
-    granularity: str = "turn",
-    max_tokens: int | None = None,
-    as_of: str | None = None,
-    touch: bool = True,
-) -> SearchRequest:
-    """A validated search request from JSON values (the same checks as the CLI's)."""
-    from memsearch.retrieval.pipeline import SearchRequest
-    from memsearch.store import Scope
-    from memsearch.timeutil import parse_time
-
-    if tags is not None and (isinstance(tags, str) or not all(isinstance(tag, str) for tag in tags)):
-        raise InvalidInputError("must be a list of strings", field="tags")
-    for name, value in (("k", k), ("max_tokens", max_tokens)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-            raise InvalidInputError(f"must be a whole number, not {value!r}", field=name)
-    scope = Scope(
-        project=project,
-        namespace=namespace,
-        tags=tuple(tags or ()),
-        since=parse_time(since, what="since") if since else None,
-        until=parse_time(until, what="until") if until else None,
-    )
-    return SearchRequest(
-        query=check_text("query", query, MAX_QUERY_CHARS),
-        k=k,
-        mode=mode,
-        scope=scope,
-        as_of=parse_time(as_of, what="as_of") if as_of else None,
-        max_tokens=max_tokens,
-        touch=touch,
-        granularity=granularity,
-    )
 
 
 def new_memory(fields: Mapping[str, Any]) -> NewMemory:
@@ -99,13 +54,13 @@ class WarmService:
             self.warm()
 
     def warm(self) -> None:
-        from memsearch.retrieval.pipeline import SearchRequest
+        from memsearch.retrieval.request import request_from_fields
 
         with self._lock:
             store = self.ms.store(create=True)
             self.ms.encoder()
             if store.vector_count():  # reads the vector matrix and runs the model once
-                self.ms.search(SearchRequest("warm up", k=1, mode="hybrid", touch=False))
+                self.ms.search(request_from_fields("warm up", k=1, mode="hybrid", touch=False))
             else:
                 self.ms.encoder().encode(["warm up"])
 

@@ -61,32 +61,3 @@ def read_discovery(db: Path | str) -> dict[str, Any] | None:
     except PermissionError:
         pass
     return {**document, "url": url, "pid": pid}
-
-
-def configured_token() -> str | None:
-    """The API's bearer token: `MEMSEARCH_API_KEY`, else `api_key` in the config file (`config_path`)."""
-    from memsearch.errors import InvalidInputError
-
-    if token := os.environ.get("MEMSEARCH_API_KEY", "").strip():
-        return token
-    path = config_path()
-    if not path.is_file():
-        return None
-    import tomllib
-
-    try:
-        value = tomllib.loads(path.read_text(encoding="utf-8")).get("api_key")
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
-        raise InvalidInputError(f"cannot read {path}: {error}") from None
-    if value is not None and (not isinstance(value, str) or not value.strip()):
-        raise InvalidInputError(f"{path}: api_key must be a non-empty string")
-    return value.strip() if value else None
-
-
-def config_path() -> Path:
-    """`$MEMSEARCH_HOME/config.toml`, else the user config dir's."""
-    if home := os.environ.get("MEMSEARCH_HOME"):
-        return Path(home).expanduser().absolute() / "config.toml"
-    import platformdirs
-
-    return Path(platformdirs.user_config_dir("memsearch", appauthor=False)) / "config.toml"

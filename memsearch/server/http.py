@@ -25,6 +25,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from memsearch import __version__
+from memsearch.config import config_path, configured_token
 from memsearch.errors import (
     DuplicateKeyError,
     ImportLineError,
@@ -34,8 +35,8 @@ from memsearch.errors import (
     ModelMismatchError,
     StoreNotFoundError,
 )
-from memsearch.server.common import WarmService, new_memory, parse_ref, search_request
-from memsearch.server.discovery import config_path, configured_token
+from memsearch.retrieval.request import REQUEST_FIELDS, request_from_fields
+from memsearch.server.common import MAX_QUERY_CHARS, WarmService, check_text, new_memory, parse_ref
 
 MAX_BODY_BYTES = 16 * 1024 * 1024  # an import of a large conversation file fits; a mistake does not
 MAX_URL_BYTES = 8 * 1024
@@ -158,8 +159,12 @@ SEARCH_FIELDS = {
     "project": ("string", "Only this project (a boost instead, for profiles that boost projects)."),
     "namespace": ("string", "Only this namespace."),
     "tags": ("array", "Only memories with all these tags."),
-    "since": ("string", "Only memories created at or after this ISO-8601 time."),
-    "until": ("string", "Only memories created at or before this ISO-8601 time."),
+    "since": ("string", "Only memories created at or after this time: ISO-8601, or 7d, 2w, 3h, 30m, today."),
+    "until": ("string", "Only memories created at or before this time: ISO-8601, or 7d, 2w, 3h, 30m, yesterday."),
+    "kinds": ("array", "Only these kinds: note, turn, session."),
+    "conversation": ("string", "Only this conversation's memories."),
+    "roles": ("array", "Only memories of these roles (speakers)."),
+    "sessions": ("array", "Only memories of these sessions."),
     "granularity": ("string", "turn or session."),
     "max_tokens": ("integer", "Token budget for the results."),
     "as_of": ("string", "The 'now' for time decay, ISO-8601 (such a search changes nothing)."),
@@ -214,20 +219,8 @@ def _schema(fields: dict[str, tuple[str, str]], required: tuple[str, ...] = ()) 
 
 
 def _search_document(service: Service, body: dict[str, Any], default_profile: str | None = None) -> Callable[[], Any]:
-    request = search_request(
-        body.get("query"),
-        k=body.get("k"),
-        mode=body.get("mode") or "auto",
-        project=body.get("project"),
-        namespace=body.get("namespace"),
-        tags=body.get("tags"),
-        since=body.get("since"),
-        until=body.get("until"),
-        granularity=body.get("granularity") or "turn",
-        max_tokens=body.get("max_tokens"),
-        as_of=body.get("as_of"),
-        touch=body.get("touch", True) is not False,
-    )
+    fields = {name: body[name] for name in REQUEST_FIELDS if body.get(name) is not None}
+    request = request_from_fields(check_text("query", body.get("query"), MAX_QUERY_CHARS), **fields)
     profile = body.get("profile") or default_profile
     tau = body.get("tau_days")
     raw = body.get("raw") is True
@@ -275,6 +268,10 @@ async def get_search(service: Service, request: Request) -> Any:
         "tags": params.getlist("tag") or None,
         "since": params.get("since"),
         "until": params.get("until"),
+        "kinds": params.getlist("kind") or None,
+        "conversation": params.get("conversation"),
+        "roles": params.getlist("role") or None,
+        "sessions": params.getlist("session") or None,
         "granularity": params.get("granularity"),
         "max_tokens": _int_param(request, "max_tokens"),
         "raw": _bool_param(request, "raw"),
@@ -373,8 +370,12 @@ ENDPOINTS: tuple[Endpoint, ...] = (
             ("project", "query", "string", "Only this project."),
             ("namespace", "query", "string", "Only this namespace."),
             ("tag", "query", "string", "Only memories with this tag (repeat: all of them)."),
-            ("since", "query", "string", "ISO-8601 lower bound of created_at."),
-            ("until", "query", "string", "ISO-8601 upper bound of created_at."),
+            ("since", "query", "string", "Lower bound of created_at: ISO-8601, or 7d, 2w, 3h, 30m, today."),
+            ("until", "query", "string", "Upper bound of created_at: ISO-8601, or 7d, 2w, 3h, 30m, yesterday."),
+            ("kind", "query", "string", "Only this kind: note, turn or session (repeat: any of them)."),
+            ("conversation", "query", "string", "Only this conversation's memories."),
+            ("role", "query", "string", "Only this role (repeat: any of them)."),
+            ("session", "query", "string", "Only this session (repeat: any of them)."),
             ("granularity", "query", "string", "turn or session."),
             ("max_tokens", "query", "integer", "Token budget."),
             ("raw", "query", "boolean", "Also return every candidate before filtering."),

@@ -18,7 +18,8 @@ from pydantic import Field
 
 from memsearch import __version__
 from memsearch.errors import MemsearchError
-from memsearch.server.common import WarmService, new_memory, parse_ref, search_request
+from memsearch.retrieval.request import request_from_fields
+from memsearch.server.common import MAX_QUERY_CHARS, WarmService, check_text, new_memory, parse_ref
 
 # The tool argument for each library field whose name differs from it.
 ARGUMENT_OF_FIELD = {"tau_days": "tau_days", "fmt": "format"}
@@ -69,10 +70,16 @@ def build_server(service: WarmService) -> MCPServer:
         project: Annotated[str | None, Field(description="Only memories of this project.")] = None,
         namespace: Annotated[str | None, Field(description="Only memories of this namespace.")] = None,
         tags: Annotated[list[str] | None, Field(description="Only memories that have all these tags.")] = None,
-        since: Annotated[str | None, Field(description="Only memories created at or after this ISO-8601 time.")] = None,
-        until: Annotated[
-            str | None, Field(description="Only memories created at or before this ISO-8601 time.")
+        since: Annotated[
+            str | None, Field(description="Only memories created at or after this time: ISO-8601, or 7d, 2w, today.")
         ] = None,
+        until: Annotated[
+            str | None, Field(description="Only memories created at or before this time: ISO-8601, or 7d, yesterday.")
+        ] = None,
+        kinds: Annotated[list[str] | None, Field(description="Only these kinds: note, turn, session.")] = None,
+        conversation: Annotated[str | None, Field(description="Only this conversation's memories.")] = None,
+        roles: Annotated[list[str] | None, Field(description="Only memories of these roles (speakers).")] = None,
+        sessions: Annotated[list[str] | None, Field(description="Only memories of these sessions.")] = None,
         granularity: Annotated[
             Literal["turn", "session"],
             Field(description="turn: turns and notes; session: whole conversation sessions."),
@@ -90,8 +97,8 @@ def build_server(service: WarmService) -> MCPServer:
         (without the per-result `explain` breakdown unless explain is true)."""
 
         def run() -> dict[str, Any]:
-            request = search_request(
-                query,
+            request = request_from_fields(
+                check_text("query", query, MAX_QUERY_CHARS),
                 k=k,
                 mode=mode,
                 project=project,
@@ -99,6 +106,10 @@ def build_server(service: WarmService) -> MCPServer:
                 tags=tags,
                 since=since,
                 until=until,
+                kinds=kinds,
+                conversation=conversation,
+                roles=roles,
+                sessions=sessions,
                 granularity=granularity,
                 max_tokens=max_tokens,
             )
@@ -166,6 +177,7 @@ def build_server(service: WarmService) -> MCPServer:
     ) -> dict[str, Any]:
         """The memories around one in order: for a conversation turn, the turns around it in its
         session; for a note, the memories around it in time. `current` marks the one asked for."""
+
         def timeline() -> dict[str, Any]:
             found = ms.timeline(parse_ref(ref), before=before, after=after)
             return {"current": found.current, "memories": found.to_dict()}

@@ -33,6 +33,7 @@ class Scope:
     kinds: tuple[str, ...] = ()  # note, turn, session; empty: every kind
     conversation: str | None = None
     roles: tuple[str, ...] = ()
+    sessions: tuple[str, ...] = ()
 
     @property
     def is_everything(self) -> bool:
@@ -54,6 +55,7 @@ class Scope:
             and (not self.kinds or memory.kind in self.kinds)
             and (self.conversation is None or memory.conversation == self.conversation)
             and (not self.roles or memory.role in self.roles)
+            and (not self.sessions or memory.session in self.sessions)
         )
 
 
@@ -61,6 +63,25 @@ EVERYTHING = Scope()
 
 
 Hits = list[tuple[int, float]]  # (memory id, score), best first
+
+
+@dataclass(frozen=True)
+class StoreHealth:
+    """What `memsearch doctor` reads from a store: its shape, its counts and its own checks."""
+
+    backend: str  # sqlite or postgresql
+    schema_version: int
+    latest_schema_version: int  # this memsearch's
+    model: EmbeddingModelInfo | None  # the model that made the stored vectors
+    memories_by_kind: Mapping[str, int]
+    vectors: int  # memories with their own vector
+    without_vector: int  # memories that vector search cannot find
+    fts_rows: int  # memories in the full-text index
+    view_vectors: int
+    integrity: str  # "ok", or what the database's own check found
+    ann_index: bool  # whether vector search is served by an approximate index (else exact, in memory)
+    wal_bytes: int | None  # SQLite's write-ahead log; None for a server
+    size_bytes: int
 
 
 @dataclass(frozen=True)
@@ -204,3 +225,8 @@ class Store(SearchBackend, Protocol):
     def vector_count(self) -> int: ...
 
     def stats(self) -> dict[str, Any]: ...
+
+    def health(self) -> StoreHealth:
+        """Counts and the database's own consistency check (SQLite's quick_check; for a server,
+        that it answers), for `memsearch doctor`."""
+        ...

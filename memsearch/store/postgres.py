@@ -41,7 +41,7 @@ from memsearch.models import (
     content_hash,
     default_view_text,
 )
-from memsearch.store.base import EVERYTHING, EmbeddingModelInfo, ExportedMemory, Hits, Scope
+from memsearch.store.base import EVERYTHING, EmbeddingModelInfo, ExportedMemory, Hits, Scope, StoreHealth
 from memsearch.store.fts import match_phrases
 from memsearch.store.postgres_text import K1, B, Fts5Tokenizer, idf, phrase_count
 
@@ -174,7 +174,7 @@ def _where(scope: Scope, alias: str = "m") -> tuple[str, list[Any]]:
     if scope.until is not None:
         clauses.append(f"{alias}.created_at <= %s")
         params.append(scope.until)
-    for column, values in (("kind", scope.kinds), ("role", scope.roles)):
+    for column, values in (("kind", scope.kinds), ("role", scope.roles), ("session", scope.sessions)):
         if values:
             clauses.append(f"{alias}.{column} = ANY(%s::text[])")
             params.append(list(values))
@@ -1086,6 +1086,36 @@ class PostgresStore:
             (*stamp, *params, after),
         ).fetchall()
         return [_row_to_memory(row) for row in reversed(older)] + [memory] + [_row_to_memory(row) for row in newer]
+
+    def health(self) -> StoreHealth:
+        db = self._db
+        db.execute("SELECT 1").fetchone()  # reachable: the connection answers
+        kinds = {
+            kind: int(n) for kind, n in db.execute("SELECT kind, count(*) FROM memories GROUP BY kind ORDER BY kind")
+        }
+        (without_vector,) = db.execute(
+            "SELECT count(*) FROM memories m WHERE NOT EXISTS (SELECT 1 FROM vectors v WHERE v.memory_id = m.id)"
+        ).fetchone()  # type: ignore[misc]
+        (fts_rows,) = db.execute("SELECT count(DISTINCT memory_id) FROM postings").fetchone()  # type: ignore[misc]
+        (view_vectors,) = db.execute("SELECT count(*) FROM views WHERE embedding IS NOT NULL").fetchone()  # type: ignore[misc]
+        hnsw = db.execute(
+            "SELECT 1 FROM pg_indexes WHERE schemaname = current_schema() AND indexname = 'vectors_hnsw'"
+        ).fetchone()
+        return StoreHealth(
+            backend="postgresql",
+            schema_version=self.schema_version,
+            latest_schema_version=SCHEMA_VERSION,
+            model=self.embedding_model(),
+            memories_by_kind=kinds,
+            vectors=self.vector_count(),
+            without_vector=int(without_vector),
+            fts_rows=int(fts_rows),
+            view_vectors=int(view_vectors),
+            integrity="ok",
+            ann_index=hnsw is not None,
+            wal_bytes=None,
+            size_bytes=int(self.stats()["size_bytes"]),
+        )
 
     def stats(self) -> dict[str, Any]:
         db = self._db

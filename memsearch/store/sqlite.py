@@ -35,7 +35,7 @@ from memsearch.models import (
     default_view_text,
 )
 from memsearch.paths import make_private_dirs
-from memsearch.store.base import EVERYTHING, EmbeddingModelInfo, ExportedMemory, Hits, Scope
+from memsearch.store.base import EVERYTHING, EmbeddingModelInfo, ExportedMemory, Hits, Scope, StoreHealth
 from memsearch.store.fts import match_expression
 from memsearch.store.migrations import MIGRATIONS, SCHEMA_VERSION
 from memsearch.store.vectors import VectorIndex, vector_top
@@ -82,7 +82,7 @@ def _where(scope: Scope, alias: str = "m") -> tuple[str, list[Any]]:
     if scope.until is not None:
         clauses.append(f"{alias}.created_at <= ?")
         params.append(to_iso(scope.until))
-    for column, values in (("kind", scope.kinds), ("role", scope.roles)):
+    for column, values in (("kind", scope.kinds), ("role", scope.roles), ("session", scope.sessions)):
         if values:
             clauses.append(f"{alias}.{column} IN ({','.join('?' * len(values))})")
             params.extend(values)
@@ -866,6 +866,30 @@ class SQLiteStore:
             (*stamp, *params, after),
         ).fetchall()
         return [_row_to_memory(row) for row in reversed(older)] + [memory] + [_row_to_memory(row) for row in newer]
+
+    def health(self) -> StoreHealth:
+        db = self._db
+        kinds = dict(db.execute("SELECT kind, count(*) FROM memories GROUP BY kind ORDER BY kind").fetchall())
+        (without_vector,) = db.execute(
+            "SELECT count(*) FROM memories m WHERE NOT EXISTS (SELECT 1 FROM vectors v WHERE v.memory_id = m.id)"
+        ).fetchone()
+        problems = [row[0] for row in db.execute("PRAGMA quick_check(5)")]
+        wal = Path(f"{self.path}-wal")
+        return StoreHealth(
+            backend="sqlite",
+            schema_version=self.schema_version,
+            latest_schema_version=SCHEMA_VERSION,
+            model=self.embedding_model(),
+            memories_by_kind=kinds,
+            vectors=self.vector_count(),
+            without_vector=without_vector,
+            fts_rows=db.execute("SELECT count(*) FROM memories_fts").fetchone()[0],
+            view_vectors=db.execute("SELECT count(*) FROM views WHERE vector IS NOT NULL").fetchone()[0],
+            integrity="; ".join(problems),
+            ann_index=False,
+            wal_bytes=wal.stat().st_size if wal.exists() else 0,
+            size_bytes=self.path.stat().st_size,
+        )
 
     def stats(self) -> dict[str, Any]:
         db = self._db

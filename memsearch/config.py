@@ -1,0 +1,162 @@
+"""The user's settings: `config.toml` (in `$MEMSEARCH_HOME`, else the user config dir), each key
+overridden by its environment variable; front ends put their own flags over both.
+
+    profile = "default"   # the ranking profile of searches
+    limit = 10            # how many results a search returns
+    format = "table"      # the output format
+    project = "web"       # the project searched, listed and added to
+    db = "~/notes.db"     # the store (a path or a postgresql:// URL)
+    api_key = "…"         # the bearer token of `memsearch serve`
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from memsearch.choices import OUTPUT_FORMATS
+from memsearch.errors import ConfigError
+
+CONFIG_FILENAME = "config.toml"
+MAX_LIMIT = 1000  # the largest k a search takes (retrieval.request.MAX_K)
+
+
+def _text(value: object) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError("must be a non-empty string")
+    return value.strip()
+
+
+def _limit(value: object) -> int:
+    if isinstance(value, str) and value.strip().isdigit():  # from the environment
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_LIMIT:
+        raise ValueError(f"must be a whole number from 1 to {MAX_LIMIT}")
+    return value
+
+
+def _format(value: object) -> str:
+    if value not in OUTPUT_FORMATS:
+        raise ValueError(f"must be one of {', '.join(OUTPUT_FORMATS)}")
+    return str(value)
+
+
+@dataclass(frozen=True)
+class Key:
+    """A setting: its environment variable, how a value is checked, and its default."""
+
+    env: str
+    check: Callable[[object], Any]
+    default: Any = None
+    secret: bool = False
+
+
+KEYS: Mapping[str, Key] = {
+    "profile": Key("MEMSEARCH_PROFILE", _text, "default"),
+    "limit": Key("MEMSEARCH_LIMIT", _limit, None),  # None: the profile's k
+    "format": Key("MEMSEARCH_FORMAT", _format, "table"),
+    "project": Key("MEMSEARCH_PROJECT", _text, None),
+    "db": Key("MEMSEARCH_DB", _text, None),  # None: see memsearch.paths.resolve_db_path
+    "api_key": Key("MEMSEARCH_API_KEY", _text, None, secret=True),
+}
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One effective value and where it came from: "env" (`origin` is the variable), "file"
+    (`origin` is the file and line) or "default"."""
+
+    name: str
+    value: Any
+    source: str
+    origin: str | None = None
+    secret: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        shown = "(set)" if self.secret and self.value is not None else self.value
+        return {"name": self.name, "value": shown, "source": self.source, "origin": self.origin}
+
+
+@dataclass(frozen=True)
+class Config:
+    path: Path  # the config file, whether it exists or not
+    exists: bool
+    settings: Mapping[str, Setting]
+
+    def __getitem__(self, name: str) -> Any:
+        return self.settings[name].value
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "path": str(self.path),
+            "exists": self.exists,
+            "settings": [setting.to_dict() for setting in self.settings.values()],
+        }
+
+
+def config_path() -> Path:
+    """`$MEMSEARCH_HOME/config.toml`, else the user config dir's."""
+    if home := os.environ.get("MEMSEARCH_HOME"):
+        return Path(home).expanduser().absolute() / CONFIG_FILENAME
+    import platformdirs
+
+    return Path(platformdirs.user_config_dir("memsearch", appauthor=False)) / CONFIG_FILENAME
+
+
+def _line_of(text: str, key: str) -> int | None:
+    pattern = re.compile(rf"^\s*[\"']?{re.escape(key)}[\"']?\s*=")
+    return next((number for number, line in enumerate(text.splitlines(), 1) if pattern.match(line)), None)
+
+
+def _read_file(path: Path) -> tuple[dict[str, Any], str]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path} is not UTF-8 text") from None
+    except OSError as error:
+        raise ConfigError(f"cannot read {path}: {error.strerror or error}") from None
+    try:
+        return tomllib.loads(text), text
+    except tomllib.TOMLDecodeError as error:  # its message ends "(at line N, column M)"
+        raise ConfigError(f"{path} is not valid TOML: {error}") from None
+
+
+def load_config(environ: Mapping[str, str] | None = None) -> Config:
+    """The effective settings: the environment's over the file's over the defaults. A malformed
+    file, an unknown key or a bad value raises ConfigError naming the file and line (or variable)."""
+    env = os.environ if environ is None else environ
+    path = config_path()
+    exists = path.is_file()
+    document, text = _read_file(path) if exists else ({}, "")
+    unknown = sorted(set(document) - set(KEYS))
+    if unknown:
+        line = _line_of(text, unknown[0])
+        where = f"{path}, line {line}" if line else str(path)
+        raise ConfigError(f"{where}: unknown key {unknown[0]!r} (known: {', '.join(KEYS)})")
+    settings: dict[str, Setting] = {}
+    for name, key in KEYS.items():
+        if (raw := env.get(key.env, "")).strip():
+            value, source, origin = raw, "env", key.env
+        elif name in document:
+            line = _line_of(text, name)
+            value, source, origin = document[name], "file", f"{path}, line {line}" if line else str(path)
+        else:
+            settings[name] = Setting(name, key.default, "default", secret=key.secret)
+            continue
+        try:
+            checked = key.check(value)
+        except ValueError as error:
+            raise ConfigError(f"{origin}: {name} {error}, not {value!r}") from None
+        settings[name] = Setting(name, checked, source, origin, key.secret)
+    return Config(path, exists, settings)
+
+
+def configured_token() -> str | None:
+    """The HTTP API's bearer token: `MEMSEARCH_API_KEY`, else `api_key` in the config file."""
+    token: str | None = load_config()["api_key"]
+    return token

@@ -1,0 +1,174 @@
+"""`memsearch doctor`: what a store and its model are, and what would make search wrong or slow.
+
+The checks are pure functions of what the store reports (`StoreHealth`) and of the model's files,
+so each is tested without a broken store.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from memsearch.store.base import StoreHealth
+
+OK, WARNING, PROBLEM = "ok", "warning", "problem"
+# Exact vector search reads every vector of the store per query: past this many (about 40 ms a
+# query on two cores with 384 dimensions) an approximate index pays off.
+EXACT_SEARCH_LIMIT = 200_000
+# A write-ahead log this large is read alongside the store by every query until it is checkpointed.
+LARGE_WAL_BYTES = 64 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One check: `ok`, a `warning` (search is slower or less complete than it could be) or a
+    `problem` (search fails or is wrong); `detail` says what was seen and what to do."""
+
+    name: str
+    level: str
+    detail: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"name": self.name, "level": self.level, "detail": self.detail}
+
+
+@dataclass(frozen=True)
+class ModelState:
+    """The model searches would load, and whether its fast (ONNX) export is cached yet."""
+
+    name: str
+    dim: int | None  # known once exported
+    export_path: str
+    exported: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "dim": self.dim, "export_path": self.export_path, "exported": self.exported}
+
+
+@dataclass(frozen=True)
+class DoctorReport:
+    location: str
+    exists: bool
+    health: StoreHealth | None  # None: no store yet, or it could not be read
+    model: ModelState | None  # None: the model could not be resolved (see the findings)
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """No problem found (warnings allowed)."""
+        return all(finding.level != PROBLEM for finding in self.findings)
+
+    def to_dict(self) -> dict[str, Any]:
+        health = self.health
+        return {
+            "location": self.location,
+            "exists": self.exists,
+            "ok": self.ok,
+            "store": None
+            if health is None
+            else {
+                "backend": health.backend,
+                "schema_version": health.schema_version,
+                "latest_schema_version": health.latest_schema_version,
+                "embedding_model": health.model.name if health.model else None,
+                "embedding_dim": health.model.dim if health.model else None,
+                "memories": dict(health.memories_by_kind),
+                "vectors": health.vectors,
+                "without_vector": health.without_vector,
+                "fts_rows": health.fts_rows,
+                "view_vectors": health.view_vectors,
+                "integrity": health.integrity,
+                "ann_index": health.ann_index,
+                "wal_bytes": health.wal_bytes,
+                "size_bytes": health.size_bytes,
+            },
+            "model": self.model.to_dict() if self.model else None,
+            "findings": [finding.to_dict() for finding in self.findings],
+        }
+
+
+def store_findings(health: StoreHealth, model: ModelState | None) -> list[Finding]:
+    """What the store's counts and checks say, worst first within each subject."""
+    findings: list[Finding] = []
+    total = sum(health.memories_by_kind.values())
+    if health.integrity == "ok":
+        what = "SQLite's quick_check passed" if health.backend == "sqlite" else "the server answers"
+        findings.append(Finding("integrity", OK, what))
+    else:
+        findings.append(
+            Finding("integrity", PROBLEM, f"{health.integrity}; restore the store from a copy or an export")
+        )
+    if health.schema_version < health.latest_schema_version:
+        findings.append(
+            Finding(
+                "schema",
+                WARNING,
+                f"version {health.schema_version}; the next write migrates it to {health.latest_schema_version}",
+            )
+        )
+    else:
+        findings.append(Finding("schema", OK, f"version {health.schema_version}"))
+    if model is not None and health.model is not None:
+        if health.model.name != model.name or (model.dim is not None and health.model.dim != model.dim):
+            findings.append(
+                Finding(
+                    "model",
+                    PROBLEM,
+                    f"the store's vectors are of {health.model.name} ({health.model.dim} dimensions) but searches "
+                    f"would use {model.name}: reindex the store, or pass its model",
+                )
+            )
+        else:
+            findings.append(Finding("model", OK, "the store's vectors are of the model searches use"))
+    if health.without_vector:
+        findings.append(
+            Finding(
+                "vectors",
+                WARNING,
+                f"{health.without_vector} of {total} memories have no vector: vector search cannot find them "
+                "(reindex the store)",
+            )
+        )
+    else:
+        findings.append(Finding("vectors", OK, f"every memory has a vector ({health.vectors})"))
+    # SQLite indexes each memory's text in the write that stores it; a PostgreSQL store counts only
+    # memories that have words (a text of punctuation has no postings), so only SQLite's must match.
+    if health.backend == "sqlite" and health.fts_rows != total:
+        findings.append(
+            Finding(
+                "full-text index",
+                PROBLEM,
+                f"{health.fts_rows} rows for {total} memories: keyword search misses some; restore the store",
+            )
+        )
+    if not health.ann_index and health.vectors > EXACT_SEARCH_LIMIT:
+        findings.append(
+            Finding(
+                "vector search",
+                WARNING,
+                f"exact search over {health.vectors} vectors on every query; a PostgreSQL store "
+                "(memsearch copy) searches them through an HNSW index",
+            )
+        )
+    if health.wal_bytes is not None and health.wal_bytes > LARGE_WAL_BYTES:
+        findings.append(
+            Finding(
+                "write-ahead log",
+                WARNING,
+                f"{health.wal_bytes // (1024 * 1024)} MiB not yet checkpointed into the store: close long-lived "
+                "readers (a server) so that SQLite can fold it in",
+            )
+        )
+    return findings
+
+
+def model_findings(model: ModelState) -> list[Finding]:
+    if model.exported:
+        return [Finding("model export", OK, f"cached in {model.export_path}")]
+    return [
+        Finding(
+            "model export",
+            WARNING,
+            f"not cached yet: the first search that embeds exports the model (about 10 s) to {model.export_path}",
+        )
+    ]
