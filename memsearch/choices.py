@@ -8,3 +8,4 @@ GRANULARITIES = ("turn", "session")
 IMPORT_FORMATS = ("jsonl", "chat", "locomo", "longmemeval")  # memsearch.api.Memsearch.import_text
 BENCHMARK_FORMATS = ("locomo", "longmemeval")  # memsearch.eval
 OUTPUT_FORMATS = ("table", "json", "jsonl", "csv")
+RERANK_METHODS = ("off", "deterministic", "llm")  # the re-rank hook (memsearch.profiles.Rerank)

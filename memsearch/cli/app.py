@@ -20,7 +20,7 @@ import typer
 from typer.core import TyperGroup
 
 from memsearch import __version__
-from memsearch.choices import BENCHMARK_FORMATS, GRANULARITIES, IMPORT_FORMATS, MODES, OUTPUT_FORMATS
+from memsearch.choices import BENCHMARK_FORMATS, GRANULARITIES, IMPORT_FORMATS, MODES, OUTPUT_FORMATS, RERANK_METHODS
 from memsearch.cli.render import messages
 from memsearch.errors import ExitCode, InvalidInputError, MemsearchError
 
@@ -57,6 +57,9 @@ OPTION_OF_FIELD = {
     "mode": "--mode",
     "fmt": "--format",
     "conversation": "--conversation",
+    "boost": "--boost",
+    "rerank": "--rerank",
+    "max_ms": "--max-ms",
 }
 HINT_OF_ERROR = {
     "StoreNotFoundError": "add a memory first or pass --db",
@@ -138,6 +141,7 @@ def _choice(name: str, values: Sequence[str]) -> Any:
 SHELLS = ("bash", "zsh", "fish")
 if TYPE_CHECKING:  # to the type checker the options are the strings the library takes
     Mode: TypeAlias = str
+    RerankMethod: TypeAlias = str
     Granularity: TypeAlias = str
     Format: TypeAlias = str
     ImportFormat: TypeAlias = str
@@ -146,6 +150,7 @@ if TYPE_CHECKING:  # to the type checker the options are the strings the library
     Shell: TypeAlias = str
 else:
     Mode = _choice("Mode", MODES)
+    RerankMethod = _choice("RerankMethod", RERANK_METHODS)
     Granularity = _choice("Granularity", GRANULARITIES)
     Format = _choice("Format", OUTPUT_FORMATS)
     ImportFormat = _choice("ImportFormat", IMPORT_FORMATS)
@@ -499,6 +504,28 @@ def search(
     no_touch: Annotated[
         bool, typer.Option("--no-touch", help="Do not record this search as an access of its results.")
     ] = False,
+    boost: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--boost",
+            help="Multiply the scores of memories with this tag or project: tag:NAME[=FACTOR] or "
+            "project:NAME[=FACTOR] (default factor 1.5; repeatable).",
+        ),
+    ] = None,
+    rerank: Annotated[
+        RerankMethod | None,
+        typer.Option(
+            "--rerank", help="Re-rank the top fused candidates: off, deterministic or llm (default: the profile's)."
+        ),
+    ] = None,
+    max_ms: Annotated[
+        int | None,
+        typer.Option(
+            "--max-ms",
+            help="Latency budget: skip the LLM stages that would not fit (HyDE, then re-ranking, then expansion).",
+            min=1,
+        ),
+    ] = None,
     queries: Annotated[
         str | None,
         typer.Option("--queries", help='A JSONL file of {"query": …} objects (or - for stdin): one result set each.'),
@@ -516,6 +543,7 @@ def search(
     """Search memories (through a running `memsearch serve` of the same store when there is one)."""
     from memsearch.cli.render import render_search
     from memsearch.retrieval.pipeline import SearchRequest
+    from memsearch.retrieval.request import Boost
     from memsearch.timeutil import parse_time, to_iso
 
     if (query is None) == (queries is None):
@@ -538,6 +566,9 @@ def search(
             "granularity": str(granularity),
             "max_tokens": max_tokens,
             "touch": not no_touch,
+            "boost": boost or None,
+            "rerank": str(rerank) if rerank is not None else None,
+            "max_ms": max_ms,
             "project": project,
             "namespace": namespace,
             "tags": tag or None,
@@ -556,6 +587,9 @@ def search(
         "max_tokens": max_tokens,
         "touch": not no_touch,
         "granularity": str(granularity),
+        "boosts": tuple(Boost.parse(text) for text in boost or ()),
+        "rerank": str(rerank) if rerank is not None else None,
+        "max_ms": max_ms,
     }
     with _memsearch(db, model) as ms:
         if queries is not None:

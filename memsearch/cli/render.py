@@ -207,11 +207,42 @@ def _search_tables(console: Console, document: dict[str, Any], *, raw: bool, exp
     if explain:
         if document.get("embedded_query") is not None:
             console.print(Text.assemble(("vector legs embedded: ", "bold"), document["embedded_query"]))
+        for line in stage_lines(document):
+            console.print(Text(line))
         legs = _profile_legs(document["profile"])
+        for expansion in document.get("expansions", ()):
+            legs.update(expansion["legs"])
         for row in results:
             console.print(explain_table(row, legs))
     if raw:
         console.print(_raw_table(document, console.width))
+        if moves := rerank_moves(document):
+            console.print(Text("re-ranking moved: " + ", ".join(moves)))
+
+
+def stage_lines(document: dict[str, Any]) -> list[str]:
+    """The LLM stages' trace (`expansion: skipped (timeout after 2.0 s)`) and each expansion's text."""
+    lines = []
+    for stage in document.get("stages", ()):
+        name = "expansion" if stage["stage"] == "synthesis" else stage["stage"]
+        if stage["status"] == "skipped":
+            lines.append(f"{name}: skipped ({stage['reason']})")
+        else:
+            timing = "cached" if stage["status"] == "cached" else f"{stage['ms']:.0f} ms" if stage["ms"] else "ran"
+            lines.append(f"{name}: {timing}" + (f" ({stage['reason']})" if stage["reason"] else ""))
+    for expansion in document.get("expansions", ()):
+        lines.append(f"  leg {expansion['name']} ({expansion['stage']}): {expansion['text']}")
+    return lines
+
+
+def rerank_moves(document: dict[str, Any]) -> list[str]:
+    """`id 12 7→1` for every candidate re-ranking moved."""
+    moves = []
+    for candidate in document.get("candidates", ()):
+        move = candidate["explain"]["fusion"].get("detail", {}).get("rerank")
+        if move and move["from"] != move["to"]:
+            moves.append((move["to"], f"id {candidate['id']} {move['from']}→{move['to']}"))
+    return [text for _, text in sorted(moves)]
 
 
 def _profile_legs(name: str) -> dict[str, str]:

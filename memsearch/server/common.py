@@ -40,15 +40,22 @@ def search_request(
     max_tokens: int | None = None,
     as_of: str | None = None,
     touch: bool = True,
+    boost: Sequence[str] | None = None,
+    rerank: str | None = None,
+    max_ms: int | None = None,
 ) -> SearchRequest:
     """A validated search request from JSON values (the same checks as the CLI's)."""
     from memsearch.retrieval.pipeline import SearchRequest
+    from memsearch.retrieval.request import Boost
     from memsearch.store import Scope
     from memsearch.timeutil import parse_time
 
-    if tags is not None and (isinstance(tags, str) or not all(isinstance(tag, str) for tag in tags)):
-        raise InvalidInputError("must be a list of strings", field="tags")
-    for name, value in (("k", k), ("max_tokens", max_tokens)):
+    for name, strings in (("tags", tags), ("boost", boost)):
+        if strings is not None and (isinstance(strings, str) or not all(isinstance(s, str) for s in strings)):
+            raise InvalidInputError("must be a list of strings", field=name)
+    if rerank is not None and not isinstance(rerank, str):
+        raise InvalidInputError(f"must be a string, not {rerank!r}", field="rerank")
+    for name, value in (("k", k), ("max_tokens", max_tokens), ("max_ms", max_ms)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
             raise InvalidInputError(f"must be a whole number, not {value!r}", field=name)
     scope = Scope(
@@ -67,6 +74,9 @@ def search_request(
         max_tokens=max_tokens,
         touch=touch,
         granularity=granularity,
+        boosts=tuple(Boost.parse(text) for text in boost or ()),
+        rerank=rerank,
+        max_ms=max_ms,
     )
 
 

@@ -166,6 +166,9 @@ SEARCH_FIELDS = {
     "touch": ("boolean", "Record the search as an access of its results (default true)."),
     "tau_days": ("number", "Time-decay constant in days."),
     "raw": ("boolean", "Also return every candidate before filtering."),
+    "boost": ("array", "Score multipliers: tag:NAME[=FACTOR] or project:NAME[=FACTOR] (default 1.5)."),
+    "rerank": ("string", "off, deterministic or llm (default: the profile's)."),
+    "max_ms": ("integer", "Latency budget in ms: LLM stages that would not fit are skipped."),
 }
 # CEMS's body (POST /api/memory/search): its names for ours, and fields accepted for compatibility
 # that have no counterpart here (LLM query synthesis, graph traversal).
@@ -182,7 +185,7 @@ CEMS_FIELDS = {
     "since": ("string", "ISO-8601 lower bound of created_at."),
     "until": ("string", "ISO-8601 upper bound of created_at."),
     "granularity": ("string", "turn or session."),
-    "enable_query_synthesis": ("boolean", "Accepted and ignored: memsearch calls no LLM."),
+    "enable_query_synthesis": ("boolean", "Accepted and ignored: the LLM stages run when an endpoint is configured."),
     "enable_graph": ("boolean", "Accepted and ignored."),
 }
 ADD_FIELDS = {
@@ -227,6 +230,9 @@ def _search_document(service: Service, body: dict[str, Any], default_profile: st
         max_tokens=body.get("max_tokens"),
         as_of=body.get("as_of"),
         touch=body.get("touch", True) is not False,
+        boost=body.get("boost"),
+        rerank=body.get("rerank"),
+        max_ms=body.get("max_ms"),
     )
     profile = body.get("profile") or default_profile
     tau = body.get("tau_days")

@@ -78,6 +78,17 @@ def build_server(service: WarmService) -> MCPServer:
             Field(description="turn: turns and notes; session: whole conversation sessions."),
         ] = "turn",
         max_tokens: Annotated[int | None, Field(description="Token budget for all results' text.")] = None,
+        boost: Annotated[
+            list[str] | None,
+            Field(description="Score multipliers: tag:NAME[=FACTOR] or project:NAME[=FACTOR] (default 1.5)."),
+        ] = None,
+        rerank: Annotated[
+            Literal["off", "deterministic", "llm"] | None,
+            Field(description="Re-rank the top fused candidates (default: the profile's)."),
+        ] = None,
+        max_ms: Annotated[
+            int | None, Field(description="Latency budget in ms: LLM stages that would not fit are skipped.")
+        ] = None,
         explain: Annotated[
             bool, Field(description="Keep each result's score breakdown (legs, fusion, factors).")
         ] = False,
@@ -101,6 +112,9 @@ def build_server(service: WarmService) -> MCPServer:
                 until=until,
                 granularity=granularity,
                 max_tokens=max_tokens,
+                boost=boost,
+                rerank=rerank,
+                max_ms=max_ms,
             )
             document = ms.search(request, profile=profile).to_dict(raw=raw)
             if not explain:
@@ -166,6 +180,7 @@ def build_server(service: WarmService) -> MCPServer:
     ) -> dict[str, Any]:
         """The memories around one in order: for a conversation turn, the turns around it in its
         session; for a note, the memories around it in time. `current` marks the one asked for."""
+
         def timeline() -> dict[str, Any]:
             found = ms.timeline(parse_ref(ref), before=before, after=after)
             return {"current": found.current, "memories": found.to_dict()}
