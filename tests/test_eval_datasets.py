@@ -322,14 +322,14 @@ def test_the_stream_reports_malformed_json(bad: str) -> None:
 
     from memsearch.ingest.readers import iter_json_list
 
-    with pytest.raises(DatasetError, match="^s: "):
+    with pytest.raises(DatasetError, match=r"^s: "):
         list(iter_json_list(io.StringIO(bad), "s", "items", 2))
 
 
-def test_longmemeval_loader_streams(tmp_path: Path) -> None:
+def test_longmemeval_loader_streams() -> None:
     from memsearch.eval.datasets import iter_longmemeval_questions
 
     stream = iter_longmemeval_questions(DATA / "longmemeval_tiny.json")
-    conversation, (question,) = next(stream)  # the first question before the rest is read
+    _, (question,) = next(stream)  # the first question before the rest is read
     assert question.id == "q_user_1"
     assert [c.id for c, _ in stream] == ["q_asst_2", "q_temp_3_abs"]
