@@ -201,3 +201,38 @@ def test_no_http_client_is_imported_without_an_endpoint(filled: Memsearch, encod
         capture_output=True, text=True, check=True,
     )  # fmt: skip
     assert json.loads(done.stdout.strip().splitlines()[-1])["httpx2"] is False
+
+
+def test_boost_and_deterministic_rerank_from_the_cli(filled: Memsearch) -> None:
+    filled.close()
+    base = ["search", "the ops team", "--db", str(filled.path), "--no-touch", "-f", "json"]
+    plain = json.loads(CliRunner().invoke(app, base).stdout)
+    last = plain["results"][-1]["id"]
+    # tag the last result and boost it to the top
+    assert CliRunner().invoke(app, ["set", str(last), "--tag", "focus", "--db", str(filled.path)]).exit_code == 0
+    boosted = json.loads(CliRunner().invoke(app, [*base, "--boost", "tag:focus=100"]).stdout)
+    assert boosted["results"][0]["id"] == last
+    factor = [f for f in boosted["results"][0]["explain"]["factors"] if f["name"] == "boost"]
+    assert factor == [{"name": "boost", "op": "mul", "value": 100.0, "detail": {"tag": "focus"}}]
+    result = CliRunner().invoke(app, [*base, "--boost", "colour:red"])
+    assert result.exit_code == 2 and "--boost must be tag:NAME or project:NAME" in result.stderr
+    hooked = json.loads(CliRunner().invoke(app, [*base, "-p", "siftcoder", "--rerank", "deterministic"]).stdout)
+    assert hooked["stages"][0]["stage"] == "rerank" and hooked["stages"][0]["reason"].startswith("deterministic")
+    # without an endpoint the LLM re-ranker is skipped, and says why
+    unhooked = json.loads(CliRunner().invoke(app, [*base, "-p", "siftcoder", "--rerank", "llm"]).stdout)
+    assert unhooked["stages"] == [
+        {"stage": "rerank", "status": "skipped", "reason": "no LLM endpoint configured", "ms": None, "output": None}
+    ]
+
+
+def test_servers_take_the_same_fields() -> None:
+    from memsearch.errors import InvalidInputError
+    from memsearch.retrieval.request import Boost
+    from memsearch.server.common import search_request
+
+    request = search_request("q", boost=["tag:x=2", "project:p"], rerank="deterministic", max_ms=300)
+    assert request.boosts == (Boost("tag", "x", 2.0), Boost("project", "p", 1.5))
+    assert (request.rerank, request.max_ms) == ("deterministic", 300)
+    for bad in ({"boost": "tag:x"}, {"rerank": 3}, {"max_ms": "fast"}, {"rerank": "maybe"}):
+        with pytest.raises(InvalidInputError):
+            search_request("q", **bad)  # type: ignore[arg-type]
