@@ -273,6 +273,8 @@ def explain_table(row: dict[str, Any], leg_specs: dict[str, str]) -> Table:
             f"{leg} leg", str(hit["rank"]), f"{hit['score']:.4g}", f"{measure} ({spec})" if spec != leg else measure
         )
     detail = fusion.get("detail", {})
+    rerank = detail.get("rerank")
+    fused = rerank["score_before"] if rerank else fusion["score"]  # before re-ranking moved it
     if fusion["method"] == "rrf":
         weights = fusion["weights"]
         parts = [
@@ -295,9 +297,12 @@ def explain_table(row: dict[str, Any], leg_specs: dict[str, str]) -> Table:
         table.add_row(title, "", f"{detail['rrf']:.6f}", escape(" + ".join(parts)))
         blend = detail["blend_vector"]
         mix = f"{1 - blend:g}·{detail['norm_rrf']:.4f} [min-max rrf] + {blend:g}·{detail['vector_score']:.4f} [cosine]"
-        table.add_row("blend", "", f"{fusion['score']:.6f}", escape(mix))
+        table.add_row("blend", "", f"{fused:.6f}", escape(mix))
     else:
-        table.add_row(title, "", f"{fusion['score']:.6f}", escape(" + ".join(parts)))
+        table.add_row(title, "", f"{fused:.6f}", escape(" + ".join(parts)))
+    if rerank:
+        moved = f"{rerank['method']}: from place {rerank['from']} to {rerank['to']}, with that place's score"
+        table.add_row("re-rank", "", f"{fusion['score']:.6f}", escape(moved))
     for factor in explain["factors"]:
         symbol = "×" if factor["op"] == "mul" else "+"
         table.add_row(

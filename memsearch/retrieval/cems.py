@@ -244,7 +244,8 @@ def apply_order(ranked: Sequence[Candidate], order: Sequence[int], method: str) 
     moved = []
     for place, position in enumerate(order):
         candidate = head[position]
-        detail = {**candidate.fusion_detail, "rerank": {"method": method, "from": position + 1, "to": place + 1}}
+        move = {"method": method, "from": position + 1, "to": place + 1, "score_before": candidate.fusion}
+        detail = {**candidate.fusion_detail, "rerank": move}
         moved.append(replace(candidate, fusion=scores[place], fusion_detail=detail))
     return moved + tail
 
