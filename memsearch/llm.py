@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -117,6 +118,7 @@ class HttpLLM:
         self._settings = settings
         self._cache_dir = cache_dir
         self._client: Any = None
+        self._lock = threading.Lock()  # one client for every thread of a server
 
     def __repr__(self) -> str:  # never the key
         return f"HttpLLM(url={self._settings.url!r}, model={self._settings.model!r})"
@@ -153,7 +155,7 @@ class HttpLLM:
 
         try:
             make_private_dirs(path.parent)
-            partial = path.with_suffix(f".{os.getpid()}.tmp")
+            partial = path.with_suffix(f".{os.getpid()}-{threading.get_ident()}.tmp")
             partial.write_text(json.dumps(document, ensure_ascii=False), encoding="utf-8")
             os.replace(partial, path)
         except OSError:
@@ -191,8 +193,9 @@ class HttpLLM:
     def _post(self, messages: Sequence[Message], max_tokens: int, timeout: float) -> str:
         import httpx2
 
-        if self._client is None:
-            self._client = httpx2.Client(follow_redirects=False, trust_env=False)
+        with self._lock:
+            if self._client is None:
+                self._client = httpx2.Client(follow_redirects=False, trust_env=False)
         headers = {"Content-Type": "application/json"}
         if self._settings.api_key:
             headers["Authorization"] = f"Bearer {self._settings.api_key}"
