@@ -49,7 +49,8 @@ class Question:
 
     @property
     def is_scored(self) -> bool:
-        """Counts in retrieval metrics (LoCoMo: has evidence; LongMemEval: also not an abstention)."""
+        """Has evidence and is no abstention. LoCoMo scores exactly these; LongMemEval's protocol
+        scores every question but the abstentions (see `memsearch.eval.runner.gold_keys`)."""
         return self.has_evidence and not self.is_abstention
 
 
