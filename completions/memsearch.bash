@@ -28,14 +28,15 @@ _memsearch_search() {
     case $prev in
         -m|--mode) _memsearch_reply -W 'auto vector hybrid lexical'; return ;;
         -g|--granularity) _memsearch_reply -W 'turn session'; return ;;
+        --rerank) _memsearch_reply -W 'off deterministic llm'; return ;;
         --queries) _memsearch_paths -f; return ;;
         --kind) _memsearch_reply -W 'note turn session'; return ;;
         -f|--format) _memsearch_reply -W 'table json jsonl ndjson csv'; return ;;
         --db) _memsearch_paths -f; return ;;
         --model) _memsearch_paths -d; return ;;
-        -k|--limit|--as-of|--tau|-p|--profile|--max-tokens|--project|--namespace|-t|--tag|--since|--until|--conversation|--role|--session|--server) return ;;
+        -k|--limit|--as-of|--tau|-p|--profile|--max-tokens|--boost|--max-ms|--project|--namespace|-t|--tag|--since|--until|--conversation|--role|--session|--server) return ;;
     esac
-    if [[ $cur == -* ]]; then _memsearch_reply -W '-k --limit -m --mode --raw --explain --as-of --tau -p --profile -g --granularity --max-tokens --no-touch --queries --project --namespace -t --tag --since --until --kind --conversation --role --session -f --format --db --model --server -h --help'; fi
+    if [[ $cur == -* ]]; then _memsearch_reply -W '-k --limit -m --mode --raw --explain --as-of --tau -p --profile -g --granularity --max-tokens --no-touch --boost --rerank --max-ms --queries --project --namespace -t --tag --since --until --kind --conversation --role --session -f --format --db --model --server -h --help'; fi
 }
 
 _memsearch_get() {

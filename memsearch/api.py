@@ -18,13 +18,15 @@ from memsearch.ingest.conversations import conversation_memories, with_facets
 from memsearch.ingest.embed import embed_memories, near_duplicates
 from memsearch.ingest.readers import read_chat, read_locomo, read_longmemeval
 from memsearch.ingest.records import export_record, parse_memories, parse_queries
+from memsearch.llm import LLM, configured_llm
 from memsearch.models import Memory, NewMemory, check_range, normalise_tags
 from memsearch.paths import resolve_db_path
-from memsearch.profiles import Profile, available, load_profile
+from memsearch.profiles import Profile, available, load_profile, with_environment
 from memsearch.retrieval.pipeline import (
     SearchOutcome,
     SearchRequest,
     encoder_query_vector,
+    llm_stages,
     resolve_profile,
     run_search,
     with_tau,
@@ -150,8 +152,12 @@ class Memsearch:
     >>> ms.search(SearchRequest("where is the deploy key?", k=3)).results
 
     The store opens on first use (created by the first write); the encoder loads on the first
-    call that embeds, so lexical searches and reads never load a model.
+    call that embeds, so lexical searches and reads never load a model. `llm` runs the LLM stages
+    of the profiles that have them; by default the endpoint configured (see `memsearch.llm`), read
+    on the first search that wants one.
     """
+
+    _UNSET: Any = object()
 
     def __init__(
         self,
@@ -160,12 +166,20 @@ class Memsearch:
         model: str | None = None,
         encoder: Encoder | None = None,
         encoder_factory: Callable[[], Encoder] | None = None,
+        llm: LLM | None = _UNSET,
     ) -> None:
         self.path: Path | str = resolve_db_path(db)  # a SQLite path or a postgresql:// URL
         self._model = model
         self._encoder = encoder
         self._encoder_factory = encoder_factory
         self._opened: Store | None = None
+        self._llm = llm
+
+    def llm(self) -> LLM | None:
+        """The LLM the searches use, or None (no endpoint configured)."""
+        if self._llm is Memsearch._UNSET:
+            self._llm = configured_llm()
+        return self._llm
 
     # -- plumbing (for tests and benchmarks; front ends use the use cases below) ---------------
 
@@ -185,6 +199,8 @@ class Memsearch:
         if self._opened is not None:
             self._opened.close()
             self._opened = None
+        if (close := getattr(self._llm, "close", None)) is not None:
+            close()
 
     def __enter__(self) -> Memsearch:
         return self
@@ -495,11 +511,12 @@ class Memsearch:
         access_count) unless the request has `as_of` or `touch=False`.
         """
         store = self.store()
-        chosen = with_tau(resolve_profile(profile), tau_days)
+        chosen = with_environment(with_tau(resolve_profile(profile), tau_days))
         embed = encoder_query_vector(self.encoder, store)
         outcomes = []
         for request in requests:
-            outcome = run_search(store, request, embed, chosen)
+            llm = self.llm() if llm_stages(request, chosen) else None
+            outcome = run_search(store, request, embed, chosen, llm)
             if request.records_access:
                 store.touch([c.id for c in outcome.results], utc_now())
             outcomes.append(outcome)

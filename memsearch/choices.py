@@ -11,3 +11,4 @@ BENCHMARK_FORMATS = ("locomo", "longmemeval")  # memsearch.eval
 # ndjson: one record a line (a search hit, a memory), for `llm similar`-style pipes; jsonl: one
 # document a line (a search's whole result set, a memory).
 OUTPUT_FORMATS = ("table", "json", "jsonl", "ndjson", "csv")
+RERANK_METHODS = ("off", "deterministic", "llm")  # the re-rank hook (memsearch.profiles.Rerank)

@@ -280,3 +280,56 @@ def test_chat_jsonl_bad_lines_name_the_line(tmp_path: Path, line: str, message: 
     path.write_text(json.dumps(GOOD) + "\n\n" + line + "\n", encoding="utf-8")
     with pytest.raises(DatasetError, match="line 3: " + message):
         load_chat_jsonl(path)
+
+
+# -- the streaming reader --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 64, 1 << 20])
+def test_json_list_is_read_one_item_at_a_time(chunk: int) -> None:
+    import io
+
+    from memsearch.ingest.readers import iter_json_list
+
+    text = (DATA / "longmemeval_tiny.json").read_text(encoding="utf-8")
+    assert list(iter_json_list(io.StringIO("\ufeff" + text), "s", "questions", chunk)) == json.loads(text)
+    items = [{"n": n, "text": 'é"\\' * n} for n in range(50)] + [12345, "x", None, 1.5e3]
+    assert list(iter_json_list(io.StringIO(json.dumps(items)), "s", "items", chunk)) == items
+
+
+def test_the_stream_holds_one_item_not_the_file() -> None:
+    import io
+
+    from memsearch.ingest.readers import iter_json_list
+
+    class Counting(io.StringIO):
+        most = 0
+
+        def read(self, size: int | None = -1) -> str:
+            text = super().read(size)
+            Counting.most = max(Counting.most, len(text))
+            return text
+
+    item = {"haystack": "x" * 10_000}
+    stream = Counting(json.dumps([item] * 200))  # 2 MB
+    assert sum(1 for _ in iter_json_list(stream, "s", "items", 1024)) == 200
+    assert Counting.most < 50_000  # never the whole file at once
+
+
+@pytest.mark.parametrize("bad", ["{}", "[1,", "[1 2]", "[1]x", '[{"a":}]', "", "[1,]"])
+def test_the_stream_reports_malformed_json(bad: str) -> None:
+    import io
+
+    from memsearch.ingest.readers import iter_json_list
+
+    with pytest.raises(DatasetError, match=r"^s: "):
+        list(iter_json_list(io.StringIO(bad), "s", "items", 2))
+
+
+def test_longmemeval_loader_streams() -> None:
+    from memsearch.eval.datasets import iter_longmemeval_questions
+
+    stream = iter_longmemeval_questions(DATA / "longmemeval_tiny.json")
+    _, (question,) = next(stream)  # the first question before the rest is read
+    assert question.id == "q_user_1"
+    assert [c.id for c, _ in stream] == ["q_asst_2", "q_temp_3_abs"]

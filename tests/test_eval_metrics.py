@@ -11,10 +11,12 @@ from hypothesis import strategies as st
 
 from memsearch.eval.metrics import (
     KS,
+    KS_OF_FORMAT,
     QuestionResult,
     aggregate,
     first_occurrences,
     latency_summary,
+    longmemeval_scores,
     ndcg_any_at_k,
     ndcg_at_k,
     percentile,
@@ -22,6 +24,7 @@ from memsearch.eval.metrics import (
     recall_any_at_k,
     recall_at_k,
     score_ranking,
+    turn_to_session_scores,
 )
 
 RANKED = ["a", "b", "c", "d", "e"]
@@ -222,3 +225,57 @@ def test_percentile_is_an_observed_value_and_grows_with_p(values: list[float], p
     low, high = sorted((p1, p2))
     assert percentile(values, low) in values
     assert min(values) <= percentile(values, low) <= percentile(values, high) <= max(values)
+
+
+# -- LongMemEval's turn→session evaluation (eval_utils.evaluate_retrieval_turn2session) --------------
+
+
+def _official_turn2session(ranked: list[str], gold: set[str], k: int) -> tuple[float, float, float]:
+    """eval_utils.py's algorithm over a corpus that is the ranking itself (ids `<session>:<n>`)."""
+    corpus = [key.rpartition(":")[0] for key in ranked]
+    correct = {key.rpartition(":")[0] for key in gold}
+    effective = k
+    while effective <= len(corpus) and len(set(corpus[:effective])) < k:
+        effective += 1
+    recalled = set(corpus[:effective])
+    relevances = [1.0 if key in gold else 0.0 for key in ranked]
+
+    def dcg(values: list[float], cut: int) -> float:
+        values = values[:cut]
+        return values[0] + sum(v / math.log2(i) for i, v in enumerate(values[1:], start=2)) if values else 0.0
+
+    ideal = dcg(sorted(relevances, reverse=True), effective)
+    ndcg = dcg(relevances, effective) / ideal if ideal else 0.0
+    return float(any(c in recalled for c in correct)), float(all(c in recalled for c in correct)), ndcg
+
+
+@given(
+    st.lists(st.tuples(st.sampled_from("abcdef"), st.integers(1, 4)), min_size=1, max_size=20, unique=True),
+    st.data(),
+    st.sampled_from([1, 3, 5, 10, 30, 50]),
+)
+def test_turn_to_session_matches_the_official_algorithm(
+    pairs: list[tuple[str, int]], data: st.DataObject, k: int
+) -> None:
+    ranked = [f"s_{session}:{n}" for session, n in pairs]
+    gold = set(data.draw(st.lists(st.sampled_from(ranked), min_size=1, unique=True)))
+    scores = turn_to_session_scores(ranked, gold, k)
+    expected = _official_turn2session(ranked, gold, k)
+    assert (scores[f"session_recall_any@{k}"], scores[f"session_recall_all@{k}"]) == expected[:2]
+    assert scores[f"session_ndcg_any@{k}"] == pytest.approx(expected[2])
+
+
+def test_turn_to_session_widens_the_cut_to_k_sessions() -> None:
+    ranked = ["a:1", "a:3", "b:1", "a:5", "c:1"]
+    # k=2 sessions needs the first three turns: a and b
+    assert turn_to_session_scores(ranked, {"c:1"}, 2)["session_recall_any@2"] == 0.0
+    assert turn_to_session_scores(ranked, {"b:1"}, 2)["session_recall_any@2"] == 1.0
+    assert turn_to_session_scores(ranked, set(), 2) == {
+        "session_recall_any@2": 0.0, "session_recall_all@2": 1.0, "session_ndcg_any@2": 0.0,
+    }  # fmt: skip
+
+
+def test_longmemeval_scores_an_empty_gold_set_as_the_official_code() -> None:
+    assert longmemeval_scores(["a", "b"], set(), 1) == {"recall_any@1": 0.0, "recall_all@1": 1.0, "ndcg_any@1": 0.0}
+    assert longmemeval_scores(["a", "b"], {"b"}, 1)["recall_any@1"] == 0.0
+    assert KS_OF_FORMAT["longmemeval"] == (1, 3, 5, 10, 30, 50)

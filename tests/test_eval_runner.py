@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -245,26 +246,43 @@ def test_baseline_row(hand_report: EvalReport, tiny_report: EvalReport) -> None:
     assert outcome(hand_report, (BASELINE_NAME, None, "turn"), "conv-z:q0").ranked[0] == "D1:2"
 
 
-def test_longmemeval_skips_abstention_and_indexes_user_turns(home: None, encoder: Encoder) -> None:
+def test_longmemeval_protocol_as_run_retrieval_defines_it(
+    home: None, encoder: Encoder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    as_of: dict[str, Any] = {}
+
+    class Recording(runner.Memsearch):
+        def search(self, request: Any, **kwargs: Any) -> Any:
+            as_of[request.scope.conversation] = request.as_of
+            return super().search(request, **kwargs)
+
+    monkeypatch.setattr(runner, "Memsearch", Recording)
     report = run_eval(LONGMEMEVAL_TINY, fmt="longmemeval", profiles=["default"], modes=["auto"], encoder=encoder)
     assert report.protocol == "longmemeval-retrieval" and report.questions == 3
     assert (report.recall_metric, report.ndcg_metric) == ("recall_all", "ndcg_any")
+    assert report.ks == (1, 3, 5, 10, 30, 50)  # run_retrieval.py's cut-offs
+    # "now" is the question's own date, not the haystack's last session
+    assert as_of["q_user_1"] == datetime(2023, 5, 30, 23, 40, tzinfo=UTC)
     rows = {(row.name, row.granularity): row for row in report.rows}
     assert set(rows) == {(name, g) for name in ("default", BASELINE_NAME) for g in ("turn", "session")}
+    names = {f"{name}@{k}" for k in report.ks for name in ("recall_any", "recall_all", "ndcg_any")}
     for (_, granularity), row in rows.items():
-        ids = [result.question_id for result in row.results]
-        assert "q_temp_3_abs" not in ids  # abstention
-        # turn level: q_asst_2's evidence is an assistant turn, which is not indexed
-        assert ids == (["q_user_1"] if granularity == "turn" else ["q_user_1", "q_asst_2"])
-        assert row.skipped == (2 if granularity == "turn" else 1)
-        assert set(row.aggregate.overall.means) == {
-            f"{name}@{k}" for k in KS for name in ("recall_any", "recall_all", "ndcg_any")
-        }
+        # every question but the abstention is scored, q_asst_2 too, whose evidence is the assistant's
+        assert [result.question_id for result in row.results] == ["q_user_1", "q_asst_2"]
+        assert row.skipped == 1
+        extra = {f"session_{name}" for name in names} if granularity == "turn" else set()
+        assert set(row.aggregate.overall.means) == names | extra
     user_turn = outcome(report, ("default", "auto", "turn"), "q_user_1")
     assert user_turn.gold == ("answer_a1:1",) and user_turn.ranked[0] == "answer_a1:1"
+    assert user_turn.metrics["session_recall_all@1"] == 1.0
     # only user turns (odd positions here) are ranked
     assert set(user_turn.ranked) == {"sharegpt_noise_1:1", "answer_a1:1", "answer_a1:3", "ultrachat_noise_2:1"}
-    assert outcome(report, ("default", "auto", "session"), "q_asst_2").gold == ("answer_b1",)
+    # answer_b1 has no user evidence turn: no gold session, scored as eval_utils scores an empty gold set
+    for granularity in ("turn", "session"):
+        empty = outcome(report, ("default", "auto", granularity), "q_asst_2")
+        assert empty.gold == ()
+        assert (empty.metrics["recall_any@5"], empty.metrics["recall_all@5"], empty.metrics["ndcg_any@5"]) == (0, 1, 0)
+    assert outcome(report, ("default", "auto", "session"), "q_user_1").gold == ("answer_a1",)
 
 
 def test_temporary_stores_are_removed(monkeypatch: pytest.MonkeyPatch, hand_file: Path, encoder: Encoder) -> None:

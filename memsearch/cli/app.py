@@ -20,7 +20,15 @@ import typer
 from typer.core import TyperGroup
 
 from memsearch import __version__
-from memsearch.choices import BENCHMARK_FORMATS, GRANULARITIES, IMPORT_FORMATS, KINDS, MODES, OUTPUT_FORMATS
+from memsearch.choices import (
+    BENCHMARK_FORMATS,
+    GRANULARITIES,
+    IMPORT_FORMATS,
+    KINDS,
+    MODES,
+    OUTPUT_FORMATS,
+    RERANK_METHODS,
+)
 from memsearch.cli.render import messages
 from memsearch.errors import ExitCode, InvalidInputError, MemsearchError
 
@@ -64,6 +72,9 @@ OPTION_OF_FIELD = {
     "roles": "--role",
     "sessions": "--session",
     "k": "--limit",
+    "boost": "--boost",
+    "rerank": "--rerank",
+    "max_ms": "--max-ms",
 }
 HINT_OF_ERROR = {
     "StoreNotFoundError": "add a memory first or pass --db",
@@ -145,6 +156,7 @@ def _choice(name: str, values: Sequence[str]) -> Any:
 SHELLS = ("bash", "zsh", "fish")
 if TYPE_CHECKING:  # to the type checker the options are the strings the library takes
     Mode: TypeAlias = str
+    RerankMethod: TypeAlias = str
     Granularity: TypeAlias = str
     Format: TypeAlias = str
     ImportFormat: TypeAlias = str
@@ -154,6 +166,7 @@ if TYPE_CHECKING:  # to the type checker the options are the strings the library
     Kind: TypeAlias = str
 else:
     Mode = _choice("Mode", MODES)
+    RerankMethod = _choice("RerankMethod", RERANK_METHODS)
     Granularity = _choice("Granularity", GRANULARITIES)
     Format = _choice("Format", OUTPUT_FORMATS)
     ImportFormat = _choice("ImportFormat", IMPORT_FORMATS)
@@ -565,6 +578,28 @@ def search(
     no_touch: Annotated[
         bool, typer.Option("--no-touch", help="Do not record this search as an access of its results.")
     ] = False,
+    boost: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--boost",
+            help="Multiply the scores of memories with this tag or project: tag:NAME[=FACTOR] or "
+            "project:NAME[=FACTOR] (default factor 1.5; repeatable).",
+        ),
+    ] = None,
+    rerank: Annotated[
+        RerankMethod | None,
+        typer.Option(
+            "--rerank", help="Re-rank the top fused candidates: off, deterministic or llm (default: the profile's)."
+        ),
+    ] = None,
+    max_ms: Annotated[
+        int | None,
+        typer.Option(
+            "--max-ms",
+            help="Latency budget: skip the LLM stages that would not fit (HyDE, then re-ranking, then expansion).",
+            min=1,
+        ),
+    ] = None,
     queries: Annotated[
         str | None,
         typer.Option("--queries", help='A JSONL file of {"query": …} objects (or - for stdin): one result set each.'),
@@ -600,6 +635,9 @@ def search(
         max_tokens=max_tokens,
         as_of=as_of,
         touch=not no_touch,
+        boost=boost,
+        rerank=str(rerank) if rerank is not None else None,
+        max_ms=max_ms,
         **_filters(project, namespace, tag, since, until, kind, conversation, role, session),
     )
     remote = _remote(db, server, model) if query is not None and len(query) <= MAX_QUERY_CHARS else None
@@ -615,6 +653,9 @@ def search(
             "granularity": str(granularity),
             "max_tokens": max_tokens,
             "touch": not no_touch,
+            "boost": boost or None,
+            "rerank": str(rerank) if rerank is not None else None,
+            "max_ms": max_ms,
             "project": scope.project,
             "namespace": scope.namespace,
             "tags": list(scope.tags) or None,

@@ -223,11 +223,42 @@ def _search_tables(console: Console, document: dict[str, Any], *, raw: bool, exp
     if explain:
         if document.get("embedded_query") is not None:
             console.print(Text.assemble(("vector legs embedded: ", "bold"), document["embedded_query"]))
+        for line in stage_lines(document):
+            console.print(Text(line))
         legs = _profile_legs(document["profile"])
+        for expansion in document.get("expansions", ()):
+            legs.update(expansion["legs"])
         for row in results:
             console.print(explain_table(row, legs))
     if raw:
         console.print(_raw_table(document, console.width))
+        if moves := rerank_moves(document):
+            console.print(Text("re-ranking moved: " + ", ".join(moves)))
+
+
+def stage_lines(document: dict[str, Any]) -> list[str]:
+    """The LLM stages' trace (`expansion: skipped (timeout after 2.0 s)`) and each expansion's text."""
+    lines = []
+    for stage in document.get("stages", ()):
+        name = "expansion" if stage["stage"] == "synthesis" else stage["stage"]
+        if stage["status"] == "skipped":
+            lines.append(f"{name}: skipped ({stage['reason']})")
+        else:
+            timing = "cached" if stage["status"] == "cached" else f"{stage['ms']:.0f} ms" if stage["ms"] else "ran"
+            lines.append(f"{name}: {timing}" + (f" ({stage['reason']})" if stage["reason"] else ""))
+    for expansion in document.get("expansions", ()):
+        lines.append(f"  leg {expansion['name']} ({expansion['stage']}): {expansion['text']}")
+    return lines
+
+
+def rerank_moves(document: dict[str, Any]) -> list[str]:
+    """`id 12 7→1` for every candidate re-ranking moved."""
+    moves = []
+    for candidate in document.get("candidates", ()):
+        move = candidate["explain"]["fusion"].get("detail", {}).get("rerank")
+        if move and move["from"] != move["to"]:
+            moves.append((move["to"], f"id {candidate['id']} {move['from']}→{move['to']}"))
+    return [text for _, text in sorted(moves)]
 
 
 def _profile_legs(name: str) -> dict[str, str]:
@@ -258,6 +289,8 @@ def explain_table(row: dict[str, Any], leg_specs: dict[str, str]) -> Table:
             f"{leg} leg", str(hit["rank"]), f"{hit['score']:.4g}", f"{measure} ({spec})" if spec != leg else measure
         )
     detail = fusion.get("detail", {})
+    rerank = detail.get("rerank")
+    fused = rerank["score_before"] if rerank else fusion["score"]  # before re-ranking moved it
     if fusion["method"] == "rrf":
         weights = fusion["weights"]
         parts = [
@@ -280,9 +313,12 @@ def explain_table(row: dict[str, Any], leg_specs: dict[str, str]) -> Table:
         table.add_row(title, "", f"{detail['rrf']:.6f}", escape(" + ".join(parts)))
         blend = detail["blend_vector"]
         mix = f"{1 - blend:g}·{detail['norm_rrf']:.4f} [min-max rrf] + {blend:g}·{detail['vector_score']:.4f} [cosine]"
-        table.add_row("blend", "", f"{fusion['score']:.6f}", escape(mix))
+        table.add_row("blend", "", f"{fused:.6f}", escape(mix))
     else:
-        table.add_row(title, "", f"{fusion['score']:.6f}", escape(" + ".join(parts)))
+        table.add_row(title, "", f"{fused:.6f}", escape(" + ".join(parts)))
+    if rerank:
+        moved = f"{rerank['method']}: from place {rerank['from']} to {rerank['to']}, with that place's score"
+        table.add_row("re-rank", "", f"{fusion['score']:.6f}", escape(moved))
     for factor in explain["factors"]:
         symbol = "×" if factor["op"] == "mul" else "+"
         table.add_row(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -18,9 +18,9 @@ from typing import Any
 from memsearch.ingest.readers import (
     Conversation,
     DatasetError,
+    iter_longmemeval,
     json_list,
     locomo_conversation,
-    longmemeval_conversation,
     need,
     parse_longmemeval_date,
     unique,
@@ -49,14 +49,15 @@ class Question:
 
     @property
     def is_scored(self) -> bool:
-        """Counts in retrieval metrics (LoCoMo: has evidence; LongMemEval: also not an abstention)."""
+        """Has evidence and is no abstention. LoCoMo scores exactly these; LongMemEval's protocol
+        scores every question but the abstentions (see `memsearch.eval.runner.gold_keys`)."""
         return self.has_evidence and not self.is_abstention
 
 
 # Conversations and their parts are read by memsearch.ingest; these names stay importable from here.
 __all__ = [
-    "EVIDENCE_ID", "Conversation", "DatasetError", "Question", "load_locomo", "load_longmemeval",
-    "locomo_evidence_ids", "parse_longmemeval_date",
+    "EVIDENCE_ID", "Conversation", "DatasetError", "Question", "iter_longmemeval_questions", "load_locomo",
+    "load_longmemeval", "locomo_evidence_ids", "parse_longmemeval_date",
 ]  # fmt: skip
 
 
@@ -125,8 +126,7 @@ def load_locomo(path: str | Path) -> list[tuple[Conversation, list[Question]]]:
 # -- LongMemEval ----------------------------------------------------------------------------------
 
 
-def _longmemeval_item(raw: Any, where: str) -> tuple[Conversation, list[Question]]:
-    conversation = longmemeval_conversation(raw, where)
+def _longmemeval_item(raw: Any, conversation: Conversation, where: str) -> tuple[Conversation, list[Question]]:
     question_id = conversation.id
     where = f"{where} ({question_id})"
     question_date = raw.get("question_date")
@@ -145,16 +145,23 @@ def _longmemeval_item(raw: Any, where: str) -> tuple[Conversation, list[Question
         # only, so its gold set is the user ones; filter by speaker to reproduce that exactly.
         evidence_keys=tuple(turn.key for turn in conversation.turns if turn.has_answer),
         evidence_session_ids=unique(str(session_id) for session_id in answer_sessions),
-        # LongMemEval's run_retrieval.py tests `'_abs' in question_id`; real ids end with it.
-        is_abstention=question_id.endswith("_abs"),
+        # LongMemEval's run_retrieval.py leaves out every question with `'_abs' in question_id`.
+        is_abstention="_abs" in question_id,
         question_date=parsed_question_date,
     )
     return conversation, [question]
 
 
-def load_longmemeval(path: str | Path) -> list[tuple[Conversation, list[Question]]]:
-    """LongMemEval (xiaowu0162/LongMemEval, e.g. longmemeval_s.json): a list of questions, each
-    searched within its own haystack, which becomes a conversation whose id is the question id."""
+def iter_longmemeval_questions(path: str | Path) -> Iterator[tuple[Conversation, list[Question]]]:
+    """LongMemEval (xiaowu0162/LongMemEval, e.g. longmemeval_s.json): its questions, each searched
+    within its own haystack, which becomes a conversation whose id is the question id. The file is
+    read as a stream, one question at a time (the `_m` file is 2.7 GB)."""
     path = Path(path)
-    items = json_list(_read(path), str(path), "questions")
-    return [_longmemeval_item(raw, f"{path}: item {number}") for number, raw in enumerate(items, start=1)]
+    with path.open(encoding="utf-8") as stream:
+        for number, (raw, conversation) in enumerate(iter_longmemeval(stream, str(path)), start=1):
+            yield _longmemeval_item(raw, conversation, f"{path}: item {number}")
+
+
+def load_longmemeval(path: str | Path) -> list[tuple[Conversation, list[Question]]]:
+    """Every question of a LongMemEval file at once (see `iter_longmemeval_questions`)."""
+    return list(iter_longmemeval_questions(path))

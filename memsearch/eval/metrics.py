@@ -20,6 +20,8 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 KS = (5, 10, 25, 50)
+# The cut-offs each benchmark's protocol reports (LongMemEval: run_retrieval.py's [1, 3, 5, 10, 30, 50]).
+KS_OF_FORMAT = {"locomo": KS, "longmemeval": (1, 3, 5, 10, 30, 50)}
 
 
 def _check(ranked_keys: Sequence[str], gold_keys: Collection[str], k: int) -> tuple[Sequence[str], set[str]]:
@@ -101,6 +103,47 @@ def first_occurrences(keys: Iterable[str]) -> list[str]:
     For recall_any/recall_all this equals LongMemEval's `evaluate_retrieval_turn2session` (it widens k
     until k distinct sessions are in); its session ndcg_any instead scores the undeduplicated list."""
     return list(dict.fromkeys(keys))
+
+
+def longmemeval_scores(ranked_keys: Sequence[str], gold_keys: Collection[str], k: int) -> dict[str, float]:
+    """LongMemEval's `evaluate_retrieval` at k: recall_any, recall_all, ndcg_any. With no gold item
+    (an answer session whose evidence is all the assistant's) it scores as the official code does:
+    recall_any 0, recall_all 1 (all of nothing), ndcg_any 0."""
+    if not gold_keys:
+        return {f"recall_any@{k}": 0.0, f"recall_all@{k}": 1.0, f"ndcg_any@{k}": 0.0}
+    return {
+        f"{name}@{k}": METRICS[name](ranked_keys, gold_keys, k) for name in ("recall_any", "recall_all", "ndcg_any")
+    }
+
+
+def session_of_turn(key: str) -> str:
+    """The session of a LongMemEval turn key `<session id>:<position>` (run_retrieval's strip_turn_id)."""
+    return key.rpartition(":")[0]
+
+
+def turn_to_session_scores(ranked_turns: Sequence[str], gold_turns: Collection[str], k: int) -> dict[str, float]:
+    """LongMemEval's `evaluate_retrieval_turn2session` at k, named `session_<metric>@k`: the turn
+    ranking is cut at the first depth that holds k distinct sessions (or at its end), and the
+    sessions there are scored against the gold turns' sessions; ndcg_any scores that turn cut with
+    the gold turns as the relevant items, as the official code's turn-level relevances do."""
+    sessions = [session_of_turn(key) for key in ranked_turns]
+    depth = k
+    while depth <= len(sessions) and len(set(sessions[:depth])) < k:
+        depth += 1
+    gold_sessions = {session_of_turn(key) for key in gold_turns}
+    found = set(sessions[:depth])
+    if not gold_turns:
+        scores = (0.0, 1.0, 0.0)
+    else:
+        scores = (
+            float(bool(gold_sessions & found)),
+            float(gold_sessions <= found),
+            ndcg_any_at_k(ranked_turns, gold_turns, depth),
+        )
+    return {
+        f"session_{name}@{k}": value
+        for name, value in zip(("recall_any", "recall_all", "ndcg_any"), scores, strict=True)
+    }
 
 
 # -- aggregation ----------------------------------------------------------------------------------

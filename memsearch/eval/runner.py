@@ -5,17 +5,25 @@ Protocol (shared/benchdata/README.md for LoCoMo; xiaowu0162/LongMemEval's run_re
 - every conversation (LoCoMo) or question haystack (LongMemEval) is ingested into a temporary
   store of its own, once, as `conversation_memories` (session chunks and turns with their views;
   LongMemEval: user turns only, their text as spoken), with facet views when a profile uses them;
-- every question is searched within its own conversation, k=50, `as_of` the conversation's last
-  session date, without recording access, for each (profile, mode, granularity);
+- every question is searched within its own conversation, k=50, without recording access, for
+  each (profile, mode, granularity), "now" being the conversation's last session date (LoCoMo) or
+  the question's own date (LongMemEval's question_date);
 - turn granularity ranks turn keys; session granularity ranks session ids (session chunks, or the
   sessions of turn results when there are none), first occurrences kept;
-- LoCoMo scores Recall@k (the share of the gold found) and nDCG@k; LongMemEval scores
-  recall_any@k, recall_all@k and ndcg_any@k; k ∈ 5, 10, 25, 50. Only scored questions count
-  (`Question.is_scored`; at LongMemEval's turn level, also only those with a gold user turn).
+- LoCoMo scores Recall@k (the share of the gold found) and nDCG@k, k ∈ 5, 10, 25, 50, over the
+  questions with evidence (`Question.is_scored`);
+- LongMemEval as run_retrieval.py and eval_utils.py do: recall_any@k, recall_all@k and ndcg_any@k,
+  k ∈ 1, 3, 5, 10, 30, 50, over every question but the abstentions (`'_abs' in question_id`). Gold
+  is the user turns with has_answer in the answer sessions (turn level) and the answer sessions
+  that have such a turn (session level); a question with none is scored as the official code
+  scores it (recall_any 0, recall_all 1, ndcg_any 0). A turn ranking is also scored at session
+  level by the official turn→session evaluation (`session_<metric>@k`), over the turns ranked (50).
+  The file is read as a stream, one question at a time.
 """
 
 from __future__ import annotations
 
+import itertools
 import tempfile
 import time
 from collections import Counter
@@ -30,9 +38,10 @@ from memsearch.choices import BENCHMARK_FORMATS
 from memsearch.embedding import Encoder
 from memsearch.errors import InvalidInputError
 from memsearch.eval.baseline import BM25Baseline, longmemeval_bm25
-from memsearch.eval.datasets import Question, load_locomo, load_longmemeval
+from memsearch.eval.datasets import Question, iter_longmemeval_questions, load_locomo
 from memsearch.eval.metrics import (
     KS,
+    KS_OF_FORMAT,
     METRICS,
     METRICS_OF_FORMAT,
     Aggregate,
@@ -41,6 +50,8 @@ from memsearch.eval.metrics import (
     aggregate,
     first_occurrences,
     latency_summary,
+    longmemeval_scores,
+    turn_to_session_scores,
 )
 from memsearch.ingest.conversations import conversation_memories, with_facets
 from memsearch.ingest.readers import Conversation, turn_text
@@ -68,8 +79,11 @@ PROTOCOL_DESCRIPTIONS = {
     ),
     "longmemeval": (
         "LongMemEval retrieval (run_retrieval.py / eval_utils.py): user turns only, each question searched "
-        "within its own haystack, recall_any/recall_all/ndcg_any@k, abstention questions skipped; turn level "
-        "gold = the user turns with has_answer; session level gold = answer_session_ids"
+        "within its own haystack as of its question_date, recall_any/recall_all/ndcg_any@k for k in 1, 3, 5, "
+        "10, 30, 50 over every question but the abstentions ('_abs' in the id); turn level gold = the user "
+        "turns with has_answer in the answer sessions; session level gold = the answer sessions with such a "
+        "turn (none: recall_any 0, recall_all 1, ndcg_any 0, as the official code scores it); turn rankings "
+        "also scored at session level by the official turn-to-session evaluation (session_*@k)"
     ),
 }
 # The metric the tables show as "R@k" and "NDCG@k", per format.
@@ -246,25 +260,48 @@ def session_ranking(results: Iterable[Candidate]) -> list[str]:
     )
 
 
-def score(ranked: Sequence[str], gold: Iterable[str], fmt: str, ks: Sequence[int] = KS) -> dict[str, float]:
-    """The format's metrics at every k, named like "recall@10"."""
+def score(
+    ranked: Sequence[str], gold: Iterable[str], fmt: str, ks: Sequence[int] | None = None, *, turns: bool = False
+) -> dict[str, float]:
+    """The format's metrics at every k (its protocol's ks unless given), named like "recall@10";
+    for LongMemEval turn rankings (`turns`) also the official turn→session ones."""
     gold_set = set(gold)
-    return {f"{name}@{k}": METRICS[name](ranked, gold_set, k) for k in ks for name in METRICS_OF_FORMAT[fmt]}
+    cutoffs = KS_OF_FORMAT[fmt] if ks is None else ks
+    if fmt == "longmemeval":
+        scores: dict[str, float] = {}
+        for k in cutoffs:
+            scores |= longmemeval_scores(ranked, gold_set, k)
+        if turns:
+            for k in cutoffs:
+                scores |= turn_to_session_scores(ranked, gold_set, k)
+        return scores
+    return {f"{name}@{k}": METRICS[name](ranked, gold_set, k) for k in cutoffs for name in METRICS_OF_FORMAT[fmt]}
 
 
-def gold_keys(question: Question, conversation: Conversation, fmt: str, granularity: str) -> tuple[str, ...]:
-    """What counts as found at this granularity; empty when the question is not scored there."""
-    if not question.is_scored:
-        return ()
-    if granularity == "session":
-        # answer_session_ids. LongMemEval's own code drops an answer session whose has_answer turns
-        # are all the assistant's and then scores the question on an empty gold set (recall_all 1,
-        # ndcg 0); here such a session stays gold (its user turns are still indexed).
-        return question.evidence_session_ids
-    if fmt == "longmemeval":  # its turn corpus is the user turns: gold is their has_answer ones
-        speaker = {turn.key: turn.speaker for turn in conversation.turns}
-        return tuple(key for key in question.evidence_keys if speaker.get(key) == "user")
-    return question.evidence_keys
+def gold_keys(question: Question, conversation: Conversation, fmt: str, granularity: str) -> tuple[str, ...] | None:
+    """What counts as found at this granularity; None when the question is not scored there.
+
+    LongMemEval (run_retrieval.py): gold turns are the user turns with has_answer in the answer
+    sessions (its corpus is the user turns); gold sessions are the answer sessions with at least one
+    such turn. Either may be empty, and the question is still scored (see `score`)."""
+    if fmt != "longmemeval":
+        if not question.is_scored:
+            return None
+        return question.evidence_session_ids if granularity == "session" else question.evidence_keys
+    if question.is_abstention:
+        return None
+    answer_sessions = set(question.evidence_session_ids)
+    gold_turns = tuple(
+        turn.key
+        for turn in conversation.turns
+        if turn.has_answer and turn.speaker == "user" and turn.session_id in answer_sessions
+    )
+    if granularity == "turn":
+        return gold_turns
+    with_user_evidence = {
+        conversation_turn.session_id for conversation_turn in conversation.turns if conversation_turn.key in gold_turns
+    }
+    return tuple(session for session in question.evidence_session_ids if session in with_user_evidence)
 
 
 def last_date(conversation: Conversation) -> datetime:
@@ -289,10 +326,9 @@ class _Row:
     def add(self, question: Question, ranked: Sequence[str], gold: Sequence[str], fmt: str, ms: float | None) -> None:
         if ms is not None:
             self.latencies.append(ms)
+        metrics = score(ranked, gold, fmt, turns=self.granularity == "turn")
         self.outcomes.append(
-            QuestionOutcome(
-                question.id, question.category, tuple(ranked[:SEARCH_K]), tuple(gold), score(ranked, gold, fmt), ms
-            )
+            QuestionOutcome(question.id, question.category, tuple(ranked[:SEARCH_K]), tuple(gold), metrics, ms)
         )
 
     def finish(self) -> EvalRow:
@@ -311,8 +347,9 @@ class _Row:
         )
 
 
-def _load(dataset: Path, fmt: str) -> list[tuple[Conversation, list[Question]]]:
-    return load_locomo(dataset) if fmt == "locomo" else load_longmemeval(dataset)
+def _load(dataset: Path, fmt: str) -> Iterable[tuple[Conversation, list[Question]]]:
+    """LoCoMo at once (ten conversations); LongMemEval as a stream, one question at a time."""
+    return load_locomo(dataset) if fmt == "locomo" else iter_longmemeval_questions(dataset)
 
 
 def _memories_of(conversation: Conversation, fmt: str) -> list[NewMemory]:
@@ -390,7 +427,9 @@ def run_eval(
         raise InvalidInputError(f"must be at least 1, not {limit}", field="limit")
     data = _load(dataset, fmt)
     if limit is not None:
-        data = data[:limit]
+        data = itertools.islice(data, limit)
+    # A stream's length is known at its end: until then progress counts what is read (total = done + 1).
+    known_total = len(data) if isinstance(data, list) else None
     if encoder is None:
         from memsearch.embedding import load_encoder, resolve_model
 
@@ -406,18 +445,19 @@ def run_eval(
             rows[BASELINE_NAME, None, granularity] = _Row(BASELINE_NAME, "baseline", None, granularity)
 
     timing = {"ingest": 0.0, "search": 0.0, "baseline": 0.0}
-    total = len(data)
+    total = question_count = 0
     for done, (conversation, questions) in enumerate(data):
+        total, question_count = done + 1, question_count + len(questions)
         if progress is not None:
-            progress(conversation.id, done, total)
+            progress(conversation.id, done, known_total if known_total is not None else done + 1)
         golds = {
             (question.id, granularity): gold_keys(question, conversation, fmt, granularity)
             for question in questions
             for granularity in granularities
         }
         for row in rows.values():
-            row.skipped += sum(not golds[q.id, row.granularity] for q in questions)
-        scored = [q for q in questions if any(golds[q.id, g] for g in granularities)]
+            row.skipped += sum(golds[q.id, row.granularity] is None for q in questions)
+        scored = [q for q in questions if any(golds[q.id, g] is not None for g in granularities)]
         if not scored:
             continue
         # the store is closed before its folder is removed (contexts exit last in, first out)
@@ -464,9 +504,10 @@ def run_eval(
         protocol=PROTOCOLS[fmt],
         parameters=parameters,
         conversations=total,
-        questions=sum(len(questions) for _, questions in data),
+        questions=question_count,
         rows=tuple(row.finish() for row in rows.values()),
         timing=timing,
+        ks=KS_OF_FORMAT[fmt],
         profiles={profile.name: profile.to_dict() for profile in chosen},
     )
 
@@ -475,14 +516,13 @@ def _search_conversation(
     ms: Memsearch,
     conversation: Conversation,
     questions: Sequence[Question],
-    golds: Mapping[tuple[str, str], tuple[str, ...]],
+    golds: Mapping[tuple[str, str], tuple[str, ...] | None],
     rows: Mapping[tuple[str, str | None, str], _Row],
     profiles: Sequence[Profile],
     fmt: str,
     searchable: bool,
 ) -> None:
     scope = Scope(conversation=conversation.id)
-    as_of = last_date(conversation)
     for (name, mode, granularity), row in rows.items():
         if row.kind != "profile":
             continue
@@ -490,7 +530,7 @@ def _search_conversation(
         assert mode is not None  # only baseline rows have none
         for question in questions:
             gold = golds[question.id, granularity]
-            if not gold:
+            if gold is None:
                 continue
             if not searchable:  # nothing was stored (no kept turns): nothing can be found
                 row.add(question, [], gold, fmt, None)
@@ -500,7 +540,7 @@ def _search_conversation(
                 k=SEARCH_K,
                 mode=mode,
                 scope=scope,
-                as_of=as_of,
+                as_of=question.question_date or last_date(conversation),
                 touch=False,
                 granularity=granularity,
             )
@@ -516,7 +556,7 @@ def _search_conversation(
 def _baseline_conversation(
     conversation: Conversation,
     questions: Sequence[Question],
-    golds: Mapping[tuple[str, str], tuple[str, ...]],
+    golds: Mapping[tuple[str, str], tuple[str, ...] | None],
     rows: Mapping[tuple[str, str | None, str], _Row],
     fmt: str,
     granularities: Sequence[str],
@@ -525,7 +565,7 @@ def _baseline_conversation(
         row = rows[BASELINE_NAME, None, granularity]
         for question in questions:
             gold = golds[question.id, granularity]
-            if not gold:
+            if gold is None:
                 continue
             tick = time.perf_counter()
             ranked = index.rank(question.text, SEARCH_K)

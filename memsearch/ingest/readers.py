@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from memsearch.errors import MemsearchError
 from memsearch.ingest.records import BOM, split_lines
@@ -87,6 +87,68 @@ def need(obj: Any, name: str, kind: type | tuple[type, ...], where: str) -> Any:
 
 def unique(items: Iterable[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(items))
+
+
+STREAM_CHUNK_CHARS = 1 << 20
+
+
+def iter_json_list(stream: TextIO, source: str, what: str, chunk_chars: int = STREAM_CHUNK_CHARS) -> Iterator[Any]:
+    """The items of a JSON list read from `stream` one at a time, so a file far larger than memory
+    (LongMemEval's 2.7 GB `_m`) never has to fit: only the item being decoded is held. Each item is
+    decoded by `json.JSONDecoder.raw_decode`; when the text read so far ends inside it, as much
+    again is read and the item decoded anew (so an item costs at most a few times its length)."""
+    decoder = json.JSONDecoder()
+    buffer, position, at_end = "", 0, False
+
+    def fill() -> bool:
+        nonlocal buffer, position, at_end
+        if at_end:
+            return False
+        more = stream.read(max(chunk_chars, len(buffer) - position))
+        at_end = not more
+        buffer = buffer[position:] + more
+        position = 0
+        return bool(more)
+
+    def next_char() -> str:
+        nonlocal position
+        while True:
+            while position < len(buffer) and buffer[position] in " \t\r\n":
+                position += 1
+            if position < len(buffer) or not fill():
+                return buffer[position] if position < len(buffer) else ""
+
+    fill()
+    buffer = buffer.removeprefix(BOM)
+    if next_char() != "[":
+        raise DatasetError(f"{source}: expected a JSON list of {what}")
+    position += 1
+    first = True
+    while True:
+        char = next_char()
+        if char == "]":
+            position += 1
+            if next_char() != "":
+                raise DatasetError(f"{source}: not valid JSON (text after the list)")
+            return
+        if not first:
+            if char != ",":
+                raise DatasetError(f"{source}: not valid JSON (expected ',' or ']' between {what})")
+            position += 1
+            next_char()
+        while True:
+            try:
+                item, end = decoder.raw_decode(buffer, position)
+            except json.JSONDecodeError as error:
+                if fill():
+                    continue
+                raise DatasetError(f"{source}: not valid JSON ({error.msg})") from None
+            if end == len(buffer) and fill():  # a number may go on in the next chunk
+                continue
+            break
+        position = end
+        first = False
+        yield item
 
 
 def json_list(content: str, source: str, what: str) -> list[Any]:
@@ -228,6 +290,12 @@ def longmemeval_conversation(raw: Any, where: str) -> Conversation:
     return Conversation(
         question_id, tuple(sessions), unique(turn.speaker for session in sessions for turn in session.turns)
     )
+
+
+def iter_longmemeval(stream: TextIO, source: str) -> Iterator[tuple[Any, Conversation]]:
+    """Each item of a LongMemEval file as it is read, with its haystack as a conversation."""
+    for n, raw in enumerate(iter_json_list(stream, source, "questions"), start=1):
+        yield raw, longmemeval_conversation(raw, f"{source}: item {n}")
 
 
 def read_longmemeval(content: str, source: str) -> list[Conversation]:

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from memsearch.choices import RERANK_METHODS
 from memsearch.errors import InvalidInputError
 from memsearch.models import LEXICAL_VIEWS, VECTOR_VIEWS
 
@@ -121,6 +122,29 @@ class Selection:
     max_tokens: int | None = None
 
 
+EXPANSION_STAGES = ("intent", "synthesis", "hyde")
+
+
+@dataclass(frozen=True)
+class Rerank:
+    """siftcoder's re-rank hook: re-order the top `limit` fused candidates, by the deterministic
+    re-ranker (query-word coverage) or by the LLM (CEMS: the top CEMS_RERANK_INPUT_LIMIT = 40)."""
+
+    method: str = "off"  # off | deterministic | llm
+    limit: int = 40
+
+
+@dataclass(frozen=True)
+class Expansion:
+    """CEMS's LLM stages before recall (each needs an LLM endpoint; without one they are skipped):
+    `intent` routes auto mode, `synthesis` and `hyde` add expansion legs, weighted `weight` each in
+    RRF; `diverse_lambda` turns on the diverse assembly of aggregation queries."""
+
+    stages: tuple[str, ...] = ()
+    weight: float = 1.0  # each expansion's lists (the original's weigh what fusion.weights say)
+    diverse_lambda: float | None = None
+
+
 @dataclass(frozen=True)
 class Profile:
     name: str = "default"
@@ -143,6 +167,9 @@ class Profile:
     session_support_cap: float = 0.12
     session_support_share: float = 0.6
     neighbours: int = 1  # turns either side that join a hit when there are no session chunks
+    rerank: Rerank = field(default_factory=Rerank)
+    expand: Expansion = field(default_factory=Expansion)
+    environment: str | None = None  # "CEMS": the seed's CEMS_* environment variables apply
 
     @property
     def project_boost(self) -> bool:
@@ -214,7 +241,7 @@ def _merge(base: Profile, data: dict[str, Any], name: str) -> Profile:
     _check_keys(data, known, "profile")
     values = asdict(base) | {"name": name}
     for key, value in data.items():
-        if key in ("fusion", "select", "pool"):
+        if key in SECTIONS:
             _check_keys(value, set(values[key] or {}) | _nested_keys(key), key)
             values[key] = (values[key] or {}) | value
         else:
@@ -222,9 +249,13 @@ def _merge(base: Profile, data: dict[str, Any], name: str) -> Profile:
     return _build(values)
 
 
+SECTIONS: dict[str, Any] = {
+    "fusion": Fusion, "select": Selection, "pool": PoolSize, "rerank": Rerank, "expand": Expansion,
+}  # fmt: skip
+
+
 def _nested_keys(section: str) -> set[str]:
-    classes: dict[str, Any] = {"fusion": Fusion, "select": Selection, "pool": PoolSize}
-    return set(classes[section].__dataclass_fields__)
+    return set(SECTIONS[section].__dataclass_fields__)
 
 
 def _check_keys(data: Any, known: set[str], where: str) -> None:
@@ -248,8 +279,10 @@ def _build(values: dict[str, Any]) -> Profile:
         adjustments.append(Adjustment(**entry))
     scalars = (
         "name", "summary", "seed", "k", "exhaustive", "drop_superseded", "dense_common_share",
-        "session_support_cap", "session_support_share", "neighbours",
+        "session_support_cap", "session_support_share", "neighbours", "environment",
     )  # fmt: skip
+    expand = dict(values["expand"])
+    expand["stages"] = tuple(expand.get("stages", ()))
     profile = Profile(
         **{key: values[key] for key in scalars},
         legs=_legs(values["legs"]),
@@ -259,6 +292,8 @@ def _build(values: dict[str, Any]) -> Profile:
         adjust=tuple(adjustments),
         select=Selection(**select),
         ingest_dedup=values["ingest_dedup"],
+        rerank=Rerank(**values["rerank"]),
+        expand=Expansion(**expand),
     )
     validate(profile)
     return profile
@@ -296,6 +331,66 @@ def validate(profile: Profile) -> None:
             raise ValueError("decay tau_days must be positive")
     if not 1 <= profile.k <= 1000:
         raise ValueError("k must be from 1 to 1000")
-    lam = profile.select.mmr_lambda
-    if lam is not None and not 0 <= lam <= 1:
-        raise ValueError("select.mmr_lambda must be from 0 to 1")
+    for name, lam in (
+        ("select.mmr_lambda", profile.select.mmr_lambda),
+        ("expand.diverse_lambda", profile.expand.diverse_lambda),
+    ):
+        if lam is not None and not 0 <= lam <= 1:
+            raise ValueError(f"{name} must be from 0 to 1")
+    if profile.rerank.method not in RERANK_METHODS or not 1 <= profile.rerank.limit <= 1000:
+        raise ValueError(f"rerank.method must be one of {RERANK_METHODS} and rerank.limit from 1 to 1000")
+    unknown = set(profile.expand.stages) - set(EXPANSION_STAGES)
+    if unknown:
+        raise ValueError(f"expand.stages must be some of {EXPANSION_STAGES}, not {sorted(unknown)}")
+    if profile.environment not in (None, "CEMS"):
+        raise ValueError(f"environment must be CEMS or absent, not {profile.environment!r}")
+
+
+# -- the seed's environment variables --------------------------------------------------------------
+
+
+def _env_number(env: Mapping[str, str], name: str, low: float, high: float) -> float | None:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not low <= value <= high:
+        raise InvalidInputError(f"must be a number from {low:g} to {high:g}, not {raw!r}", field=name)
+    return value
+
+
+def with_environment(profile: Profile, environ: Mapping[str, str] | None = None) -> Profile:
+    """The profile with the seed's environment variables applied (profiles with `environment =
+    "CEMS"`): CEMS_HYBRID_VECTOR_WEIGHT w splits the list weights, vector lists × 2w and lexical
+    lists × 2(1 − w) (unset: as the profile says, an even split); CEMS_RERANK_INPUT_LIMIT;
+    CEMS_PROJECT_BOOST_FACTOR, CEMS_PROJECT_PENALTY_FACTOR, and CEMS_ENABLE_PROJECT_PENALTY=false
+    (no penalty for other projects or none)."""
+    if profile.environment != "CEMS":
+        return profile
+    env = os.environ if environ is None else environ
+    from dataclasses import replace
+
+    if (weight := _env_number(env, "CEMS_HYBRID_VECTOR_WEIGHT", 0, 1)) is not None:
+        share = {"vector": 2 * weight, "lexical": 2 * (1 - weight), "time": 1.0}
+        weights = {
+            name: profile.fusion.weights.get(name, 1.0) * share[leg_kind(spec)] for name, spec in profile.legs.items()
+        }
+        profile = replace(profile, fusion=replace(profile.fusion, weights=weights))
+    if (limit := _env_number(env, "CEMS_RERANK_INPUT_LIMIT", 1, 1000)) is not None:
+        profile = replace(profile, rerank=replace(profile.rerank, limit=int(limit)))
+    same = _env_number(env, "CEMS_PROJECT_BOOST_FACTOR", 0, 100)
+    other = _env_number(env, "CEMS_PROJECT_PENALTY_FACTOR", 0, 100)
+    penalty = env.get("CEMS_ENABLE_PROJECT_PENALTY", "").strip().lower()
+    if penalty not in ("", "true", "false", "1", "0", "yes", "no"):
+        raise InvalidInputError(f"must be true or false, not {penalty!r}", field="CEMS_ENABLE_PROJECT_PENALTY")
+    adjust = []
+    for item in profile.adjust:
+        if item.kind == "project":
+            item = replace(item, same=item.same if same is None else same, other=item.other if other is None else other)
+            if penalty in ("false", "0", "no"):
+                item = replace(item, other=1.0, none=1.0)
+        adjust.append(item)
+    return replace(profile, adjust=tuple(adjust))

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -16,6 +17,19 @@ SCHEMA_VERSION = 1
 
 
 @dataclass(frozen=True)
+class Expansion:
+    """A text the LLM produced (a synthesized query or HyDE's hypothetical memory) and the legs it ran."""
+
+    name: str  # synth1, synth2, …, hyde
+    stage: str  # synthesis | hyde
+    text: str
+    legs: Mapping[str, str]  # leg name (`synth1.lexical`) → leg spec
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "stage": self.stage, "text": self.text, "legs": dict(self.legs)}
+
+
+@dataclass(frozen=True)
 class SearchOutcome:
     request: SearchRequest
     route: Route
@@ -23,6 +37,8 @@ class SearchOutcome:
     now: datetime
     candidates: list[Candidate]  # every candidate, results first in order, each dropped or not
     embedded_query: str | None = None  # the text embedded for the vector legs (None: not embedded)
+    stages: list[dict[str, Any]] = field(default_factory=list)  # the LLM stages' trace (thinking.StageTrace)
+    expansions: list[Expansion] = field(default_factory=list)
 
     @property
     def results(self) -> list[Candidate]:
@@ -40,6 +56,8 @@ class SearchOutcome:
             "profile": self.profile.name,
             "as_of": to_iso(self.now),
             "embedded_query": self.embedded_query,
+            "stages": list(self.stages),
+            "expansions": [expansion.to_dict() for expansion in self.expansions],
             "results": [
                 {"rank": rank, **candidate_dict(candidate, self.profile)}
                 for rank, candidate in enumerate(self.results, start=1)

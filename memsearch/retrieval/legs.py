@@ -22,9 +22,11 @@ from memsearch.store.base import Scope, SearchBackend
 from memsearch.text import STOPWORDS, WORD
 
 
-def choose_route(request: SearchRequest, profile: Profile) -> tuple[Route, dict[str, str]]:
-    """The strategy and the legs to run: the profile's legs that belong to the mode."""
-    route = route_query(request.query) if request.mode == "auto" else Route(request.mode, f"--mode {request.mode}")
+def choose_route(request: SearchRequest, profile: Profile, route: Route | None = None) -> tuple[Route, dict[str, str]]:
+    """The strategy and the legs to run: the profile's legs that belong to the mode (or to `route`,
+    when the LLM's intent chose it)."""
+    if route is None:
+        route = route_query(request.query) if request.mode == "auto" else Route(request.mode, f"--mode {request.mode}")
     wanted = {"vector": ("vector",), "lexical": ("lexical",), "hybrid": ("lexical", "vector", "time")}[route.strategy]
     legs = {name: spec for name, spec in profile.legs.items() if leg_kind(spec) in wanted}
     if not legs:

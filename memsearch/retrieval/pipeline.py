@@ -16,21 +16,37 @@ import numpy as np
 
 from memsearch.embedding import Encoder
 from memsearch.errors import InvalidInputError
+from memsearch.llm import LLM
 from memsearch.profiles import Profile, leg_kind, load_profile
+from memsearch.retrieval import cems
 from memsearch.retrieval.candidates import Candidate, LegHit
 from memsearch.retrieval.dates import asks_when
-from memsearch.retrieval.explain import SCHEMA_VERSION, SearchOutcome
+from memsearch.retrieval.explain import SCHEMA_VERSION, Expansion, SearchOutcome
 from memsearch.retrieval.fusion import fuse
 from memsearch.retrieval.legs import Recall, build_candidates, choose_route, named_speakers, own_text_legs
 from memsearch.retrieval.recall import rank_hits
 from memsearch.retrieval.request import GRANULARITIES, MAX_K, MODES, SearchRequest
+from memsearch.retrieval.routing import Route, detect_intents
 from memsearch.retrieval.scoring import QueryFacts
 from memsearch.retrieval.select import select
 from memsearch.retrieval.sessions import expand_neighbours, session_support
+from memsearch.retrieval.thinking import Thinking
 from memsearch.store.base import Scope, SearchBackend
 from memsearch.timeutil import utc_now
 
 __all__ = ["GRANULARITIES", "MAX_K", "MODES", "SCHEMA_VERSION", "SearchOutcome", "SearchRequest", "run_search"]
+
+
+def llm_stages(request: SearchRequest, profile: Profile) -> list[str]:
+    """The LLM stages this search would run, given an endpoint (profile and request decide)."""
+    stages: list[str] = [s for s in ("intent", "synthesis", "hyde") if s in profile.expand.stages]
+    if request.mode != "auto":
+        stages = [s for s in stages if s != "intent"]
+    if request.granularity == "session":
+        stages = []
+    if (request.rerank or profile.rerank.method) == "llm":
+        stages.append("rerank")
+    return stages
 
 
 def run_search(
@@ -38,9 +54,23 @@ def run_search(
     request: SearchRequest,
     query_vector: Callable[[str], np.ndarray],
     profile: Profile,
+    llm: LLM | None = None,
 ) -> SearchOutcome:
-    """Run one search. `query_vector` embeds the query; it is called only when a vector is needed."""
+    """Run one search. `query_vector` embeds the query; it is called only when a vector is needed.
+    `llm` (optional) runs the profile's LLM stages; without it they are skipped, with a note."""
+    thinking = Thinking(llm, llm_stages(request, profile), request.max_ms)
+    thinking.plan(
+        lambda stage: stage == "intent" and llm is not None and llm.is_cached(cems.intent_prompt(request.query))
+    )
     route, legs_to_run = choose_route(request, profile)
+    if thinking.wants("intent"):
+        intent = thinking.ask("intent", cems.intent_prompt(request.query), cems.parse_intent)
+        if intent is not None:
+            reason = f"LLM intent: complexity {intent.complexity}, {len(intent.domains)} domain(s)" + (
+                ", needs reasoning" if intent.requires_reasoning else ""
+            )
+            llm_route = Route(cems.route_to_strategy(intent), reason, route.intents, route.exact_tokens)
+            route, legs_to_run = choose_route(request, profile, llm_route)
     if profile.fusion.blend_vector is not None and {leg_kind(s) for s in legs_to_run.values()} == {"vector"}:
         # CEMS's vector mode is a plain vector search: its score is the cosine, with no RRF blend.
         profile = replace(profile, fusion=replace(profile.fusion, method="weighted", weights={"vector": 1.0}))
@@ -54,17 +84,19 @@ def run_search(
         k=request.k or profile.k,
         now=request.as_of or utc_now(),
         project=request.scope.project if profile.project_boost else None,
+        thinking=thinking,
+        route=route,
     )
     sessions_in_scope = not scope.kinds or "session" in scope.kinds
     if request.granularity == "session" and sessions_in_scope and store.count(replace(scope, kinds=("session",))):
         sessions = search.sessions(scope)
-        return SearchOutcome(request, route, profile, search.now, sessions, search.embedded_query())
+        return search.outcome(sessions)
     # Session chunks are kept out of turn results; a store without any needs no such filter.
     turn_scope = replace(scope, kinds=("note", "turn")) if not scope.kinds and store.has_kind("session") else scope
     ranked = search.ranked(turn_scope)
     if request.granularity == "session":  # no session chunks: chunk-level ranking with neighbours
         ranked = expand_neighbours(ranked, store, profile.neighbours)
-    return SearchOutcome(request, route, profile, search.now, ranked, search.embedded_query())
+    return search.outcome(ranked)
 
 
 @dataclass(frozen=True)
@@ -79,7 +111,18 @@ class _Search:
     k: int
     now: datetime
     project: str | None
+    thinking: Thinking
+    route: Route
     recalls: list[Recall] = field(default_factory=list)  # in the order they ran
+    expansions: list[Expansion] = field(default_factory=list)
+    fused_profile: list[Profile] = field(default_factory=list)  # with the expansions' weights, once known
+
+    def outcome(self, candidates: list[Candidate]) -> SearchOutcome:
+        profile = self.fused_profile[-1] if self.fused_profile else self.profile
+        return SearchOutcome(
+            self.request, self.route, profile, self.now, candidates, self.embedded_query(),
+            stages=[t.to_dict() for t in self.thinking.trace], expansions=list(self.expansions),
+        )  # fmt: skip
 
     @property
     def pool(self) -> int:
@@ -116,23 +159,104 @@ class _Search:
         recall, legs = self.recall(scope)
         with_vectors = self.uses_vectors(recall)
         profile = self.profile
+        thinking = self.thinking
+        intents = detect_intents(self.request.query)
+        diverse = None
+        if profile.expand.diverse_lambda is not None and "aggregation" in intents and thinking.llm is not None:
+            diverse = profile.expand.diverse_lambda
 
-        def attempt(extra: dict[str, dict[int, LegHit]]) -> list[Candidate]:
+        def attempt(extra: dict[str, dict[int, LegHit]], final: bool = True) -> list[Candidate]:
             candidates = self.candidates(recall, with_vectors, {**legs, **extra})
             ids = [c.id for c in candidates]
             # MMR compares the memories' own vectors, which a lexical search has too.
-            vectors = self.store.vectors(ids) if profile.select.mmr_lambda is not None else {}
+            mmr = profile.select.mmr_lambda is not None or (final and diverse is not None)
+            vectors = self.store.vectors(ids) if mmr else {}
             fused = fuse(candidates, profile.fusion, self.now)
-            facts = self.query_facts(candidates)
-            return select(fused, profile, self.k, self.now, self.project, vectors, self.request.max_tokens, facts)
+            if final:
+                fused = self.rerank(fused)
+            return select(
+                fused, profile, self.k, self.now, self.project, vectors, self.request.max_tokens,
+                self.query_facts(candidates), boosts=self.request.boosts, diverse_lambda=diverse if final else None,
+            )  # fmt: skip
 
-        ranked = attempt({})
+        wants_expansion = thinking.wants("synthesis") or thinking.wants("hyde")
+        expansion_legs: dict[str, dict[int, LegHit]] = {}
+        if wants_expansion and self.route.strategy != "hybrid":
+            for stage in ("synthesis", "hyde"):
+                if thinking.wants(stage):
+                    thinking.skip(stage, f"the {self.route.strategy} strategy runs no expansion")
+        elif wants_expansion:
+            kind = cems.query_type(intents)
+            context: list[str] = []
+            if kind == "preference":  # the user's own memories: the offline search's best
+                context = [c.memory.text for c in attempt({}, final=False) if c.dropped is None]
+                context = context[: cems.PROFILE_CONTEXT_MEMORIES]
+            expansion_legs = self.expand(scope, kind, context)
+            if expansion_legs:
+                weights = {**profile.fusion.weights, **{name: profile.expand.weight for name in expansion_legs}}
+                profile = replace(profile, fusion=replace(profile.fusion, weights=weights))
+                self.fused_profile.append(profile)
+        if diverse is not None:
+            thinking.note("diverse", f"aggregation query: MMR λ {diverse:g}, the best of each session first")
+        ranked = attempt(expansion_legs)
         if recall.exhaustive_ranking:
             name = next(n for n, spec in self.legs_to_run.items() if spec == "vector")
             ranked = _exact_top_k(
-                ranked, recall.exhaustive_ranking, self.pool, self.k, profile, lambda hits: attempt({name: hits})
+                ranked,
+                recall.exhaustive_ranking,
+                self.pool,
+                self.k,
+                profile,
+                lambda hits: attempt({**expansion_legs, name: hits}),
             )
         return ranked
+
+    def expand(self, scope: Scope, kind: str, context: list[str]) -> dict[str, dict[int, LegHit]]:
+        """CEMS's query synthesis and HyDE: each expansion's text runs the legs (HyDE, a
+        hypothetical memory, the vector legs only), as named legs `synth1.lexical`, `hyde.vector`…"""
+        query, thinking = self.request.query, self.thinking
+        texts: list[tuple[str, str, str]] = []  # (name, stage, text)
+        if thinking.wants("synthesis"):
+            prompt = cems.synthesis_prompt(query, kind, context)
+            terms = thinking.ask("synthesis", prompt, lambda text: cems.parse_terms(text, kind, query))
+            texts += [(f"synth{n}", "synthesis", term) for n, term in enumerate(terms or [], start=1)]
+        if thinking.wants("hyde"):
+            hyde = thinking.ask("hyde", cems.hyde_prompt(query, kind, context), cems.parse_hyde)
+            if hyde is not None:
+                texts.append(("hyde", "hyde", hyde))
+        legs: dict[str, dict[int, LegHit]] = {}
+        for name, stage, text in texts:
+            specs = {
+                f"{name}.{leg}": spec
+                for leg, spec in self.legs_to_run.items()
+                if leg_kind(spec) != "time" and (stage != "hyde" or leg_kind(spec) == "vector")
+            }
+            recall = Recall(self.store, text, scope, self.pool, self.profile, self.query_vector)
+            legs.update({leg: recall.leg(spec) for leg, spec in specs.items()})
+            self.expansions.append(Expansion(name, stage, text, specs))
+        return legs
+
+    def rerank(self, fused: list[Candidate]) -> list[Candidate]:
+        """siftcoder's re-rank hook / CEMS's LLM re-ranking of the top `limit` fused candidates."""
+        method = self.request.rerank or self.profile.rerank.method
+        if method == "off" or not fused:
+            return fused
+        limit = self.profile.rerank.limit
+        ordered = sorted(fused, key=lambda c: (-c.fusion, c.id))
+        head = ordered[:limit]
+        texts = [c.memory.text for c in head]
+        if method == "deterministic":
+            order = cems.coverage_order(self.request.query, texts)
+            self.thinking.note("rerank", f"deterministic (query-word coverage), top {len(head)}")
+        else:
+            answer = self.thinking.ask(
+                "rerank", cems.rerank_prompt(self.request.query, texts), lambda t: cems.parse_rerank(t, len(texts))
+            )
+            if answer is None:
+                return fused
+            order = answer
+            self.thinking.trace[-1].output = [head[i].id for i in order]  # as memory ids
+        return cems.apply_order(ordered, order, method)
 
     def sessions(self, scope: Scope) -> list[Candidate]:
         """Session chunks are what is returned; their turns add bounded support (Memsense)."""
@@ -152,8 +276,10 @@ class _Search:
         )
         mmr = self.profile.select.mmr_lambda is not None
         vectors = self.store.vectors([c.id for c in supported]) if mmr else {}
-        facts = self.query_facts(supported)
-        return select(supported, self.profile, self.k, now, self.project, vectors, self.request.max_tokens, facts)
+        return select(
+            supported, self.profile, self.k, now, self.project, vectors, self.request.max_tokens,
+            self.query_facts(supported), boosts=self.request.boosts,
+        )  # fmt: skip
 
     def query_facts(self, candidates: Sequence[Candidate]) -> QueryFacts:
         """The speakers the query names (a name the lexical legs matched is among the candidates'

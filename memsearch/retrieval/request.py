@@ -2,16 +2,57 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from datetime import datetime
 
-from memsearch.choices import GRANULARITIES, KINDS, MODES
+from memsearch.choices import GRANULARITIES, KINDS, MODES, RERANK_METHODS
 from memsearch.errors import InvalidInputError
 from memsearch.store.base import EVERYTHING, Scope
 from memsearch.timeutil import parse_moment, utc_now
 
 LEXICAL, VECTOR = "lexical", "vector"
 MAX_K = 1000
+BOOST_FIELDS = ("tag", "project")
+DEFAULT_BOOST = 1.5
+
+
+@dataclass(frozen=True)
+class Boost:
+    """siftcoder's boostFn (/focus): memories with this tag or project have their score × factor."""
+
+    field: str  # tag | project
+    value: str
+    factor: float = DEFAULT_BOOST
+
+    def __post_init__(self) -> None:
+        if self.field not in BOOST_FIELDS:
+            raise InvalidInputError(f"must be tag:NAME or project:NAME, not {self.field!r}", field="boost")
+        if not self.value.strip():
+            raise InvalidInputError(f"{self.field}: needs a name", field="boost")
+        if isinstance(self.factor, bool) or not isinstance(self.factor, int | float) or not math.isfinite(self.factor):
+            raise InvalidInputError(f"factor must be a finite number, not {self.factor!r}", field="boost")
+        if not 0 < self.factor <= 100:
+            raise InvalidInputError(f"factor must be above 0 and at most 100, not {self.factor:g}", field="boost")
+
+    @classmethod
+    def parse(cls, text: str) -> Boost:
+        """`tag:NAME`, `project:NAME`, optionally `=FACTOR` (default 1.5)."""
+        spec, _, factor = text.rpartition("=") if "=" in text else (text, "", "")
+        kind, colon, value = spec.partition(":")
+        if not colon:
+            raise InvalidInputError(f"must be tag:NAME[=FACTOR] or project:NAME[=FACTOR], not {text!r}", field="boost")
+        try:
+            number = float(factor) if factor else DEFAULT_BOOST
+        except ValueError:
+            raise InvalidInputError(f"factor must be a number, not {factor!r}", field="boost") from None
+        return cls(kind.strip(), value.strip(), number)
+
+    def matches(self, tags: tuple[str, ...], project: str | None) -> bool:
+        return self.value in tags if self.field == "tag" else project == self.value
+
+    def __str__(self) -> str:
+        return f"{self.field}:{self.value}={self.factor:g}"
 
 
 @dataclass(frozen=True)
@@ -24,6 +65,9 @@ class SearchRequest:
     max_tokens: int | None = None  # overrides the profile's token budget
     touch: bool = True  # record the access on the returned memories
     granularity: str = "turn"  # turn: turns and notes; session: session chunks (and notes)
+    boosts: tuple[Boost, ...] = ()  # per-search score multipliers (siftcoder's boostFn)
+    rerank: str | None = None  # off | deterministic | llm; None: the profile's
+    max_ms: int | None = None  # latency budget: LLM stages that would not fit are skipped
 
     def __post_init__(self) -> None:
         if not self.query.strip():
@@ -36,6 +80,10 @@ class SearchRequest:
             raise InvalidInputError(f"granularity must be turn or session, not {self.granularity!r}")
         if self.max_tokens is not None and self.max_tokens < 1:
             raise InvalidInputError(f"must be at least 1, not {self.max_tokens}", field="max_tokens")
+        if self.rerank is not None and self.rerank not in RERANK_METHODS:
+            raise InvalidInputError(f"must be one of {', '.join(RERANK_METHODS)}, not {self.rerank!r}", field="rerank")
+        if self.max_ms is not None and not 1 <= self.max_ms <= 600_000:
+            raise InvalidInputError(f"must be from 1 to 600000 milliseconds, not {self.max_ms}", field="max_ms")
 
     @property
     def records_access(self) -> bool:
@@ -110,6 +158,9 @@ def request_from_fields(
     max_tokens: object = None,
     as_of: object = None,
     touch: object = True,
+    boost: object = None,
+    rerank: object = None,
+    max_ms: object = None,
     **scope_fields: object,
 ) -> SearchRequest:
     """A validated search request from JSON values or option strings (every front end's one
@@ -117,7 +168,7 @@ def request_from_fields(
     against `as_of` when it is given."""
     if not isinstance(query, str):
         raise InvalidInputError(f"must be a string, not {query!r}", field="query")
-    for name, value in (("k", k), ("max_tokens", max_tokens)):
+    for name, value in (("k", k), ("max_tokens", max_tokens), ("max_ms", max_ms)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
             raise InvalidInputError(f"must be a whole number, not {value!r}", field=name)
     for name, value in (("mode", mode), ("granularity", granularity)):
@@ -133,9 +184,23 @@ def request_from_fields(
         max_tokens=max_tokens,  # type: ignore[arg-type]
         touch=touch is not False,
         granularity=str(granularity or "turn"),
+        boosts=tuple(Boost.parse(text) for text in _strings("boost", boost)),
+        rerank=_optional_string("rerank", rerank),
+        max_ms=max_ms,  # type: ignore[arg-type]
     )
 
 
 # The fields `request_from_fields` takes besides the query, by the names the HTTP API and MCP use.
 SCOPE_FIELDS = ("project", "namespace", "tags", "since", "until", "kinds", "conversation", "roles", "sessions")
-REQUEST_FIELDS = ("k", "mode", "granularity", "max_tokens", "as_of", "touch", *SCOPE_FIELDS)
+REQUEST_FIELDS = (
+    "k",
+    "mode",
+    "granularity",
+    "max_tokens",
+    "as_of",
+    "touch",
+    "boost",
+    "rerank",
+    "max_ms",
+    *SCOPE_FIELDS,
+)

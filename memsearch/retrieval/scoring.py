@@ -12,6 +12,7 @@ from memsearch.models import Memory
 from memsearch.profiles import Adjustment
 from memsearch.retrieval.candidates import Candidate, Factor
 from memsearch.retrieval.dates import says_when
+from memsearch.retrieval.request import Boost
 from memsearch.timeutil import SECONDS_PER_DAY, age_seconds
 
 
@@ -121,5 +122,19 @@ def apply_adjustments(
         for adjustment in adjustments:
             if (factor := factor_for(candidate, adjustment, now, project, facts)) is not None:
                 candidate = candidate.with_factor(factor)
+        out.append(candidate)
+    return out
+
+
+def apply_boosts(candidates: Sequence[Candidate], boosts: Sequence[Boost]) -> list[Candidate]:
+    """siftcoder's boostFn: × factor for each boost a memory matches (one factor per boost)."""
+    if not boosts:
+        return list(candidates)
+    out = []
+    for candidate in candidates:
+        memory = candidate.memory
+        for boost in boosts:
+            if boost.matches(memory.tags, memory.project):
+                candidate = candidate.with_factor(Factor("boost", "mul", boost.factor, {boost.field: boost.value}))
         out.append(candidate)
     return out

@@ -11,7 +11,8 @@ import numpy as np
 
 from memsearch.profiles import Profile
 from memsearch.retrieval.candidates import Candidate
-from memsearch.retrieval.scoring import QueryFacts, apply_adjustments
+from memsearch.retrieval.request import Boost
+from memsearch.retrieval.scoring import QueryFacts, apply_adjustments, apply_boosts
 
 
 def rank_by_final(candidates: Sequence[Candidate]) -> list[Candidate]:
@@ -151,13 +152,19 @@ def select(
     vectors: Mapping[int, np.ndarray],
     max_tokens: int | None,
     facts: QueryFacts | None = None,
+    *,
+    boosts: Sequence[Boost] = (),
+    diverse_lambda: float | None = None,
 ) -> list[Candidate]:
-    """filter → adjust → select over fused candidates. Pure: everything it needs is in its arguments."""
+    """filter → adjust → select over fused candidates. Pure: everything it needs is in its arguments.
+    `boosts` multiply the scores of the memories they match (after the profile's adjustments);
+    `diverse_lambda` selects by CEMS's diverse assembly (aggregation queries) instead of greedily."""
     if profile.drop_superseded:
         fused = drop_superseded(fused)
     if profile.min_score is not None:
         fused = drop_below(fused, profile.min_score)
-    ranked = rank_by_final(apply_adjustments(fused, profile.adjust, now, project, facts))
+    adjusted = apply_boosts(apply_adjustments(fused, profile.adjust, now, project, facts), boosts)
+    ranked = rank_by_final(adjusted)
     choice = profile.select
     if choice.drop_identical:
         ranked = drop_exact_duplicates(ranked)
@@ -165,8 +172,13 @@ def select(
         ranked = take_top(ranked, choice.candidate_limit.size(k), reason="candidate limit")
     if choice.mmr_lambda is not None:
         ranked = mmr_select(ranked, k, vectors, choice.mmr_lambda, choice.mmr_tag_weight, choice.duplicate_threshold)
-    ranked = take_top(ranked, k)
     budget = max_tokens if max_tokens is not None else choice.max_tokens
+    if diverse_lambda is not None:
+        from memsearch.retrieval.cems import DIVERSE_DEFAULT_TOKENS, assemble_diverse
+
+        ranked = assemble_diverse(ranked, vectors, budget or DIVERSE_DEFAULT_TOKENS, diverse_lambda)
+        return take_top(ranked, k)
+    ranked = take_top(ranked, k)
     if budget is not None:
         ranked = fit_budget(ranked, budget)
     return [c for c in ranked if c.dropped is None] + [c for c in ranked if c.dropped is not None]

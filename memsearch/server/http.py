@@ -171,6 +171,9 @@ SEARCH_FIELDS = {
     "touch": ("boolean", "Record the search as an access of its results (default true)."),
     "tau_days": ("number", "Time-decay constant in days."),
     "raw": ("boolean", "Also return every candidate before filtering."),
+    "boost": ("array", "Score multipliers: tag:NAME[=FACTOR] or project:NAME[=FACTOR] (default 1.5)."),
+    "rerank": ("string", "off, deterministic or llm (default: the profile's)."),
+    "max_ms": ("integer", "Latency budget in ms: LLM stages that would not fit are skipped."),
 }
 # CEMS's body (POST /api/memory/search): its names for ours, and fields accepted for compatibility
 # that have no counterpart here (LLM query synthesis, graph traversal).
@@ -187,7 +190,7 @@ CEMS_FIELDS = {
     "since": ("string", "ISO-8601 lower bound of created_at."),
     "until": ("string", "ISO-8601 upper bound of created_at."),
     "granularity": ("string", "turn or session."),
-    "enable_query_synthesis": ("boolean", "Accepted and ignored: memsearch calls no LLM."),
+    "enable_query_synthesis": ("boolean", "Accepted and ignored: the LLM stages run when an endpoint is configured."),
     "enable_graph": ("boolean", "Accepted and ignored."),
 }
 ADD_FIELDS = {

@@ -85,6 +85,17 @@ def build_server(service: WarmService) -> MCPServer:
             Field(description="turn: turns and notes; session: whole conversation sessions."),
         ] = "turn",
         max_tokens: Annotated[int | None, Field(description="Token budget for all results' text.")] = None,
+        boost: Annotated[
+            list[str] | None,
+            Field(description="Score multipliers: tag:NAME[=FACTOR] or project:NAME[=FACTOR] (default 1.5)."),
+        ] = None,
+        rerank: Annotated[
+            Literal["off", "deterministic", "llm"] | None,
+            Field(description="Re-rank the top fused candidates (default: the profile's)."),
+        ] = None,
+        max_ms: Annotated[
+            int | None, Field(description="Latency budget in ms: LLM stages that would not fit are skipped.")
+        ] = None,
         explain: Annotated[
             bool, Field(description="Keep each result's score breakdown (legs, fusion, factors).")
         ] = False,
@@ -112,6 +123,9 @@ def build_server(service: WarmService) -> MCPServer:
                 sessions=sessions,
                 granularity=granularity,
                 max_tokens=max_tokens,
+                boost=boost,
+                rerank=rerank,
+                max_ms=max_ms,
             )
             document = ms.search(request, profile=profile).to_dict(raw=raw)
             if not explain:
