@@ -166,6 +166,7 @@ def build_server(service: WarmService) -> MCPServer:
     ) -> dict[str, Any]:
         """The memories around one in order: for a conversation turn, the turns around it in its
         session; for a note, the memories around it in time. `current` marks the one asked for."""
+
         def timeline() -> dict[str, Any]:
             found = ms.timeline(parse_ref(ref), before=before, after=after)
             return {"current": found.current, "memories": found.to_dict()}

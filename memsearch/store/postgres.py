@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import builtins
 import json
+import logging
 import threading
 import time
 from collections import defaultdict
@@ -31,6 +32,7 @@ from memsearch.errors import (
     ModelMismatchError,
     StoreCorruptError,
     StoreNotFoundError,
+    StoreUnavailableError,
 )
 from memsearch.models import (
     LEXICAL_VIEWS,
@@ -41,6 +43,7 @@ from memsearch.models import (
     content_hash,
     default_view_text,
 )
+from memsearch.paths import read_only_requested
 from memsearch.store.base import EVERYTHING, EmbeddingModelInfo, ExportedMemory, Hits, Scope
 from memsearch.store.fts import match_phrases
 from memsearch.store.postgres_text import K1, B, Fts5Tokenizer, idf, phrase_count
@@ -49,6 +52,7 @@ if TYPE_CHECKING:
     from psycopg import Connection
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 # Below this many vectors a search is exact (a scan is fast, and the answers equal SQLite's).
 EXACT_SEARCH_BELOW = 20_000
@@ -58,6 +62,9 @@ RESCORE_MARGIN = 16
 # Serialisation failures, deadlocks and key races are retried this many times.
 WRITE_ATTEMPTS = 8
 MIGRATION_LOCK = 0x4D535243  # "MSRC"
+# Recording access after a search waits no longer than this for rows another writer holds: it is
+# best effort, and a search must answer while an import holds the store.
+ACCESS_LOCK_TIMEOUT = "200ms"
 
 # Full-text columns: the memory's text, its tags, then one per lexical view (as in SQLite's FTS table).
 FTS_COLUMNS = ("text", "tags", *LEXICAL_VIEWS)
@@ -244,6 +251,8 @@ class PostgresStore:
         self._lock = threading.Lock()
         self._indexed_dim: int | None = None
         self._cached_model: EmbeddingModelInfo | None = None
+        self.read_only = read_only_requested()
+        self._access_skipped = False  # the note that access was not recorded is given once
 
     # -- connections ----------------------------------------------------------------------
 
@@ -262,6 +271,8 @@ class PostgresStore:
             message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
             raise StoreNotFoundError(f"cannot connect to {self.location}: {message}") from None
         connection.execute("SET TIME ZONE 'UTC'")
+        if self.read_only:
+            connection.execute("SET default_transaction_read_only = on")
         if register:
             register_vector(connection)
         with self._lock:
@@ -299,6 +310,15 @@ class PostgresStore:
         once migrate exactly once between them."""
         if self._schema_version(connection) == SCHEMA_VERSION:
             return
+        try:
+            self._apply_migrations(connection, create=create)
+        except pg_errors.ReadOnlySqlTransaction:
+            raise StoreUnavailableError(
+                f"{self.location} is read-only here and its schema is missing or older than this memsearch's "
+                f"({SCHEMA_VERSION}); open it once with write access"
+            ) from None
+
+    def _apply_migrations(self, connection: Connection[Any], *, create: bool) -> None:
         with connection.transaction():
             connection.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
             version = self._schema_version(connection)
@@ -348,6 +368,11 @@ class PostgresStore:
                 if attempt == WRITE_ATTEMPTS - 1:
                     raise
                 time.sleep(0.005 * (2**attempt))
+            except pg_errors.ReadOnlySqlTransaction:
+                raise StoreUnavailableError(
+                    f"{self.location} is read-only here (a read-only server, role or database, or "
+                    "MEMSEARCH_READ_ONLY is set); nothing was changed"
+                ) from None
         raise AssertionError("unreachable")
 
     @property
@@ -566,6 +591,7 @@ class PostgresStore:
             return
 
         def work(db: Connection[Any]) -> None:
+            db.execute(f"SET LOCAL lock_timeout = '{ACCESS_LOCK_TIMEOUT}'")
             with db.cursor() as cursor:
                 cursor.executemany(
                     "UPDATE memories SET access_count = access_count + 1, "
@@ -573,7 +599,14 @@ class PostgresStore:
                     [(now, memory_id) for memory_id in sorted(ids)],
                 )
 
-        self._write(work)
+        try:
+            self._write(work)
+        except (StoreUnavailableError, pg_errors.LockNotAvailable) as error:
+            # best effort: a read-only or busy store still answers searches
+            if not self._access_skipped:
+                self._access_skipped = True
+                reason = str(error) if isinstance(error, StoreUnavailableError) else "another writer holds its memories"
+                log.warning("access not recorded: %s", reason)
 
     def update(self, memory_id: int, changes: dict[str, Any]) -> Memory:
         """Change some of SETTABLE_FIELDS of one memory (tags rewrite its tag postings too)."""

@@ -34,7 +34,7 @@ from memsearch.models import (
     content_hash,
     default_view_text,
 )
-from memsearch.paths import make_private_dirs
+from memsearch.paths import make_private_dirs, read_only_requested
 from memsearch.store.base import EVERYTHING, EmbeddingModelInfo, ExportedMemory, Hits, Scope
 from memsearch.store.fts import match_expression
 from memsearch.store.migrations import MIGRATIONS, SCHEMA_VERSION
@@ -47,6 +47,9 @@ if TYPE_CHECKING:
 # "MSRC" in the SQLite header marks the file as a memsearch store.
 APPLICATION_ID = 0x4D535243
 BUSY_TIMEOUT_MS = 30_000  # a writer waits this long for another; better slow than failed
+# Recording access after a search waits no longer than this for another writer: it is best effort,
+# and a search must answer while an import holds the store.
+ACCESS_TIMEOUT_MS = 200
 
 _MEMORY_COLUMNS = (
     "id, key, text, created_at, last_accessed_at, access_count, importance, priority, pinned, "
@@ -174,6 +177,11 @@ def _disk_full(path: Path | str) -> bool:
         return False
 
 
+def _is_busy(error: sqlite3.Error) -> bool:
+    code = getattr(error, "sqlite_errorcode", None)
+    return isinstance(code, int) and code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+
+
 def environment_error(path: Path | str, error: sqlite3.Error) -> MemsearchError | None:
     """The typed error for an SQLite failure caused by the store's file or disk, None for others."""
     code = getattr(error, "sqlite_errorcode", None)
@@ -208,14 +216,21 @@ class SQLiteStore:
     run at once), so one store object can serve a threaded server.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, read_only: bool = False) -> None:
         self.path = path
         self.location = str(path)
+        self.read_only = read_only
         self._local = threading.local()
         self._connections: builtins.list[sqlite3.Connection] = []
         self._lock = threading.Lock()
         self._vector_cache: dict[str | None, tuple[int, VectorIndex]] = {}
         self._write_refusal: MemsearchError | None = None  # set when only reading works (a full disk)
+        self._access_skipped = False  # the note that access was not recorded is given once
+        if read_only:
+            self._write_refusal = StoreUnavailableError(
+                f"{path} is open read-only (it, or its folder, cannot be written, or MEMSEARCH_READ_ONLY is set); "
+                "nothing was changed"
+            )
 
     @property
     def _db(self) -> sqlite3.Connection:
@@ -226,6 +241,11 @@ class SQLiteStore:
         return connection
 
     def _connect(self) -> sqlite3.Connection:
+        if self.read_only:
+            connection = self._read_only_open()
+            with self._lock:
+                self._connections.append(connection)
+            return connection
         try:
             connection = sqlite3.connect(
                 self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
@@ -248,6 +268,29 @@ class SQLiteStore:
             self._connections.append(connection)
         return connection
 
+    def _read_only_open(self) -> sqlite3.Connection:
+        """A connection that never writes: `mode=ro`, which still reads a WAL store (and sees other
+        processes' commits) where SQLite may create the WAL index; where it may not (a read-only
+        folder) and no WAL is pending, the file is the whole store and is read as immutable."""
+        try:
+            connection = sqlite3.connect(
+                f"{self.path.as_uri()}?mode=ro", uri=True, isolation_level=None, check_same_thread=False
+            )
+            connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            connection.execute("PRAGMA user_version").fetchone()
+            return connection
+        except sqlite3.Error as error:
+            connection.close()
+            wal = Path(f"{self.path}-wal")
+            if wal.exists() and wal.stat().st_size > 0:
+                raise StoreUnavailableError(
+                    f"cannot read {self.path} read-only: changes of another process are still in {wal.name} "
+                    f"and its index cannot be made ({error}); open it once where it can be written"
+                ) from None
+        return sqlite3.connect(
+            f"{self.path.as_uri()}?immutable=1", uri=True, isolation_level=None, check_same_thread=False
+        )
+
     def _read_only_connection(self, refused: MemsearchError) -> sqlite3.Connection:
         """On a full disk SQLite cannot make the WAL index it reads through; when no WAL is pending
         the file itself is the whole store, and reading it as immutable still answers searches.
@@ -269,19 +312,24 @@ class SQLiteStore:
 
     @classmethod
     def open(cls, path: Path, *, create: bool = False) -> SQLiteStore:
-        """Open the store at `path`, creating it when `create` is set, migrating it to the latest schema."""
+        """Open the store at `path`, creating it when `create` is set, migrating it to the latest
+        schema. A store that cannot be written (the file or its folder; or MEMSEARCH_READ_ONLY)
+        opens read-only: searches answer, writes fail with StoreUnavailableError."""
         created = False
         try:
             exists = path.exists()
             if not exists:
                 if not create:
                     raise StoreNotFoundError(f"no memsearch store at {path}")
+                if read_only_requested():
+                    raise StoreUnavailableError(f"cannot create a store at {path}: MEMSEARCH_READ_ONLY is set")
                 created = _create_private_file(path)
         except OSError as error:
             raise StoreUnavailableError(f"cannot create a store at {path}: {_os_reason(path, error)}") from None
         if path.is_dir():
             raise StoreCorruptError(f"{path} is a directory, not a memsearch store file")
-        store = cls(path)
+        read_only = read_only_requested() or not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK))
+        store = cls(path, read_only=read_only)
         try:
             store._migrate()
         except BaseException as error:
@@ -300,6 +348,11 @@ class SQLiteStore:
         (version,) = self._db.execute("PRAGMA user_version").fetchone()
         if version == SCHEMA_VERSION:
             return
+        if self.read_only and 0 < version < SCHEMA_VERSION:
+            raise StoreUnavailableError(
+                f"{self.path} has schema version {version} and this memsearch reads {SCHEMA_VERSION}: it is "
+                "read-only here, so it cannot be upgraded; open it once where it can be written"
+            )
         with self.transaction():
             (app_id,) = self._db.execute("PRAGMA application_id").fetchone()
             (version,) = self._db.execute("PRAGMA user_version").fetchone()
@@ -333,11 +386,11 @@ class SQLiteStore:
 
     # -- transactions and store facts -----------------------------------------------------
 
-    def transaction(self) -> _Transaction:
+    def transaction(self, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> _Transaction:
         connection = self._db
         if self._write_refusal is not None:
             raise self._write_refusal
-        return _Transaction(connection, self.path)
+        return _Transaction(connection, self.path, busy_timeout_ms)
 
     @property
     def schema_version(self) -> int:
@@ -489,14 +542,17 @@ class SQLiteStore:
         if not ids:
             return
         try:
-            with self.transaction():
+            with self.transaction(ACCESS_TIMEOUT_MS):
                 self._db.executemany(
                     "UPDATE memories SET access_count = access_count + 1, "
                     "last_accessed_at = max(last_accessed_at, ?) WHERE id = ?",
                     [(to_iso(now), memory_id) for memory_id in ids],
                 )
-        except StoreUnavailableError as error:  # best effort: a full disk must not stop searches
-            log.warning("access not recorded: %s", error)
+        except StoreUnavailableError as error:  # best effort: a read-only, busy or full store still answers
+            if not self._access_skipped:
+                self._access_skipped = True
+                reason = f"{self.path} is open read-only" if self.read_only else str(error)
+                log.warning("access not recorded: %s", reason)
 
     def update(self, memory_id: int, changes: dict[str, Any]) -> Memory:
         """Change some of SETTABLE_FIELDS of one memory (tags rewrite its FTS row too)."""
@@ -913,12 +969,24 @@ def _split_statements(script: str) -> builtins.list[str]:
 class _Transaction:
     """BEGIN IMMEDIATE … COMMIT, rolled back on any exception, so a failed write leaves nothing."""
 
-    def __init__(self, connection: sqlite3.Connection, path: Path) -> None:
+    def __init__(self, connection: sqlite3.Connection, path: Path, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> None:
         self._db = connection
         self._path = path
+        self._busy_timeout_ms = busy_timeout_ms
 
     def __enter__(self) -> None:
-        self._db.execute("BEGIN IMMEDIATE")
+        short = self._busy_timeout_ms != BUSY_TIMEOUT_MS
+        try:
+            if short:
+                self._db.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms}")
+            self._db.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as error:
+            if short and _is_busy(error):
+                raise StoreUnavailableError(f"{self._path} is busy: another process is writing to it") from None
+            raise environment_error(self._path, error) or error from None
+        finally:
+            if short:
+                self._db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
 
     def __exit__(self, exc_type: type[BaseException] | None, error: BaseException | None, *_: object) -> None:
         if exc_type is None:
