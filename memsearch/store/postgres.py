@@ -44,7 +44,7 @@ from memsearch.models import (
     default_view_text,
 )
 from memsearch.paths import read_only_requested
-from memsearch.store.base import EVERYTHING, EmbeddingModelInfo, ExportedMemory, Hits, Scope
+from memsearch.store.base import EVERYTHING, EmbeddingModelInfo, ExportedMemory, Hits, Rewrite, Scope
 from memsearch.store.fts import match_phrases
 from memsearch.store.postgres_text import K1, B, Fts5Tokenizer, idf, phrase_count
 
@@ -224,6 +224,12 @@ def lexical_views_of(text: str, stored: Mapping[str, str], kind: str) -> dict[st
     """Every full-text view's indexed text: a missing `context` is the memory's own text, a
     missing `prev` is empty (as the SQLite store indexes them)."""
     return {view: stored.get(view, default_view_text(kind, view, text)) for view in LEXICAL_VIEWS}
+
+
+def fts_row(text: str, tags: Sequence[str], kind: str, views: Mapping[str, str]) -> tuple[str, ...]:
+    """The texts of a memory's full-text columns (FTS_COLUMNS), as the SQLite store indexes them."""
+    own = (views.get(view, default_view_text(kind, view, text)) for view in LEXICAL_VIEWS)
+    return (text, " ".join(tags), *own)
 
 
 def _f32(vector: Any) -> np.ndarray:
@@ -536,8 +542,7 @@ class PostgresStore:
     @staticmethod
     def _fts_texts(memory: NewMemory | Memory, lexical_views: Mapping[str, str] | None = None) -> tuple[str, ...]:
         views = lexical_views if lexical_views is not None else getattr(memory, "views", {})
-        own = (views.get(view, default_view_text(memory.kind, view, memory.text)) for view in LEXICAL_VIEWS)
-        return (memory.text, " ".join(memory.tags), *own)
+        return fts_row(memory.text, memory.tags, memory.kind, views)
 
     @staticmethod
     def _add_tokens(db: Connection[Any], delta: int) -> None:
@@ -573,8 +578,8 @@ class PostgresStore:
             for memory_id, view, text, vector in rows:
                 copy.write_row((memory_id, view, text, None if vector is None else _f32(vector)))
 
-    def delete(self, ids: Sequence[int]) -> None:
-        """Delete all of the memories or, if any id is unknown, none of them."""
+    def delete(self, ids: Sequence[int], rewrites: Sequence[Rewrite] = ()) -> None:
+        """Delete all of the memories and apply the rewrites or, if any id is unknown, do nothing."""
 
         def work(db: Connection[Any]) -> None:
             for memory_id in sorted(set(ids)):
@@ -582,8 +587,41 @@ class PostgresStore:
                 if row is None:
                     raise MemoryNotFoundError(f"no memory with id {memory_id}; nothing was deleted")
                 self._add_tokens(db, -row[0])
+            for rewrite in rewrites:
+                self._rewrite(db, rewrite)
 
         self._write(work)
+
+    def _rewrite(self, db: Connection[Any], rewrite: Rewrite) -> None:
+        row = db.execute(
+            "SELECT kind, tags, lexical_views, fts_length FROM memories WHERE id = %s FOR UPDATE", (rewrite.id,)
+        ).fetchone()
+        if row is None:
+            raise MemoryNotFoundError(f"no memory with id {rewrite.id}; nothing was deleted")
+        kind, tags, stored, old_length = row
+        lexical = json.loads(stored)
+        for view, value in rewrite.views.items():
+            if view in LEXICAL_VIEWS:
+                lexical.pop(view, None)
+                if value is not None:
+                    lexical[view] = value[0]
+        tokens = _tokenizer.rows([fts_row(rewrite.text, tags, kind, lexical)])[0]
+        db.execute(
+            "UPDATE memories SET text = %s, content_hash = %s, metadata = %s, lexical_views = %s, fts_length = %s "
+            "WHERE id = %s",
+            (rewrite.text, content_hash(rewrite.text), json.dumps(dict(rewrite.metadata), ensure_ascii=False),
+             json.dumps(lexical, ensure_ascii=False), tokens.length, rewrite.id),
+        )  # fmt: skip
+        self._add_tokens(db, tokens.length - old_length)
+        db.execute("DELETE FROM postings WHERE memory_id = %s", (rewrite.id,))
+        self._copy_postings(db, [(rewrite.id, tokens)])
+        db.execute("DELETE FROM views WHERE memory_id = %s AND view = ANY(%s)", (rewrite.id, list(rewrite.views)))
+        self._copy_views(
+            db,
+            [(rewrite.id, view, value[0], value[1]) for view, value in sorted(rewrite.views.items())
+             if value is not None and value[1] is not None],
+        )  # fmt: skip
+        self._copy_vectors(db, [(rewrite.id, rewrite.vector)], upsert=True)
 
     def touch(self, ids: Sequence[int], now: datetime) -> None:
         """Record that a search returned these memories (ids in order, so writers never deadlock)."""

@@ -35,7 +35,7 @@ from memsearch.models import (
     default_view_text,
 )
 from memsearch.paths import make_private_dirs, read_only_requested
-from memsearch.store.base import EVERYTHING, EmbeddingModelInfo, ExportedMemory, Hits, Scope
+from memsearch.store.base import EVERYTHING, EmbeddingModelInfo, ExportedMemory, Hits, Rewrite, Scope
 from memsearch.store.fts import match_expression
 from memsearch.store.migrations import MIGRATIONS, SCHEMA_VERSION
 from memsearch.store.vectors import VectorIndex, vector_top
@@ -521,8 +521,8 @@ class SQLiteStore:
             self._bump_generation()
         return ids
 
-    def delete(self, ids: Sequence[int]) -> None:
-        """Delete all of the memories or, if any id is unknown, none of them."""
+    def delete(self, ids: Sequence[int], rewrites: Sequence[Rewrite] = ()) -> None:
+        """Delete all of the memories and apply the rewrites or, if any id is unknown, do nothing."""
         with self.transaction():
             for memory_id in ids:
                 if not _fits(memory_id):
@@ -531,7 +531,33 @@ class SQLiteStore:
                 if self._db.execute("DELETE FROM memories WHERE id = ?", (memory_id,)).rowcount == 0:
                     raise MemoryNotFoundError(f"no memory with id {memory_id}; nothing was deleted")
                 self._db.execute("DELETE FROM memories_fts WHERE rowid = ?", (memory_id,))
+            for rewrite in rewrites:
+                self._rewrite(rewrite)
             self._bump_generation()
+
+    def _rewrite(self, rewrite: Rewrite) -> None:
+        kind = self.get(rewrite.id).kind
+        self._db.execute(
+            "UPDATE memories SET text = ?, content_hash = ?, metadata = ? WHERE id = ?",
+            (rewrite.text, content_hash(rewrite.text), json.dumps(dict(rewrite.metadata), ensure_ascii=False),
+             rewrite.id),
+        )  # fmt: skip
+        self._db.execute("UPDATE memories_fts SET text = ? WHERE rowid = ?", (rewrite.text, rewrite.id))
+        for view, value in rewrite.views.items():
+            if view in LEXICAL_VIEWS:  # FTS column names are the fixed LEXICAL_VIEWS
+                text = value[0] if value is not None else default_view_text(kind, view, rewrite.text)
+                self._db.execute(f"UPDATE memories_fts SET {view} = ? WHERE rowid = ?", (text, rewrite.id))
+            self._db.execute("DELETE FROM views WHERE memory_id = ? AND view = ?", (rewrite.id, view))
+            if value is not None and value[1] is not None:
+                self._db.execute(
+                    "INSERT INTO views (memory_id, view, text, vector) VALUES (?, ?, ?, ?)",
+                    (rewrite.id, view, value[0], value[1].astype("<f4").tobytes()),
+                )
+        self._db.execute(
+            "INSERT INTO vectors (memory_id, vector) VALUES (?, ?) "
+            "ON CONFLICT (memory_id) DO UPDATE SET vector = excluded.vector",
+            (rewrite.id, rewrite.vector.astype("<f4").tobytes()),
+        )
 
     def _delete_views(self, memory_id: int) -> None:
         self._db.execute("DELETE FROM views WHERE memory_id = ?", (memory_id,))
