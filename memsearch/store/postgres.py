@@ -45,8 +45,9 @@ from memsearch.models import (
 )
 from memsearch.paths import read_only_requested
 from memsearch.store.base import EVERYTHING, EmbeddingModelInfo, ExportedMemory, Hits, Rewrite, Scope
-from memsearch.store.fts import match_phrases
+from memsearch.store.fts import FTS_COLUMNS, GRAM_COLUMNS, fts_row, match_phrases
 from memsearch.store.postgres_text import K1, B, Fts5Tokenizer, idf, phrase_count
+from memsearch.text import query_grams
 
 if TYPE_CHECKING:
     from psycopg import Connection
@@ -66,8 +67,6 @@ MIGRATION_LOCK = 0x4D535243  # "MSRC"
 # best effort, and a search must answer while an import holds the store.
 ACCESS_LOCK_TIMEOUT = "200ms"
 
-# Full-text columns: the memory's text, its tags, then one per lexical view (as in SQLite's FTS table).
-FTS_COLUMNS = ("text", "tags", *LEXICAL_VIEWS)
 SETTABLE_FIELDS = ("importance", "priority", "pinned", "project", "namespace", "memory_score", "tags")
 
 _MEMORY_COLUMNS = (
@@ -76,7 +75,7 @@ _MEMORY_COLUMNS = (
     "kind, conversation, position, parent_id"
 )
 
-MIGRATIONS: tuple[str, ...] = (
+_SQL_MIGRATIONS: tuple[str, ...] = (
     # 1: memories; postings (term offsets per memory and full-text column) with each memory's
     # token count and the table totals, for BM25; vectors and vector views of any dimension
     # (the HNSW indexes are made for the model's dimension when the first vectors arrive).
@@ -148,6 +147,26 @@ MIGRATIONS: tuple[str, ...] = (
     )
     """,
 )
+
+
+def _index_grams(db: Connection[Any]) -> None:
+    """Migration 2: postings of the gram columns (CJK bigrams and symbols, see fts.GRAM_COLUMNS) for
+    the memories stored before them, with their token counts."""
+    columns = {FTS_COLUMNS.index(name) for name in GRAM_COLUMNS.values()}
+    rows = db.execute("SELECT id, text, tags, kind, lexical_views FROM memories ORDER BY id").fetchall()
+    grams = {
+        memory_id: tuple(t if c in columns else "" for c, t in enumerate(fts_row(text, tags, kind, json.loads(views))))
+        for memory_id, text, tags, kind, views in rows
+    }
+    ids = [memory_id for memory_id, texts in grams.items() if any(texts)]
+    tokenized = list(zip(ids, _tokenizer.rows([grams[i] for i in ids]), strict=True))
+    for memory_id, tokens in tokenized:
+        db.execute("UPDATE memories SET fts_length = fts_length + %s WHERE id = %s", (tokens.length, memory_id))
+        PostgresStore._add_tokens(db, tokens.length)
+    PostgresStore._copy_postings(db, tokenized)
+
+
+MIGRATIONS: tuple[str | Callable[[Connection[Any]], None], ...] = (*_SQL_MIGRATIONS, _index_grams)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
@@ -224,12 +243,6 @@ def lexical_views_of(text: str, stored: Mapping[str, str], kind: str) -> dict[st
     """Every full-text view's indexed text: a missing `context` is the memory's own text, a
     missing `prev` is empty (as the SQLite store indexes them)."""
     return {view: stored.get(view, default_view_text(kind, view, text)) for view in LEXICAL_VIEWS}
-
-
-def fts_row(text: str, tags: Sequence[str], kind: str, views: Mapping[str, str]) -> tuple[str, ...]:
-    """The texts of a memory's full-text columns (FTS_COLUMNS), as the SQLite store indexes them."""
-    own = (views.get(view, default_view_text(kind, view, text)) for view in LEXICAL_VIEWS)
-    return (text, " ".join(tags), *own)
 
 
 def _f32(vector: Any) -> np.ndarray:
@@ -345,7 +358,11 @@ class PostgresStore:
                     "upgrade memsearch"
                 )
             for number in range(version + 1, SCHEMA_VERSION + 1):
-                connection.execute(MIGRATIONS[number - 1])  # type: ignore[arg-type]
+                migration = MIGRATIONS[number - 1]
+                if callable(migration):
+                    migration(connection)
+                else:
+                    connection.execute(migration)  # type: ignore[arg-type]
                 connection.execute("INSERT INTO memsearch_schema (version) VALUES (%s)", (number,))
 
     def close(self) -> None:
@@ -658,14 +675,19 @@ class PostgresStore:
             for name, value in changes.items():
                 stored = list(value) if name == "tags" else value
                 db.execute(f"UPDATE memories SET {name} = %s WHERE id = %s", (stored, memory_id))
-            if "tags" in changes:
-                tags_column = FTS_COLUMNS.index("tags")
-                old = _tokenizer.rows([("", " ".join(memory.tags), "", "")])[0]
-                new = _tokenizer.rows([("", " ".join(changes["tags"]), "", "")])[0]
-                db.execute("DELETE FROM postings WHERE memory_id = %s AND col = %s", (memory_id, tags_column))
+            if "tags" in changes:  # the tags column, and the grams column made from text and tags
+                changed = [FTS_COLUMNS.index("tags"), FTS_COLUMNS.index(GRAM_COLUMNS[None])]
+
+                def tag_columns(tags: Sequence[str]) -> tuple[str, ...]:
+                    row = fts_row(memory.text, tags, memory.kind, {})
+                    return tuple(text if i in changed else "" for i, text in enumerate(row))
+
+                old = _tokenizer.rows([tag_columns(memory.tags)])[0]
+                new = _tokenizer.rows([tag_columns(changes["tags"])])[0]
+                db.execute("DELETE FROM postings WHERE memory_id = %s AND col = ANY(%s)", (memory_id, changed))
                 with db.cursor().copy("COPY postings (term, col, memory_id, positions) FROM STDIN") as copy:
-                    for (_, term), offsets in new.positions.items():
-                        copy.write_row((term, tags_column, memory_id, offsets))
+                    for (column, term), offsets in new.positions.items():
+                        copy.write_row((term, column, memory_id, offsets))
                 delta = new.length - old.length
                 db.execute("UPDATE memories SET fts_length = fts_length + %s WHERE id = %s", (delta, memory_id))
                 self._add_tokens(db, delta)
@@ -903,38 +925,42 @@ class PostgresStore:
         smaller id: over text and tags, or over one view's column only. The statistics and the
         ranking are read in one snapshot, so concurrent writers cannot make them disagree."""
         columns = self._columns(view)
-        phrases = [tokens for tokens in (_tokenizer.phrase(p) for p in match_phrases(query)) if tokens]
+        phrases = [(tokens, columns) for tokens in (_tokenizer.phrase(p) for p in match_phrases(query)) if tokens]
+        grams = [FTS_COLUMNS.index(GRAM_COLUMNS[view])]  # CJK bigrams and symbols (none in plain English)
+        phrases += [(tokens, grams) for tokens in (_tokenizer.phrase(t) for t in query_grams(query)) if tokens]
         if not phrases or limit <= 0:
             return []
         with self._db.transaction():
             self._db.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-            return self._bm25(phrases, columns, scope, limit)
+            return self._bm25(phrases, scope, limit)
 
     def _bm25(
-        self, phrases: builtins.list[tuple[str, ...]], columns: builtins.list[int], scope: Scope, limit: int
+        self, phrases: builtins.list[tuple[tuple[str, ...], builtins.list[int]]], scope: Scope, limit: int
     ) -> Hits:
+        """BM25 of the phrases, each searched in its own columns (FTS5's `{columns} : phrase`)."""
         rows, tokens = self._db.execute(
             "SELECT (SELECT count(*) FROM memories), (SELECT sum(tokens)::bigint FROM fts_totals)"
         ).fetchone()  # type: ignore[misc]
         if not rows:
             return []
-        single = {p[0] for p in phrases if len(p) == 1}
+        # One row per (term, ordinal, column) of the single-token phrases.
+        term_cols = [(p[0], ordinal, col) for ordinal, (p, cols) in enumerate(phrases) if len(p) == 1 for col in cols]
+        query_rows = [[t for t, _, _ in term_cols], [o for _, o, _ in term_cols], [c for _, _, c in term_cols]]
         document_counts = dict(
             self._db.execute(
-                "SELECT term, count(DISTINCT memory_id) FROM postings WHERE term = ANY(%s) AND col = ANY(%s) "
-                "GROUP BY term",
-                (list(single), columns),
+                "SELECT q.ord, count(DISTINCT p.memory_id) FROM postings p "
+                "JOIN unnest(%s::text[], %s::int[], %s::int[]) q(term, ord, col) ON p.term = q.term AND p.col = q.col "
+                "GROUP BY q.ord",
+                query_rows,
             )
         )
-        term_ords: builtins.list[tuple[str, int]] = []
         extra_ids: builtins.list[int] = []
         extra_ords: builtins.list[int] = []
         extra_freqs: builtins.list[float] = []
         idfs: builtins.list[float] = []
-        for ordinal, phrase in enumerate(phrases):
+        for ordinal, (phrase, columns) in enumerate(phrases):
             if len(phrase) == 1:
-                term_ords.append((phrase[0], ordinal))
-                hits = document_counts.get(phrase[0], 0)
+                hits = document_counts.get(ordinal, 0)
             else:
                 found = self._phrase_hits(phrase, columns)
                 for memory_id, frequency in found.items():
@@ -946,10 +972,10 @@ class PostgresStore:
         where, scope_params = _where(scope)
         # bm25() sums idf·f·(k1+1)/(f + k1·(1 − b + b·D/avgdl)) over the phrases in query order.
         sql = f"""
-            WITH q(term, ord) AS (SELECT * FROM unnest(%s::text[], %s::int[])),
+            WITH q(term, ord, col) AS (SELECT * FROM unnest(%s::text[], %s::int[], %s::int[])),
             hits(memory_id, ord, f) AS (
                 SELECT p.memory_id, q.ord, sum(cardinality(p.positions))::float8
-                FROM postings p JOIN q ON p.term = q.term WHERE p.col = ANY(%s) GROUP BY p.memory_id, q.ord
+                FROM postings p JOIN q ON p.term = q.term AND p.col = q.col GROUP BY p.memory_id, q.ord
                 UNION ALL SELECT * FROM unnest(%s::bigint[], %s::int[], %s::float8[])
             ),
             w(ord, idf) AS (SELECT ordinality::int - 1, idf FROM unnest(%s::float8[]) WITH ORDINALITY AS t(idf))
@@ -961,9 +987,7 @@ class PostgresStore:
             GROUP BY h.memory_id ORDER BY score DESC, h.memory_id LIMIT %s
         """
         params = [
-            [t for t, _ in term_ords],
-            [o for _, o in term_ords],
-            columns,
+            *query_rows,
             extra_ids,
             extra_ords,
             extra_freqs,

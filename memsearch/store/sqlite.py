@@ -32,11 +32,10 @@ from memsearch.models import (
     NewMemory,
     check_text,
     content_hash,
-    default_view_text,
 )
 from memsearch.paths import make_private_dirs, read_only_requested
 from memsearch.store.base import EVERYTHING, EmbeddingModelInfo, ExportedMemory, Hits, Rewrite, Scope
-from memsearch.store.fts import match_expression
+from memsearch.store.fts import FTS_COLUMNS, GRAM_COLUMNS, fts_row, gram_expression, gram_text, match_expression
 from memsearch.store.migrations import MIGRATIONS, SCHEMA_VERSION
 from memsearch.store.vectors import VectorIndex, vector_top
 from memsearch.timeutil import from_iso, to_iso
@@ -57,8 +56,9 @@ _MEMORY_COLUMNS = (
     "kind, conversation, position, parent_id"
 )
 
-# The full-text columns: the memory's text and tags, then one per lexical view.
-FTS_COLUMNS = ("text", "tags", *LEXICAL_VIEWS)
+_FTS_INSERT = (
+    f"INSERT INTO memories_fts (rowid, {', '.join(FTS_COLUMNS)}) VALUES ({', '.join('?' * (len(FTS_COLUMNS) + 1))})"
+)
 
 # Fields `memsearch set` may change, with their SQL columns.
 SETTABLE_FIELDS = ("importance", "priority", "pinned", "project", "namespace", "memory_score", "tags")
@@ -365,6 +365,7 @@ class SQLiteStore:
                     f"{self.path} has schema version {version}, newer than this memsearch's {SCHEMA_VERSION}; "
                     "upgrade memsearch"
                 )
+            self._db.create_function("memsearch_grams", 2, gram_text, deterministic=True)
             for number in range(version + 1, SCHEMA_VERSION + 1):
                 for statement in _split_statements(MIGRATIONS[number - 1]):
                     self._db.execute(statement)
@@ -498,13 +499,7 @@ class SQLiteStore:
                     )
                     memory_id = int(cursor.lastrowid or 0)
                 self._db.execute(
-                    "INSERT INTO memories_fts (rowid, text, tags, context, prev) VALUES (?, ?, ?, ?, ?)",
-                    (
-                        memory_id,
-                        memory.text,
-                        " ".join(memory.tags),
-                        *(memory.views.get(v, default_view_text(memory.kind, v, memory.text)) for v in LEXICAL_VIEWS),
-                    ),
+                    _FTS_INSERT, (memory_id, *fts_row(memory.text, memory.tags, memory.kind, memory.views))
                 )
                 if vectors is not None:
                     self._db.execute(
@@ -536,17 +531,13 @@ class SQLiteStore:
             self._bump_generation()
 
     def _rewrite(self, rewrite: Rewrite) -> None:
-        kind = self.get(rewrite.id).kind
         self._db.execute(
             "UPDATE memories SET text = ?, content_hash = ?, metadata = ? WHERE id = ?",
             (rewrite.text, content_hash(rewrite.text), json.dumps(dict(rewrite.metadata), ensure_ascii=False),
              rewrite.id),
         )  # fmt: skip
-        self._db.execute("UPDATE memories_fts SET text = ? WHERE rowid = ?", (rewrite.text, rewrite.id))
+        self._rewrite_fts(rewrite.id, rewrite.text, None, {v: t[0] if t else None for v, t in rewrite.views.items()})
         for view, value in rewrite.views.items():
-            if view in LEXICAL_VIEWS:  # FTS column names are the fixed LEXICAL_VIEWS
-                text = value[0] if value is not None else default_view_text(kind, view, rewrite.text)
-                self._db.execute(f"UPDATE memories_fts SET {view} = ? WHERE rowid = ?", (text, rewrite.id))
             self._db.execute("DELETE FROM views WHERE memory_id = ? AND view = ?", (rewrite.id, view))
             if value is not None and value[1] is not None:
                 self._db.execute(
@@ -561,6 +552,21 @@ class SQLiteStore:
 
     def _delete_views(self, memory_id: int) -> None:
         self._db.execute("DELETE FROM views WHERE memory_id = ?", (memory_id,))
+
+    def _rewrite_fts(
+        self, memory_id: int, text: str, tags: Sequence[str] | None, views: Mapping[str, str | None]
+    ) -> None:
+        """Index a memory anew with its new text and tags (None: as stored) and the named lexical
+        views (None: the view's default for the text); other views keep their indexed text."""
+        memory = self.get(memory_id)
+        stored = self._db.execute(
+            f"SELECT {', '.join(LEXICAL_VIEWS)} FROM memories_fts WHERE rowid = ?", (memory_id,)
+        ).fetchone()
+        kept = {view: value for view, value in zip(LEXICAL_VIEWS, stored, strict=True) if view not in views}
+        named = {view: value for view, value in views.items() if view in LEXICAL_VIEWS and value is not None}
+        self._db.execute("DELETE FROM memories_fts WHERE rowid = ?", (memory_id,))
+        row = fts_row(text, memory.tags if tags is None else tags, memory.kind, {**kept, **named})
+        self._db.execute(_FTS_INSERT, (memory_id, *row))
 
     def touch(self, ids: Sequence[int], now: datetime) -> None:
         """Record that a search returned these memories; increments are atomic in SQL, so
@@ -591,9 +597,7 @@ class SQLiteStore:
                 stored = json.dumps(list(value), ensure_ascii=False) if name == "tags" else value
                 self._db.execute(f"UPDATE memories SET {name} = ? WHERE id = ?", (stored, memory_id))
             if "tags" in changes:
-                self._db.execute(
-                    "UPDATE memories_fts SET tags = ? WHERE rowid = ?", (" ".join(changes["tags"]), memory_id)
-                )
+                self._rewrite_fts(memory_id, memory.text, changes["tags"], {})
             self._bump_generation()
         return self.get(memory.id)
 
@@ -689,10 +693,7 @@ class SQLiteStore:
                 )  # fmt: skip
                 if m.superseded_by is not None or m.parent_id is not None:
                     links.append((m.superseded_by, m.parent_id, m.id))
-                self._db.execute(
-                    "INSERT INTO memories_fts (rowid, text, tags, context, prev) VALUES (?, ?, ?, ?, ?)",
-                    (m.id, m.text, " ".join(m.tags), exported.lexical_views["context"], exported.lexical_views["prev"]),
-                )
+                self._db.execute(_FTS_INSERT, (m.id, *fts_row(m.text, m.tags, m.kind, exported.lexical_views)))
                 if exported.vector is not None:
                     self._db.execute(
                         "INSERT INTO vectors (memory_id, vector) VALUES (?, ?)",
@@ -771,18 +772,20 @@ class SQLiteStore:
         """FTS5 BM25, best first, as (id, score) with higher scores better: over text and tags, or
         over one view's column (`context`, `prev`) only."""
         check_text("the query", query)  # SQLite binds only valid Unicode
-        match = match_expression(query)
-        if match is None:
-            return []
-        if view is None:
-            expression, weights = f"{{text tags}} : ({match})", "1.0, 1.0, 0.0, 0.0"
-        elif view in LEXICAL_VIEWS:
-            expression, weights = (
-                f"{{{view}}} : ({match})",
-                ", ".join("1.0" if name == view else "0.0" for name in FTS_COLUMNS),
-            )
-        else:
+        if view is not None and view not in LEXICAL_VIEWS:
             raise ValueError(f"no full-text view {view!r}")
+        match = match_expression(query)
+        grams = gram_expression(query)
+        if match is None and grams is None:
+            return []
+        # Words in text and tags (or the view); CJK bigrams and symbols (none in plain English) in the gram column.
+        columns = ("text", "tags") if view is None else (view,)
+        parts = [
+            f"{{{' '.join(columns)}}} : ({match})" if match else None,
+            f"{{{GRAM_COLUMNS[view]}}} : ({grams})" if grams else None,
+        ]
+        expression = " OR ".join(part for part in parts if part)
+        weights = ", ".join("1.0" if name in (*columns, GRAM_COLUMNS[view]) else "0.0" for name in FTS_COLUMNS)
         rank = f"bm25(memories_fts, {weights})"
         if scope.is_everything:
             sql = f"SELECT rowid, -{rank} FROM memories_fts WHERE memories_fts MATCH ? ORDER BY {rank} LIMIT ?"
