@@ -14,7 +14,7 @@ from memsearch.consolidate import ConsolidationPlan, plan
 from memsearch.embedding import Encoder, Progress, load_encoder, resolve_model
 from memsearch.errors import DuplicateKeyError, InvalidInputError
 from memsearch.ingest.conversations import SESSION_VIEWS, conversation_memories, session_text, turn_views, with_facets
-from memsearch.ingest.embed import embed_memories, near_duplicates
+from memsearch.ingest.embed import embed_memories, near_duplicates, with_chunks
 from memsearch.ingest.readers import read_chat, read_locomo, read_longmemeval
 from memsearch.ingest.records import parse_memories, parse_queries
 from memsearch.models import Memory, NewMemory, check_range, normalise_tags
@@ -231,6 +231,7 @@ class Memsearch:
                     raise DuplicateKeyError(f"a memory with key {key!r} exists already (id {existing})")
         encoder = self.encoder()
         store.check_model(encoder.info)  # before the slow part, not after it
+        memories = [with_chunks(memory) for memory in memories]
         vectors, view_vectors = embed_memories(encoder, memories, progress)
         duplicates = near_duplicates(store, memories, vectors, dedup) if dedup is not None else {}
         kept = [i for i in range(len(memories)) if i not in duplicates]

@@ -69,3 +69,7 @@ class ModelMismatchError(MemsearchError):
 
 class EmbeddingError(MemsearchError):
     pass
+
+
+class TextTooLongError(InvalidInputError):
+    """A memory's text is over models.MAX_TEXT_CHARS; nothing was stored."""

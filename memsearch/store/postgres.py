@@ -35,6 +35,7 @@ from memsearch.errors import (
     StoreUnavailableError,
 )
 from memsearch.models import (
+    CHUNK_VIEW_PREFIX,
     LEXICAL_VIEWS,
     OWN_TEXT_VIEWS,
     VECTOR_VIEWS,
@@ -63,6 +64,8 @@ RESCORE_MARGIN = 16
 # Serialisation failures, deadlocks and key races are retried this many times.
 WRITE_ATTEMPTS = 8
 MIGRATION_LOCK = 0x4D535243  # "MSRC"
+# A long note's chunk vectors (views chunk_2, …), as a literal (a partial index matches only a literal).
+_CHUNK_VIEWS_SQL = "'" + CHUNK_VIEW_PREFIX.replace("_", "\\_") + "%%'"
 # Recording access after a search waits no longer than this for rows another writer holds: it is
 # best effort, and a search must answer while an import holds the store.
 ACCESS_LOCK_TIMEOUT = "200ms"
@@ -164,6 +167,9 @@ def _index_grams(db: Connection[Any]) -> None:
         db.execute("UPDATE memories SET fts_length = fts_length + %s WHERE id = %s", (tokens.length, memory_id))
         PostgresStore._add_tokens(db, tokens.length)
     PostgresStore._copy_postings(db, tokenized)
+    # Long notes' chunk vectors (views chunk_2, …) are read by every vector search.
+    chunk_views = _CHUNK_VIEWS_SQL.replace("%%", "%")  # a statement without parameters takes % as it is
+    db.execute(f"CREATE INDEX IF NOT EXISTS views_chunks ON views (memory_id) WHERE view LIKE {chunk_views}")  # type: ignore[arg-type]
 
 
 MIGRATIONS: tuple[str | Callable[[Connection[Any]], None], ...] = (*_SQL_MIGRATIONS, _index_grams)
@@ -1031,7 +1037,28 @@ class PostgresStore:
         query = _f32(vector)
         if limit is not None and limit <= 0:
             return []
-        return self._nearest_sql(query, scope, limit, view, exclude=())
+        hits = self._nearest_sql(query, scope, limit, view, exclude=())
+        if view is not None and view not in OWN_TEXT_VIEWS:
+            return hits
+        # A long note scores by its best chunk where its own vector stands (as in SQLite).
+        best = dict(hits)
+        for memory_id, score in self._best_chunks(query, scope, limit):
+            best[memory_id] = max(best.get(memory_id, score), score)
+        ranked = sorted(best.items(), key=lambda hit: (-hit[1], hit[0]))
+        return ranked if limit is None else ranked[:limit]
+
+    def _best_chunks(self, query: np.ndarray, scope: Scope, limit: int | None) -> Hits:
+        """The long notes in scope by their best chunk vector (views chunk_2, …), nearest first."""
+        where, params = _where(scope)
+        rows = self._db.execute(
+            "SELECT memory_id, embedding FROM (SELECT DISTINCT ON (v.memory_id) v.memory_id, v.embedding, "
+            "v.embedding <=> %s AS distance FROM views v JOIN memories m ON m.id = v.memory_id "
+            f"WHERE v.view LIKE {_CHUNK_VIEWS_SQL} AND v.embedding IS NOT NULL AND {where} "
+            "ORDER BY v.memory_id, distance) best ORDER BY distance, memory_id LIMIT %s",
+            [query, *params, None if limit is None else limit + RESCORE_MARGIN],
+            binary=True,
+        ).fetchall()
+        return [(int(memory_id), float(_f32(embedding) @ query)) for memory_id, embedding in rows]
 
     def _nearest_sql(
         self, query: np.ndarray, scope: Scope, limit: int | None, view: str | None, exclude: Collection[int]
@@ -1120,8 +1147,16 @@ class PostgresStore:
         return estimate
 
     def cosines(self, vector: np.ndarray, ids: Sequence[int]) -> dict[int, float]:
+        """Each memory's cosine as the vector leg scores it: a long note's is its best chunk's."""
         query = _f32(vector)
-        return {memory_id: float(row @ query) for memory_id, row in self.vectors(ids).items()}
+        best = {memory_id: float(row @ query) for memory_id, row in self.vectors(ids).items()}
+        for memory_id, embedding in self._db.execute(
+            f"SELECT memory_id, embedding FROM views WHERE view LIKE {_CHUNK_VIEWS_SQL} AND memory_id = ANY(%s)",
+            (list(best),),
+            binary=True,
+        ):
+            best[memory_id] = max(best[memory_id], float(_f32(embedding) @ query))
+        return best
 
     def vectors(self, ids: Sequence[int]) -> dict[int, np.ndarray]:
         rows = self._db.execute(

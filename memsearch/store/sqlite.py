@@ -26,6 +26,7 @@ from memsearch.errors import (
     StoreUnavailableError,
 )
 from memsearch.models import (
+    CHUNK_VIEW_PREFIX,
     LEXICAL_VIEWS,
     OWN_TEXT_VIEWS,
     Memory,
@@ -55,6 +56,10 @@ _MEMORY_COLUMNS = (
     "project, namespace, session, role, tags, metadata, content_hash, memory_score, superseded_by, group_id, "
     "kind, conversation, position, parent_id"
 )
+
+# The vector-index key of every long note's chunk vectors (views chunk_2, chunk_3, …; ids repeat).
+_CHUNKS = "chunks"
+_CHUNK_VIEWS_LIKE = CHUNK_VIEW_PREFIX.replace("_", "!_") + "%"
 
 _FTS_INSERT = (
     f"INSERT INTO memories_fts (rowid, {', '.join(FTS_COLUMNS)}) VALUES ({', '.join('?' * (len(FTS_COLUMNS) + 1))})"
@@ -851,6 +856,11 @@ class SQLiteStore:
         dim = model.dim if model else 0
         if view is None:
             rows = self._db.execute("SELECT memory_id, vector FROM vectors ORDER BY memory_id").fetchall()
+        elif view == _CHUNKS:
+            rows = self._db.execute(
+                "SELECT memory_id, vector FROM views WHERE view LIKE ? ESCAPE '!' ORDER BY memory_id",
+                (_CHUNK_VIEWS_LIKE,),
+            ).fetchall()
         elif view in OWN_TEXT_VIEWS:  # a memory without a vector of this view is searched by its own
             rows = self._db.execute(
                 "SELECT memory_id, vector FROM views WHERE view = ? AND vector IS NOT NULL "
@@ -887,17 +897,29 @@ class SQLiteStore:
         return np.isin(index.ids, np.asarray(self._scoped_ids(scope), np.int64))
 
     def vector_search(self, vector: np.ndarray, scope: Scope, limit: int | None, view: str | None = None) -> Hits:
-        """Exact search: the query against every stored vector of the view, in process."""
+        """Exact search: the query against every stored vector of the view, in process. A long
+        note scores by its best chunk where its own vector stands (the own-text views)."""
         index = self.vector_index(view)
-        return vector_top(index, vector, index.ids.size if limit is None else limit, self._scope_mask(index, scope))
+        chunks = self.vector_index(_CHUNKS) if view is None or view in OWN_TEXT_VIEWS else None
+        pool = index.ids.size if limit is None else limit
+        return vector_top(index, vector, pool, self._scope_mask(index, scope), chunks)
 
     def cosines(self, vector: np.ndarray, ids: Sequence[int]) -> dict[int, float]:
+        """Each memory's cosine as the vector leg scores it: a long note's is its best chunk's."""
+        import numpy as np
+
         index = self.vector_index()
         found, rows = index.rows_of(ids)
         if found.size == 0:  # also a store with no vectors yet, whose matrix has no columns
             return {}
         scores = index.matrix[rows] @ vector
-        return {int(i): float(s) for i, s in zip(found, scores, strict=True)}
+        best = {int(i): float(s) for i, s in zip(found, scores, strict=True)}
+        chunks = self.vector_index(_CHUNKS)
+        if chunks.ids.size:
+            wanted = np.isin(chunks.ids, found)
+            for memory_id, score in zip(chunks.ids[wanted], chunks.matrix[wanted] @ vector, strict=True):
+                best[int(memory_id)] = max(best[int(memory_id)], float(score))
+        return best
 
     def vectors(self, ids: Sequence[int]) -> dict[int, np.ndarray]:
         index = self.vector_index()
