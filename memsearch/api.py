@@ -5,7 +5,7 @@ from __future__ import annotations
 import builtins
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePath
 from typing import Any
 
@@ -14,8 +14,8 @@ from memsearch.consolidate import ConsolidationPlan, plan
 from memsearch.doctor import DoctorReport, Finding, ModelState
 from memsearch.embedding import Encoder, Progress, load_encoder, resolve_model
 from memsearch.errors import DuplicateKeyError, ImportLineError, InvalidInputError, MemsearchError
-from memsearch.ingest.conversations import conversation_memories, with_facets
-from memsearch.ingest.embed import embed_memories, near_duplicates
+from memsearch.ingest.conversations import SESSION_VIEWS, conversation_memories, session_text, turn_views, with_facets
+from memsearch.ingest.embed import embed_memories, near_duplicates, with_chunks
 from memsearch.ingest.readers import read_chat, read_locomo, read_longmemeval
 from memsearch.ingest.records import export_record, parse_memories, parse_queries
 from memsearch.llm import LLM, configured_llm
@@ -32,6 +32,7 @@ from memsearch.retrieval.pipeline import (
     with_tau,
 )
 from memsearch.store import EVERYTHING, Scope, Store, open_store
+from memsearch.store.base import Rewrite
 from memsearch.timeutil import utc_now
 
 __all__ = [
@@ -247,6 +248,7 @@ class Memsearch:
                     raise DuplicateKeyError(f"a memory with key {key!r} exists already (id {existing})")
         encoder = self.encoder()
         store.check_model(encoder.info)  # before the slow part, not after it
+        memories = [with_chunks(memory) for memory in memories]
         vectors, view_vectors = embed_memories(encoder, memories, progress)
         duplicates = near_duplicates(store, memories, vectors, dedup) if dedup is not None else {}
         kept = [i for i in range(len(memories)) if i not in duplicates]
@@ -357,10 +359,66 @@ class Memsearch:
                 )
 
     def delete(self, refs: Sequence[int | str]) -> builtins.list[int]:
-        """Delete memories by id (an int) or key (a str): all, or none if any is not found; returns their ids."""
-        ids = builtins.list(dict.fromkeys(self.get(ref).id for ref in refs))
-        self.store().delete(ids)
+        """Delete memories by id (an int) or key (a str): all, or none if any is not found; returns their ids.
+
+        A deleted turn leaves no trace search can reach: its session's other turns get their views
+        rebuilt without it, and its session chunk its text (the chunk goes when no turn is left),
+        in the same transaction as the delete."""
+        memories = {memory.id: memory for memory in (self.get(ref) for ref in refs)}
+        ids = builtins.list(memories)
+        store = self.store()
+        rewrites, emptied = self._rebuilt_sessions(store, builtins.list(memories.values()))
+        store.delete([*ids, *emptied], rewrites)
         return ids
+
+    def _rebuilt_sessions(self, store: Store, deleted: Sequence[Memory]) -> tuple[builtins.list[Rewrite], set[int]]:
+        """The rewrites of what the deleted turns' sessions derive from them (with the one builder
+        an import uses, ingest.conversations), and the session chunks left with no turn."""
+        gone = {memory.id for memory in deleted}
+        sessions = {(m.conversation, m.session) for m in deleted if m.kind == "turn" and m.session is not None}
+        rebuilt: builtins.list[tuple[Memory, NewMemory, dict[str, str | None]]] = []
+        emptied: set[int] = set()
+        for conversation, session in sorted(sessions, key=str):
+            assert session is not None
+            turns = store.session_turns(conversation, session)
+            kept = [turn for turn in turns if turn.id not in gone]
+            before = [turn.text for turn in turns]
+            after = [turn.text for turn in kept]
+            for i, turn in enumerate(kept):
+                old, new = turn_views(before, turns.index(turn)), turn_views(after, i)
+                if old != new:
+                    named: dict[str, str | None] = {view: new.get(view) for view in SESSION_VIEWS}
+                    rebuilt.append((turn, NewMemory(turn.text, kind="turn", views=new), named))
+            for parent in sorted({turn.parent_id for turn in turns if turn.parent_id is not None} - gone):
+                chunk = store.get(parent)
+                if not after:
+                    emptied.add(chunk.id)
+                    continue
+                metadata = {**chunk.metadata, "turns": len(after)} if "turns" in chunk.metadata else chunk.metadata
+                text = session_text(after)
+                rebuilt.append(
+                    (replace(chunk, text=text, metadata=metadata), NewMemory(text, kind="session"),
+                     {view: None for view in SESSION_VIEWS})
+                )  # fmt: skip
+        if not rebuilt:
+            return [], emptied
+        encoder = self.encoder()
+        store.check_model(encoder.info)
+        vectors, view_vectors = embed_memories(encoder, [new for _, new, _ in rebuilt])
+        rewrites = [
+            Rewrite(
+                memory.id,
+                memory.text,
+                memory.metadata,
+                vectors[i],
+                {
+                    view: None if text is None else (text, view_vectors.get(i, {}).get(view))
+                    for view, text in named.items()
+                },
+            )
+            for i, (memory, _, named) in enumerate(rebuilt)
+        ]
+        return rewrites, emptied
 
     def reindex(self, progress: Progress | None = None) -> int:
         """Re-embed every memory with the current model; returns how many."""

@@ -73,3 +73,7 @@ class EmbeddingError(MemsearchError):
 
 class ConfigError(MemsearchError):
     """The config file or a MEMSEARCH_* variable holds something memsearch cannot use."""
+
+
+class TextTooLongError(InvalidInputError):
+    """A memory's text is over models.MAX_TEXT_CHARS; nothing was stored."""

@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from memsearch.choices import KINDS
-from memsearch.errors import InvalidInputError
+from memsearch.errors import InvalidInputError, TextTooLongError
 from memsearch.timeutil import parse_time, to_iso
 
 DEFAULT_IMPORTANCE = 0.5
@@ -41,6 +41,22 @@ VECTOR_VIEWS = ("context", "next", *(f"facet_{name}" for name in FACETS))
 # The views every memory has: one that has no text of its own for them (a note, say) is searched
 # there by its own text and vector, so no kind collects ranked lists another kind cannot.
 OWN_TEXT_VIEWS = ("context", "prev")
+
+
+# A note longer than the model's window is embedded in chunks (text.embedding_chunks): the first
+# is its own vector, the others vector views `chunk_2`, `chunk_3`, …, and the note's vector score
+# is its best chunk's. One memory's text is capped: a note at the cap imports in about half a
+# minute (see the README's "Long notes"); a 22 MB paste by mistake took gigabytes.
+CHUNK_VIEW_PREFIX = "chunk_"
+MAX_TEXT_CHARS = 100_000
+
+
+def chunk_view(number: int) -> str:
+    return f"{CHUNK_VIEW_PREFIX}{number}"
+
+
+def is_chunk_view(view: str) -> bool:
+    return view.startswith(CHUNK_VIEW_PREFIX)
 
 
 def default_view_text(kind: str, view: str, text: str) -> str:
@@ -170,7 +186,7 @@ def _check_views(views: object) -> None:
         raise InvalidInputError(f"views must be an object of view name → text, not {_shown(views)}")
     known = dict.fromkeys([*LEXICAL_VIEWS, *VECTOR_VIEWS])
     for name, text in views.items():
-        if name not in known:
+        if name not in known and not is_chunk_view(name):
             raise InvalidInputError(f"unknown view {name!r} (known: {', '.join(known)})")
         check_text(f"view {name}", text)
 
@@ -202,6 +218,11 @@ class NewMemory:
         check_text("text", self.text)
         if not self.text.strip():
             raise InvalidInputError("memory text is empty")
+        if len(self.text) > MAX_TEXT_CHARS:
+            raise TextTooLongError(
+                f"memory text is {len(self.text):,} characters, over the limit of {MAX_TEXT_CHARS:,}; "
+                "split it into several memories"
+            )
         object.__setattr__(self, "importance", check_range("importance", self.importance, 0.0, 1.0))
         object.__setattr__(self, "priority", check_range("priority", self.priority, 1.0, 2.0))
         object.__setattr__(self, "tags", normalise_tags(self.tags))

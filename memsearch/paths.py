@@ -57,3 +57,9 @@ def make_private_dirs(folder: Path) -> None:
             pass
         else:
             path.chmod(0o700)
+
+
+def read_only_requested() -> bool:
+    """`MEMSEARCH_READ_ONLY=1`: open every store for reading only (a shared or archived store;
+    searches then skip recording access)."""
+    return os.environ.get("MEMSEARCH_READ_ONLY", "").strip().lower() not in ("", "0", "false", "no")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import unicodedata
 
 MAX_TERMS = 64
 
@@ -28,3 +29,76 @@ def query_terms(query: str) -> list[str]:
     words = list(dict.fromkeys(word.lower() for word in WORD.findall(query)))
     content = [word for word in words if word not in STOPWORDS]
     return (content or words)[:MAX_TERMS]
+
+
+# Scripts written without spaces between words (Chinese, Japanese; Korean joins particles to
+# words): a run of them is one "word" to the full-text tokenizer, so a word inside it is found
+# only through its overlapping pairs of characters (CJK bigrams, as Lucene's CJK analyzer does).
+_CJK_RUN = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af\U00020000-\U0002ffff]+")
+
+
+def gram_terms(text: str) -> list[str]:
+    """The terms the full-text `grams` column holds for `text`, in order: the bigrams of each CJK
+    run (a lone character as itself), then each symbol (emoji, ©, ✓: Unicode category So, which
+    the word tokenizer drops) as `u<hex code point>`. Plain English text has none."""
+    terms: list[str] = []
+    for run in _CJK_RUN.findall(text):
+        terms += [run] if len(run) == 1 else [run[i : i + 2] for i in range(len(run) - 1)]
+    if not text.isascii():
+        terms += [f"u{ord(char):x}" for char in text if unicodedata.category(char) == "So"]
+    return terms
+
+
+def query_grams(query: str) -> list[str]:
+    """The distinct gram terms of a query (see gram_terms), at most MAX_TERMS."""
+    return list(dict.fromkeys(gram_terms(query)))[:MAX_TERMS]
+
+
+def symbols(text: str) -> list[str]:
+    """The distinct symbol characters (category So: emoji and the like) of `text`."""
+    if text.isascii():
+        return []
+    return list(dict.fromkeys(char for char in text if unicodedata.category(char) == "So"))
+
+
+# A long text is embedded in chunks that fit the model's window (256 word pieces with [CLS] and
+# [SEP]). Chunks are cut by an estimate that errs long, so no chunk is truncated by the model:
+# a CJK character or a punctuation mark is one piece, a word one piece per 5 characters begun.
+CHUNK_PIECES = 180  # measured on the README and DESIGN.md: at most 224 real pieces, 176 on average
+CHUNK_OVERLAP = 24  # pieces each chunk repeats of the one before, so no sentence is only ever cut
+_CJK_CHARS = _CJK_RUN.pattern[1:-2]  # the character class's ranges
+_UNIT = re.compile(f"[{_CJK_CHARS}]|[^\\W{_CJK_CHARS}]+|[^\\w\\s]")
+
+
+def word_pieces(unit: str) -> int:
+    """The estimated word pieces of one unit (a word, a CJK character or a mark): one per 5 characters begun."""
+    return 1 + (len(unit) - 1) // 5
+
+
+def chunk_spans(text: str, pieces: int = CHUNK_PIECES, overlap: int = CHUNK_OVERLAP) -> list[tuple[int, int]]:
+    """(start, end) of each chunk of `text` (see embedding_chunks); one span of the whole text when short."""
+    units = [(m.start(), m.end(), word_pieces(m.group())) for m in _UNIT.finditer(text)]
+    if sum(cost for _, _, cost in units) <= pieces:
+        return [(0, len(text))]
+    spans: list[tuple[int, int]] = []
+    first = 0
+    while first < len(units):
+        last, total = first, 0
+        while last < len(units) and total + units[last][2] <= pieces:
+            total += units[last][2]
+            last += 1
+        last = max(last, first + 1)  # a single unit over the budget is a chunk of its own
+        spans.append((units[first][0], units[last - 1][1]))
+        if last == len(units):
+            break
+        back, repeated = last, 0
+        while back - 1 > first and repeated + units[back - 1][2] <= overlap:
+            back -= 1
+            repeated += units[back][2]
+        first = back
+    return spans
+
+
+def embedding_chunks(text: str, pieces: int = CHUNK_PIECES, overlap: int = CHUNK_OVERLAP) -> list[str]:
+    """`text` as overlapping chunks of at most about `pieces` word pieces each; a short text is one chunk."""
+    return [text[start:end] for start, end in chunk_spans(text, pieces, overlap)]

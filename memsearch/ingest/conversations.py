@@ -41,6 +41,25 @@ FACET_THRESHOLD = 0.4
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 
 
+def session_text(texts: Sequence[str]) -> str:
+    """A session chunk's text: its turns' texts, one a line."""
+    return "\n".join(texts)
+
+
+def turn_views(texts: Sequence[str], i: int) -> dict[str, str]:
+    """The views of turn `i` of a session whose turns' texts are `texts`."""
+    views = {
+        "context": "\n".join(texts[max(0, i - CONTEXT_TURNS) : i + CONTEXT_TURNS + 1]),
+        "prev": "\n".join(texts[max(0, i - 1) : i + 1]),
+    }
+    if i + 1 < len(texts):
+        views["next"] = texts[i + 1]
+    return views
+
+
+SESSION_VIEWS = ("context", "prev", "next")  # the views turn_views builds (facets are the turn's own)
+
+
 def conversation_memories(
     conversation: Conversation,
     *,
@@ -64,7 +83,7 @@ def conversation_memories(
         if sessions:
             memories.append(
                 NewMemory(
-                    text="\n".join(texts),
+                    text=session_text(texts),
                     key=session_key,
                     kind="session",
                     conversation=conversation.id,
@@ -75,12 +94,7 @@ def conversation_memories(
                 )
             )
         for i, turn in enumerate(turns):
-            views = {
-                "context": "\n".join(texts[max(0, i - CONTEXT_TURNS) : i + CONTEXT_TURNS + 1]),
-                "prev": "\n".join(texts[max(0, i - 1) : i + 1]),
-            }
-            if i + 1 < len(turns):
-                views["next"] = texts[i + 1]
+            views = turn_views(texts, i)
             metadata: dict[str, object] = {"source_id": turn.key}
             if turn.has_answer:
                 metadata["has_answer"] = True

@@ -3,14 +3,29 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from memsearch.embedding.base import Encoder, Progress
-from memsearch.models import VECTOR_VIEWS, NewMemory
+from memsearch.models import VECTOR_VIEWS, NewMemory, chunk_view, is_chunk_view
 from memsearch.store.base import Store
+from memsearch.text import embedding_chunks
 
 if TYPE_CHECKING:
     import numpy as np
+
+
+def with_chunks(memory: NewMemory) -> NewMemory:
+    """A note longer than the model's window with its chunks after the first as vector views
+    (`chunk_2`, …; see models.CHUNK_VIEW_PREFIX): the first is what its own vector holds. Turns and
+    session chunks are searched through their own views and turns, and are not chunked."""
+    if memory.kind != "note":
+        return memory
+    chunks = embedding_chunks(memory.text)
+    if len(chunks) == 1:
+        return memory
+    views = {chunk_view(number): text for number, text in enumerate(chunks[1:], start=2)}
+    return replace(memory, views={**memory.views, **views})
 
 
 def embed_memories(
@@ -25,7 +40,7 @@ def embed_memories(
         (i, view): text
         for i, m in enumerate(memories)
         for view, text in m.views.items()
-        if view in VECTOR_VIEWS and (text != m.text or view.startswith("facet_"))
+        if (view in VECTOR_VIEWS or is_chunk_view(view)) and (text != m.text or view.startswith("facet_"))
     }
     unique = list(dict.fromkeys([*texts, *view_texts.values()]))
     encoded = encoder.encode(unique, progress=progress)

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from memsearch.errors import ImportLineError, InvalidInputError
-from memsearch.models import NewMemory, default_view_text
+from memsearch.models import NewMemory, default_view_text, is_chunk_view
 from memsearch.timeutil import to_iso
 
 if TYPE_CHECKING:
@@ -75,7 +75,8 @@ def export_record(exported: ExportedMemory, parent_key: str | None) -> dict[str,
         for view, text in exported.lexical_views.items()
         if text != default_view_text(memory.kind, view, memory.text)
     }
-    views.update((view, text) for view, (text, _) in exported.views.items())
+    # a long note's chunks are made again from its text by the importing store
+    views.update((view, text) for view, (text, _) in exported.views.items() if not is_chunk_view(view))
     record: dict[str, Any] = {
         "text": memory.text,
         "key": memory.key,

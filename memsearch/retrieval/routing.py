@@ -3,8 +3,9 @@
 The intent patterns are CEMS's (preference, temporal, aggregation); queries with those, or
 with exact tokens (identifiers, paths, error strings, quoted phrases, numbers), need the
 lexical leg. A query with no distinctive word gives the lexical leg nothing to match, so it
-goes to the vector leg alone. Everything else is searched by both legs: on measured data
-(LoCoMo, see the benchmark README) fusing both beats either leg alone.
+goes to the vector leg alone (unless it has symbols, emoji, which the lexical leg matches).
+Everything else is searched by both legs: on measured data (LoCoMo, see the benchmark README)
+fusing both beats either leg alone.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from memsearch.text import STOPWORDS
+from memsearch.text import STOPWORDS, symbols
 
 INTENT_PATTERNS: dict[str, tuple[str, ...]] = {
     "preference": (
@@ -86,5 +87,7 @@ def route_query(query: str) -> Route:
         return Route("hybrid", f"{' and '.join(intents)} question: both legs", intents)
     words = re.findall(r"\w+", query.lower())
     if not any(word not in STOPWORDS for word in words):
+        if found := symbols(query):  # an emoji is an exact token to the full-text index, and means little to the model
+            return Route("hybrid", f"symbols ({' '.join(found[:3])}) need the lexical leg", intents, tuple(found))
         return Route("vector", "no distinctive words for full-text search", intents)
     return Route("hybrid", "plain query: both legs, fused", intents)

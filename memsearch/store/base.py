@@ -95,6 +95,20 @@ class ExportedMemory:
     views: Mapping[str, tuple[str, np.ndarray | None]]  # vector view → (its text, its vector)
 
 
+@dataclass(frozen=True)
+class Rewrite:
+    """What a memory that stays derives from memories being deleted, rebuilt without them (a
+    session chunk's text, its neighbours' views): its text, metadata and own vector, and the
+    views named in `views`. A view maps to its text and its vector (None: the memory's own
+    vector stands for it), or to None to remove it; views not named are kept (facets)."""
+
+    id: int
+    text: str
+    metadata: Mapping[str, Any]
+    vector: np.ndarray
+    views: Mapping[str, tuple[str, np.ndarray | None] | None]
+
+
 @runtime_checkable
 class SearchBackend(Protocol):
     """The reads a search makes. Vectors are unit length; cosine is their dot product."""
@@ -166,7 +180,10 @@ class Store(SearchBackend, Protocol):
         view_vectors: Mapping[int, Mapping[str, np.ndarray]] | None = None,
     ) -> builtins.list[int]: ...
 
-    def delete(self, ids: Sequence[int]) -> None: ...
+    def delete(self, ids: Sequence[int], rewrites: Sequence[Rewrite] = ()) -> None:
+        """Delete the memories and apply `rewrites` to the ones that stay, in one transaction: all
+        of it, or nothing if any id is unknown."""
+        ...
 
     def touch(self, ids: Sequence[int], now: datetime) -> None: ...
 
@@ -195,6 +212,10 @@ class Store(SearchBackend, Protocol):
         ...
 
     def iter_texts(self) -> Iterator[tuple[int, str]]: ...
+
+    def session_turns(self, conversation: str | None, session: str) -> builtins.list[Memory]:
+        """The turns of one session, in order."""
+        ...
 
     def views_with_vectors(self) -> builtins.list[tuple[int, str, str]]:
         """(memory id, view, text) of every stored vector view."""

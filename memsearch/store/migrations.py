@@ -88,6 +88,21 @@ MIGRATIONS: tuple[str, ...] = (
         WHERE prev = '' AND rowid IN (SELECT id FROM memories WHERE kind != 'session');
     CREATE INDEX memories_role ON memories (role);
     """,
+    # 5: gram columns beside the text (with tags) and each lexical view: their CJK bigrams and
+    # symbols (see fts.GRAM_COLUMNS; fts.gram_text is the SQL function memsearch_grams while
+    # migrating), so "密钥" finds "部署密钥…" and "🚀" the note that has it. Empty for plain English.
+    """
+    CREATE VIRTUAL TABLE memories_fts_new USING fts5 (
+        text, tags, context, prev, grams, context_grams, prev_grams,
+        tokenize = 'porter unicode61 remove_diacritics 2'
+    );
+    INSERT INTO memories_fts_new (rowid, text, tags, context, prev, grams, context_grams, prev_grams)
+        SELECT rowid, text, tags, context, prev, memsearch_grams(text, tags), memsearch_grams(context, ''),
+            memsearch_grams(prev, '')
+        FROM memories_fts;
+    DROP TABLE memories_fts;
+    ALTER TABLE memories_fts_new RENAME TO memories_fts;
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

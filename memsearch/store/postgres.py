@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import builtins
 import json
+import logging
 import threading
 import time
 from collections import defaultdict
@@ -31,8 +32,10 @@ from memsearch.errors import (
     ModelMismatchError,
     StoreCorruptError,
     StoreNotFoundError,
+    StoreUnavailableError,
 )
 from memsearch.models import (
+    CHUNK_VIEW_PREFIX,
     LEXICAL_VIEWS,
     OWN_TEXT_VIEWS,
     VECTOR_VIEWS,
@@ -41,14 +44,17 @@ from memsearch.models import (
     content_hash,
     default_view_text,
 )
-from memsearch.store.base import EVERYTHING, EmbeddingModelInfo, ExportedMemory, Hits, Scope, StoreHealth
-from memsearch.store.fts import match_phrases
+from memsearch.paths import read_only_requested
+from memsearch.store.base import EVERYTHING, EmbeddingModelInfo, ExportedMemory, Hits, Rewrite, Scope, StoreHealth
+from memsearch.store.fts import FTS_COLUMNS, GRAM_COLUMNS, fts_row, match_phrases
 from memsearch.store.postgres_text import K1, B, Fts5Tokenizer, idf, phrase_count
+from memsearch.text import query_grams
 
 if TYPE_CHECKING:
     from psycopg import Connection
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 # Below this many vectors a search is exact (a scan is fast, and the answers equal SQLite's).
 EXACT_SEARCH_BELOW = 20_000
@@ -58,9 +64,12 @@ RESCORE_MARGIN = 16
 # Serialisation failures, deadlocks and key races are retried this many times.
 WRITE_ATTEMPTS = 8
 MIGRATION_LOCK = 0x4D535243  # "MSRC"
+# A long note's chunk vectors (views chunk_2, …), as a literal (a partial index matches only a literal).
+_CHUNK_VIEWS_SQL = "'" + CHUNK_VIEW_PREFIX.replace("_", "\\_") + "%%'"
+# Recording access after a search waits no longer than this for rows another writer holds: it is
+# best effort, and a search must answer while an import holds the store.
+ACCESS_LOCK_TIMEOUT = "200ms"
 
-# Full-text columns: the memory's text, its tags, then one per lexical view (as in SQLite's FTS table).
-FTS_COLUMNS = ("text", "tags", *LEXICAL_VIEWS)
 SETTABLE_FIELDS = ("importance", "priority", "pinned", "project", "namespace", "memory_score", "tags")
 
 _MEMORY_COLUMNS = (
@@ -69,7 +78,7 @@ _MEMORY_COLUMNS = (
     "kind, conversation, position, parent_id"
 )
 
-MIGRATIONS: tuple[str, ...] = (
+_SQL_MIGRATIONS: tuple[str, ...] = (
     # 1: memories; postings (term offsets per memory and full-text column) with each memory's
     # token count and the table totals, for BM25; vectors and vector views of any dimension
     # (the HNSW indexes are made for the model's dimension when the first vectors arrive).
@@ -141,6 +150,29 @@ MIGRATIONS: tuple[str, ...] = (
     )
     """,
 )
+
+
+def _index_grams(db: Connection[Any]) -> None:
+    """Migration 2: postings of the gram columns (CJK bigrams and symbols, see fts.GRAM_COLUMNS) for
+    the memories stored before them, with their token counts."""
+    columns = {FTS_COLUMNS.index(name) for name in GRAM_COLUMNS.values()}
+    rows = db.execute("SELECT id, text, tags, kind, lexical_views FROM memories ORDER BY id").fetchall()
+    grams = {
+        memory_id: tuple(t if c in columns else "" for c, t in enumerate(fts_row(text, tags, kind, json.loads(views))))
+        for memory_id, text, tags, kind, views in rows
+    }
+    ids = [memory_id for memory_id, texts in grams.items() if any(texts)]
+    tokenized = list(zip(ids, _tokenizer.rows([grams[i] for i in ids]), strict=True))
+    for memory_id, tokens in tokenized:
+        db.execute("UPDATE memories SET fts_length = fts_length + %s WHERE id = %s", (tokens.length, memory_id))
+        PostgresStore._add_tokens(db, tokens.length)
+    PostgresStore._copy_postings(db, tokenized)
+    # Long notes' chunk vectors (views chunk_2, …) are read by every vector search.
+    chunk_views = _CHUNK_VIEWS_SQL.replace("%%", "%")  # a statement without parameters takes % as it is
+    db.execute(f"CREATE INDEX IF NOT EXISTS views_chunks ON views (memory_id) WHERE view LIKE {chunk_views}")  # type: ignore[arg-type]
+
+
+MIGRATIONS: tuple[str | Callable[[Connection[Any]], None], ...] = (*_SQL_MIGRATIONS, _index_grams)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
@@ -244,6 +276,8 @@ class PostgresStore:
         self._lock = threading.Lock()
         self._indexed_dim: int | None = None
         self._cached_model: EmbeddingModelInfo | None = None
+        self.read_only = read_only_requested()
+        self._access_skipped = False  # the note that access was not recorded is given once
 
     # -- connections ----------------------------------------------------------------------
 
@@ -262,6 +296,8 @@ class PostgresStore:
             message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
             raise StoreNotFoundError(f"cannot connect to {self.location}: {message}") from None
         connection.execute("SET TIME ZONE 'UTC'")
+        if self.read_only:
+            connection.execute("SET default_transaction_read_only = on")
         if register:
             register_vector(connection)
         with self._lock:
@@ -299,6 +335,15 @@ class PostgresStore:
         once migrate exactly once between them."""
         if self._schema_version(connection) == SCHEMA_VERSION:
             return
+        try:
+            self._apply_migrations(connection, create=create)
+        except pg_errors.ReadOnlySqlTransaction:
+            raise StoreUnavailableError(
+                f"{self.location} is read-only here and its schema is missing or older than this memsearch's "
+                f"({SCHEMA_VERSION}); open it once with write access"
+            ) from None
+
+    def _apply_migrations(self, connection: Connection[Any], *, create: bool) -> None:
         with connection.transaction():
             connection.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
             version = self._schema_version(connection)
@@ -319,7 +364,11 @@ class PostgresStore:
                     "upgrade memsearch"
                 )
             for number in range(version + 1, SCHEMA_VERSION + 1):
-                connection.execute(MIGRATIONS[number - 1])  # type: ignore[arg-type]
+                migration = MIGRATIONS[number - 1]
+                if callable(migration):
+                    migration(connection)
+                else:
+                    connection.execute(migration)  # type: ignore[arg-type]
                 connection.execute("INSERT INTO memsearch_schema (version) VALUES (%s)", (number,))
 
     def close(self) -> None:
@@ -348,6 +397,11 @@ class PostgresStore:
                 if attempt == WRITE_ATTEMPTS - 1:
                     raise
                 time.sleep(0.005 * (2**attempt))
+            except pg_errors.ReadOnlySqlTransaction:
+                raise StoreUnavailableError(
+                    f"{self.location} is read-only here (a read-only server, role or database, or "
+                    "MEMSEARCH_READ_ONLY is set); nothing was changed"
+                ) from None
         raise AssertionError("unreachable")
 
     @property
@@ -511,8 +565,7 @@ class PostgresStore:
     @staticmethod
     def _fts_texts(memory: NewMemory | Memory, lexical_views: Mapping[str, str] | None = None) -> tuple[str, ...]:
         views = lexical_views if lexical_views is not None else getattr(memory, "views", {})
-        own = (views.get(view, default_view_text(memory.kind, view, memory.text)) for view in LEXICAL_VIEWS)
-        return (memory.text, " ".join(memory.tags), *own)
+        return fts_row(memory.text, memory.tags, memory.kind, views)
 
     @staticmethod
     def _add_tokens(db: Connection[Any], delta: int) -> None:
@@ -548,8 +601,8 @@ class PostgresStore:
             for memory_id, view, text, vector in rows:
                 copy.write_row((memory_id, view, text, None if vector is None else _f32(vector)))
 
-    def delete(self, ids: Sequence[int]) -> None:
-        """Delete all of the memories or, if any id is unknown, none of them."""
+    def delete(self, ids: Sequence[int], rewrites: Sequence[Rewrite] = ()) -> None:
+        """Delete all of the memories and apply the rewrites or, if any id is unknown, do nothing."""
 
         def work(db: Connection[Any]) -> None:
             for memory_id in sorted(set(ids)):
@@ -557,8 +610,41 @@ class PostgresStore:
                 if row is None:
                     raise MemoryNotFoundError(f"no memory with id {memory_id}; nothing was deleted")
                 self._add_tokens(db, -row[0])
+            for rewrite in rewrites:
+                self._rewrite(db, rewrite)
 
         self._write(work)
+
+    def _rewrite(self, db: Connection[Any], rewrite: Rewrite) -> None:
+        row = db.execute(
+            "SELECT kind, tags, lexical_views, fts_length FROM memories WHERE id = %s FOR UPDATE", (rewrite.id,)
+        ).fetchone()
+        if row is None:
+            raise MemoryNotFoundError(f"no memory with id {rewrite.id}; nothing was deleted")
+        kind, tags, stored, old_length = row
+        lexical = json.loads(stored)
+        for view, value in rewrite.views.items():
+            if view in LEXICAL_VIEWS:
+                lexical.pop(view, None)
+                if value is not None:
+                    lexical[view] = value[0]
+        tokens = _tokenizer.rows([fts_row(rewrite.text, tags, kind, lexical)])[0]
+        db.execute(
+            "UPDATE memories SET text = %s, content_hash = %s, metadata = %s, lexical_views = %s, fts_length = %s "
+            "WHERE id = %s",
+            (rewrite.text, content_hash(rewrite.text), json.dumps(dict(rewrite.metadata), ensure_ascii=False),
+             json.dumps(lexical, ensure_ascii=False), tokens.length, rewrite.id),
+        )  # fmt: skip
+        self._add_tokens(db, tokens.length - old_length)
+        db.execute("DELETE FROM postings WHERE memory_id = %s", (rewrite.id,))
+        self._copy_postings(db, [(rewrite.id, tokens)])
+        db.execute("DELETE FROM views WHERE memory_id = %s AND view = ANY(%s)", (rewrite.id, list(rewrite.views)))
+        self._copy_views(
+            db,
+            [(rewrite.id, view, value[0], value[1]) for view, value in sorted(rewrite.views.items())
+             if value is not None and value[1] is not None],
+        )  # fmt: skip
+        self._copy_vectors(db, [(rewrite.id, rewrite.vector)], upsert=True)
 
     def touch(self, ids: Sequence[int], now: datetime) -> None:
         """Record that a search returned these memories (ids in order, so writers never deadlock)."""
@@ -566,6 +652,7 @@ class PostgresStore:
             return
 
         def work(db: Connection[Any]) -> None:
+            db.execute(f"SET LOCAL lock_timeout = '{ACCESS_LOCK_TIMEOUT}'")
             with db.cursor() as cursor:
                 cursor.executemany(
                     "UPDATE memories SET access_count = access_count + 1, "
@@ -573,7 +660,14 @@ class PostgresStore:
                     [(now, memory_id) for memory_id in sorted(ids)],
                 )
 
-        self._write(work)
+        try:
+            self._write(work)
+        except (StoreUnavailableError, pg_errors.LockNotAvailable) as error:
+            # best effort: a read-only or busy store still answers searches
+            if not self._access_skipped:
+                self._access_skipped = True
+                reason = str(error) if isinstance(error, StoreUnavailableError) else "another writer holds its memories"
+                log.warning("access not recorded: %s", reason)
 
     def update(self, memory_id: int, changes: dict[str, Any]) -> Memory:
         """Change some of SETTABLE_FIELDS of one memory (tags rewrite its tag postings too)."""
@@ -587,14 +681,19 @@ class PostgresStore:
             for name, value in changes.items():
                 stored = list(value) if name == "tags" else value
                 db.execute(f"UPDATE memories SET {name} = %s WHERE id = %s", (stored, memory_id))
-            if "tags" in changes:
-                tags_column = FTS_COLUMNS.index("tags")
-                old = _tokenizer.rows([("", " ".join(memory.tags), "", "")])[0]
-                new = _tokenizer.rows([("", " ".join(changes["tags"]), "", "")])[0]
-                db.execute("DELETE FROM postings WHERE memory_id = %s AND col = %s", (memory_id, tags_column))
+            if "tags" in changes:  # the tags column, and the grams column made from text and tags
+                changed = [FTS_COLUMNS.index("tags"), FTS_COLUMNS.index(GRAM_COLUMNS[None])]
+
+                def tag_columns(tags: Sequence[str]) -> tuple[str, ...]:
+                    row = fts_row(memory.text, tags, memory.kind, {})
+                    return tuple(text if i in changed else "" for i, text in enumerate(row))
+
+                old = _tokenizer.rows([tag_columns(memory.tags)])[0]
+                new = _tokenizer.rows([tag_columns(changes["tags"])])[0]
+                db.execute("DELETE FROM postings WHERE memory_id = %s AND col = ANY(%s)", (memory_id, changed))
                 with db.cursor().copy("COPY postings (term, col, memory_id, positions) FROM STDIN") as copy:
-                    for (_, term), offsets in new.positions.items():
-                        copy.write_row((term, tags_column, memory_id, offsets))
+                    for (column, term), offsets in new.positions.items():
+                        copy.write_row((term, column, memory_id, offsets))
                 delta = new.length - old.length
                 db.execute("UPDATE memories SET fts_length = fts_length + %s WHERE id = %s", (delta, memory_id))
                 self._add_tokens(db, delta)
@@ -832,38 +931,42 @@ class PostgresStore:
         smaller id: over text and tags, or over one view's column only. The statistics and the
         ranking are read in one snapshot, so concurrent writers cannot make them disagree."""
         columns = self._columns(view)
-        phrases = [tokens for tokens in (_tokenizer.phrase(p) for p in match_phrases(query)) if tokens]
+        phrases = [(tokens, columns) for tokens in (_tokenizer.phrase(p) for p in match_phrases(query)) if tokens]
+        grams = [FTS_COLUMNS.index(GRAM_COLUMNS[view])]  # CJK bigrams and symbols (none in plain English)
+        phrases += [(tokens, grams) for tokens in (_tokenizer.phrase(t) for t in query_grams(query)) if tokens]
         if not phrases or limit <= 0:
             return []
         with self._db.transaction():
             self._db.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-            return self._bm25(phrases, columns, scope, limit)
+            return self._bm25(phrases, scope, limit)
 
     def _bm25(
-        self, phrases: builtins.list[tuple[str, ...]], columns: builtins.list[int], scope: Scope, limit: int
+        self, phrases: builtins.list[tuple[tuple[str, ...], builtins.list[int]]], scope: Scope, limit: int
     ) -> Hits:
+        """BM25 of the phrases, each searched in its own columns (FTS5's `{columns} : phrase`)."""
         rows, tokens = self._db.execute(
             "SELECT (SELECT count(*) FROM memories), (SELECT sum(tokens)::bigint FROM fts_totals)"
         ).fetchone()  # type: ignore[misc]
         if not rows:
             return []
-        single = {p[0] for p in phrases if len(p) == 1}
+        # One row per (term, ordinal, column) of the single-token phrases.
+        term_cols = [(p[0], ordinal, col) for ordinal, (p, cols) in enumerate(phrases) if len(p) == 1 for col in cols]
+        query_rows = [[t for t, _, _ in term_cols], [o for _, o, _ in term_cols], [c for _, _, c in term_cols]]
         document_counts = dict(
             self._db.execute(
-                "SELECT term, count(DISTINCT memory_id) FROM postings WHERE term = ANY(%s) AND col = ANY(%s) "
-                "GROUP BY term",
-                (list(single), columns),
+                "SELECT q.ord, count(DISTINCT p.memory_id) FROM postings p "
+                "JOIN unnest(%s::text[], %s::int[], %s::int[]) q(term, ord, col) ON p.term = q.term AND p.col = q.col "
+                "GROUP BY q.ord",
+                query_rows,
             )
         )
-        term_ords: builtins.list[tuple[str, int]] = []
         extra_ids: builtins.list[int] = []
         extra_ords: builtins.list[int] = []
         extra_freqs: builtins.list[float] = []
         idfs: builtins.list[float] = []
-        for ordinal, phrase in enumerate(phrases):
+        for ordinal, (phrase, columns) in enumerate(phrases):
             if len(phrase) == 1:
-                term_ords.append((phrase[0], ordinal))
-                hits = document_counts.get(phrase[0], 0)
+                hits = document_counts.get(ordinal, 0)
             else:
                 found = self._phrase_hits(phrase, columns)
                 for memory_id, frequency in found.items():
@@ -875,10 +978,10 @@ class PostgresStore:
         where, scope_params = _where(scope)
         # bm25() sums idf·f·(k1+1)/(f + k1·(1 − b + b·D/avgdl)) over the phrases in query order.
         sql = f"""
-            WITH q(term, ord) AS (SELECT * FROM unnest(%s::text[], %s::int[])),
+            WITH q(term, ord, col) AS (SELECT * FROM unnest(%s::text[], %s::int[], %s::int[])),
             hits(memory_id, ord, f) AS (
                 SELECT p.memory_id, q.ord, sum(cardinality(p.positions))::float8
-                FROM postings p JOIN q ON p.term = q.term WHERE p.col = ANY(%s) GROUP BY p.memory_id, q.ord
+                FROM postings p JOIN q ON p.term = q.term AND p.col = q.col GROUP BY p.memory_id, q.ord
                 UNION ALL SELECT * FROM unnest(%s::bigint[], %s::int[], %s::float8[])
             ),
             w(ord, idf) AS (SELECT ordinality::int - 1, idf FROM unnest(%s::float8[]) WITH ORDINALITY AS t(idf))
@@ -890,9 +993,7 @@ class PostgresStore:
             GROUP BY h.memory_id ORDER BY score DESC, h.memory_id LIMIT %s
         """
         params = [
-            [t for t, _ in term_ords],
-            [o for _, o in term_ords],
-            columns,
+            *query_rows,
             extra_ids,
             extra_ords,
             extra_freqs,
@@ -936,7 +1037,28 @@ class PostgresStore:
         query = _f32(vector)
         if limit is not None and limit <= 0:
             return []
-        return self._nearest_sql(query, scope, limit, view, exclude=())
+        hits = self._nearest_sql(query, scope, limit, view, exclude=())
+        if view is not None and view not in OWN_TEXT_VIEWS:
+            return hits
+        # A long note scores by its best chunk where its own vector stands (as in SQLite).
+        best = dict(hits)
+        for memory_id, score in self._best_chunks(query, scope, limit):
+            best[memory_id] = max(best.get(memory_id, score), score)
+        ranked = sorted(best.items(), key=lambda hit: (-hit[1], hit[0]))
+        return ranked if limit is None else ranked[:limit]
+
+    def _best_chunks(self, query: np.ndarray, scope: Scope, limit: int | None) -> Hits:
+        """The long notes in scope by their best chunk vector (views chunk_2, …), nearest first."""
+        where, params = _where(scope)
+        rows = self._db.execute(
+            "SELECT memory_id, embedding FROM (SELECT DISTINCT ON (v.memory_id) v.memory_id, v.embedding, "
+            "v.embedding <=> %s AS distance FROM views v JOIN memories m ON m.id = v.memory_id "
+            f"WHERE v.view LIKE {_CHUNK_VIEWS_SQL} AND v.embedding IS NOT NULL AND {where} "
+            "ORDER BY v.memory_id, distance) best ORDER BY distance, memory_id LIMIT %s",
+            [query, *params, None if limit is None else limit + RESCORE_MARGIN],
+            binary=True,
+        ).fetchall()
+        return [(int(memory_id), float(_f32(embedding) @ query)) for memory_id, embedding in rows]
 
     def _nearest_sql(
         self, query: np.ndarray, scope: Scope, limit: int | None, view: str | None, exclude: Collection[int]
@@ -1025,8 +1147,16 @@ class PostgresStore:
         return estimate
 
     def cosines(self, vector: np.ndarray, ids: Sequence[int]) -> dict[int, float]:
+        """Each memory's cosine as the vector leg scores it: a long note's is its best chunk's."""
         query = _f32(vector)
-        return {memory_id: float(row @ query) for memory_id, row in self.vectors(ids).items()}
+        best = {memory_id: float(row @ query) for memory_id, row in self.vectors(ids).items()}
+        for memory_id, embedding in self._db.execute(
+            f"SELECT memory_id, embedding FROM views WHERE view LIKE {_CHUNK_VIEWS_SQL} AND memory_id = ANY(%s)",
+            (list(best),),
+            binary=True,
+        ):
+            best[memory_id] = max(best[memory_id], float(_f32(embedding) @ query))
+        return best
 
     def vectors(self, ids: Sequence[int]) -> dict[int, np.ndarray]:
         rows = self._db.execute(

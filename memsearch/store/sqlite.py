@@ -26,17 +26,17 @@ from memsearch.errors import (
     StoreUnavailableError,
 )
 from memsearch.models import (
+    CHUNK_VIEW_PREFIX,
     LEXICAL_VIEWS,
     OWN_TEXT_VIEWS,
     Memory,
     NewMemory,
     check_text,
     content_hash,
-    default_view_text,
 )
-from memsearch.paths import make_private_dirs
-from memsearch.store.base import EVERYTHING, EmbeddingModelInfo, ExportedMemory, Hits, Scope, StoreHealth
-from memsearch.store.fts import match_expression
+from memsearch.paths import make_private_dirs, read_only_requested
+from memsearch.store.base import EVERYTHING, EmbeddingModelInfo, ExportedMemory, Hits, Rewrite, Scope, StoreHealth
+from memsearch.store.fts import FTS_COLUMNS, GRAM_COLUMNS, fts_row, gram_expression, gram_text, match_expression
 from memsearch.store.migrations import MIGRATIONS, SCHEMA_VERSION
 from memsearch.store.vectors import VectorIndex, vector_top
 from memsearch.timeutil import from_iso, to_iso
@@ -47,6 +47,9 @@ if TYPE_CHECKING:
 # "MSRC" in the SQLite header marks the file as a memsearch store.
 APPLICATION_ID = 0x4D535243
 BUSY_TIMEOUT_MS = 30_000  # a writer waits this long for another; better slow than failed
+# Recording access after a search waits no longer than this for another writer: it is best effort,
+# and a search must answer while an import holds the store.
+ACCESS_TIMEOUT_MS = 200
 
 _MEMORY_COLUMNS = (
     "id, key, text, created_at, last_accessed_at, access_count, importance, priority, pinned, "
@@ -54,8 +57,13 @@ _MEMORY_COLUMNS = (
     "kind, conversation, position, parent_id"
 )
 
-# The full-text columns: the memory's text and tags, then one per lexical view.
-FTS_COLUMNS = ("text", "tags", *LEXICAL_VIEWS)
+# The vector-index key of every long note's chunk vectors (views chunk_2, chunk_3, …; ids repeat).
+_CHUNKS = "chunks"
+_CHUNK_VIEWS_LIKE = CHUNK_VIEW_PREFIX.replace("_", "!_") + "%"
+
+_FTS_INSERT = (
+    f"INSERT INTO memories_fts (rowid, {', '.join(FTS_COLUMNS)}) VALUES ({', '.join('?' * (len(FTS_COLUMNS) + 1))})"
+)
 
 # Fields `memsearch set` may change, with their SQL columns.
 SETTABLE_FIELDS = ("importance", "priority", "pinned", "project", "namespace", "memory_score", "tags")
@@ -174,6 +182,11 @@ def _disk_full(path: Path | str) -> bool:
         return False
 
 
+def _is_busy(error: sqlite3.Error) -> bool:
+    code = getattr(error, "sqlite_errorcode", None)
+    return isinstance(code, int) and code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+
+
 def environment_error(path: Path | str, error: sqlite3.Error) -> MemsearchError | None:
     """The typed error for an SQLite failure caused by the store's file or disk, None for others."""
     code = getattr(error, "sqlite_errorcode", None)
@@ -208,14 +221,21 @@ class SQLiteStore:
     run at once), so one store object can serve a threaded server.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, read_only: bool = False) -> None:
         self.path = path
         self.location = str(path)
+        self.read_only = read_only
         self._local = threading.local()
         self._connections: builtins.list[sqlite3.Connection] = []
         self._lock = threading.Lock()
         self._vector_cache: dict[str | None, tuple[int, VectorIndex]] = {}
         self._write_refusal: MemsearchError | None = None  # set when only reading works (a full disk)
+        self._access_skipped = False  # the note that access was not recorded is given once
+        if read_only:
+            self._write_refusal = StoreUnavailableError(
+                f"{path} is open read-only (it, or its folder, cannot be written, or MEMSEARCH_READ_ONLY is set); "
+                "nothing was changed"
+            )
 
     @property
     def _db(self) -> sqlite3.Connection:
@@ -226,6 +246,11 @@ class SQLiteStore:
         return connection
 
     def _connect(self) -> sqlite3.Connection:
+        if self.read_only:
+            connection = self._read_only_open()
+            with self._lock:
+                self._connections.append(connection)
+            return connection
         try:
             connection = sqlite3.connect(
                 self.path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=False
@@ -248,6 +273,29 @@ class SQLiteStore:
             self._connections.append(connection)
         return connection
 
+    def _read_only_open(self) -> sqlite3.Connection:
+        """A connection that never writes: `mode=ro`, which still reads a WAL store (and sees other
+        processes' commits) where SQLite may create the WAL index; where it may not (a read-only
+        folder) and no WAL is pending, the file is the whole store and is read as immutable."""
+        try:
+            connection = sqlite3.connect(
+                f"{self.path.as_uri()}?mode=ro", uri=True, isolation_level=None, check_same_thread=False
+            )
+            connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            connection.execute("PRAGMA user_version").fetchone()
+            return connection
+        except sqlite3.Error as error:
+            connection.close()
+            wal = Path(f"{self.path}-wal")
+            if wal.exists() and wal.stat().st_size > 0:
+                raise StoreUnavailableError(
+                    f"cannot read {self.path} read-only: changes of another process are still in {wal.name} "
+                    f"and its index cannot be made ({error}); open it once where it can be written"
+                ) from None
+        return sqlite3.connect(
+            f"{self.path.as_uri()}?immutable=1", uri=True, isolation_level=None, check_same_thread=False
+        )
+
     def _read_only_connection(self, refused: MemsearchError) -> sqlite3.Connection:
         """On a full disk SQLite cannot make the WAL index it reads through; when no WAL is pending
         the file itself is the whole store, and reading it as immutable still answers searches.
@@ -269,19 +317,24 @@ class SQLiteStore:
 
     @classmethod
     def open(cls, path: Path, *, create: bool = False) -> SQLiteStore:
-        """Open the store at `path`, creating it when `create` is set, migrating it to the latest schema."""
+        """Open the store at `path`, creating it when `create` is set, migrating it to the latest
+        schema. A store that cannot be written (the file or its folder; or MEMSEARCH_READ_ONLY)
+        opens read-only: searches answer, writes fail with StoreUnavailableError."""
         created = False
         try:
             exists = path.exists()
             if not exists:
                 if not create:
                     raise StoreNotFoundError(f"no memsearch store at {path}")
+                if read_only_requested():
+                    raise StoreUnavailableError(f"cannot create a store at {path}: MEMSEARCH_READ_ONLY is set")
                 created = _create_private_file(path)
         except OSError as error:
             raise StoreUnavailableError(f"cannot create a store at {path}: {_os_reason(path, error)}") from None
         if path.is_dir():
             raise StoreCorruptError(f"{path} is a directory, not a memsearch store file")
-        store = cls(path)
+        read_only = read_only_requested() or not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK))
+        store = cls(path, read_only=read_only)
         try:
             store._migrate()
         except BaseException as error:
@@ -300,6 +353,11 @@ class SQLiteStore:
         (version,) = self._db.execute("PRAGMA user_version").fetchone()
         if version == SCHEMA_VERSION:
             return
+        if self.read_only and 0 < version < SCHEMA_VERSION:
+            raise StoreUnavailableError(
+                f"{self.path} has schema version {version} and this memsearch reads {SCHEMA_VERSION}: it is "
+                "read-only here, so it cannot be upgraded; open it once where it can be written"
+            )
         with self.transaction():
             (app_id,) = self._db.execute("PRAGMA application_id").fetchone()
             (version,) = self._db.execute("PRAGMA user_version").fetchone()
@@ -312,6 +370,7 @@ class SQLiteStore:
                     f"{self.path} has schema version {version}, newer than this memsearch's {SCHEMA_VERSION}; "
                     "upgrade memsearch"
                 )
+            self._db.create_function("memsearch_grams", 2, gram_text, deterministic=True)
             for number in range(version + 1, SCHEMA_VERSION + 1):
                 for statement in _split_statements(MIGRATIONS[number - 1]):
                     self._db.execute(statement)
@@ -333,11 +392,11 @@ class SQLiteStore:
 
     # -- transactions and store facts -----------------------------------------------------
 
-    def transaction(self) -> _Transaction:
+    def transaction(self, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> _Transaction:
         connection = self._db
         if self._write_refusal is not None:
             raise self._write_refusal
-        return _Transaction(connection, self.path)
+        return _Transaction(connection, self.path, busy_timeout_ms)
 
     @property
     def schema_version(self) -> int:
@@ -445,13 +504,7 @@ class SQLiteStore:
                     )
                     memory_id = int(cursor.lastrowid or 0)
                 self._db.execute(
-                    "INSERT INTO memories_fts (rowid, text, tags, context, prev) VALUES (?, ?, ?, ?, ?)",
-                    (
-                        memory_id,
-                        memory.text,
-                        " ".join(memory.tags),
-                        *(memory.views.get(v, default_view_text(memory.kind, v, memory.text)) for v in LEXICAL_VIEWS),
-                    ),
+                    _FTS_INSERT, (memory_id, *fts_row(memory.text, memory.tags, memory.kind, memory.views))
                 )
                 if vectors is not None:
                     self._db.execute(
@@ -468,8 +521,8 @@ class SQLiteStore:
             self._bump_generation()
         return ids
 
-    def delete(self, ids: Sequence[int]) -> None:
-        """Delete all of the memories or, if any id is unknown, none of them."""
+    def delete(self, ids: Sequence[int], rewrites: Sequence[Rewrite] = ()) -> None:
+        """Delete all of the memories and apply the rewrites or, if any id is unknown, do nothing."""
         with self.transaction():
             for memory_id in ids:
                 if not _fits(memory_id):
@@ -478,10 +531,47 @@ class SQLiteStore:
                 if self._db.execute("DELETE FROM memories WHERE id = ?", (memory_id,)).rowcount == 0:
                     raise MemoryNotFoundError(f"no memory with id {memory_id}; nothing was deleted")
                 self._db.execute("DELETE FROM memories_fts WHERE rowid = ?", (memory_id,))
+            for rewrite in rewrites:
+                self._rewrite(rewrite)
             self._bump_generation()
+
+    def _rewrite(self, rewrite: Rewrite) -> None:
+        self._db.execute(
+            "UPDATE memories SET text = ?, content_hash = ?, metadata = ? WHERE id = ?",
+            (rewrite.text, content_hash(rewrite.text), json.dumps(dict(rewrite.metadata), ensure_ascii=False),
+             rewrite.id),
+        )  # fmt: skip
+        self._rewrite_fts(rewrite.id, rewrite.text, None, {v: t[0] if t else None for v, t in rewrite.views.items()})
+        for view, value in rewrite.views.items():
+            self._db.execute("DELETE FROM views WHERE memory_id = ? AND view = ?", (rewrite.id, view))
+            if value is not None and value[1] is not None:
+                self._db.execute(
+                    "INSERT INTO views (memory_id, view, text, vector) VALUES (?, ?, ?, ?)",
+                    (rewrite.id, view, value[0], value[1].astype("<f4").tobytes()),
+                )
+        self._db.execute(
+            "INSERT INTO vectors (memory_id, vector) VALUES (?, ?) "
+            "ON CONFLICT (memory_id) DO UPDATE SET vector = excluded.vector",
+            (rewrite.id, rewrite.vector.astype("<f4").tobytes()),
+        )
 
     def _delete_views(self, memory_id: int) -> None:
         self._db.execute("DELETE FROM views WHERE memory_id = ?", (memory_id,))
+
+    def _rewrite_fts(
+        self, memory_id: int, text: str, tags: Sequence[str] | None, views: Mapping[str, str | None]
+    ) -> None:
+        """Index a memory anew with its new text and tags (None: as stored) and the named lexical
+        views (None: the view's default for the text); other views keep their indexed text."""
+        memory = self.get(memory_id)
+        stored = self._db.execute(
+            f"SELECT {', '.join(LEXICAL_VIEWS)} FROM memories_fts WHERE rowid = ?", (memory_id,)
+        ).fetchone()
+        kept = {view: value for view, value in zip(LEXICAL_VIEWS, stored, strict=True) if view not in views}
+        named = {view: value for view, value in views.items() if view in LEXICAL_VIEWS and value is not None}
+        self._db.execute("DELETE FROM memories_fts WHERE rowid = ?", (memory_id,))
+        row = fts_row(text, memory.tags if tags is None else tags, memory.kind, {**kept, **named})
+        self._db.execute(_FTS_INSERT, (memory_id, *row))
 
     def touch(self, ids: Sequence[int], now: datetime) -> None:
         """Record that a search returned these memories; increments are atomic in SQL, so
@@ -489,14 +579,17 @@ class SQLiteStore:
         if not ids:
             return
         try:
-            with self.transaction():
+            with self.transaction(ACCESS_TIMEOUT_MS):
                 self._db.executemany(
                     "UPDATE memories SET access_count = access_count + 1, "
                     "last_accessed_at = max(last_accessed_at, ?) WHERE id = ?",
                     [(to_iso(now), memory_id) for memory_id in ids],
                 )
-        except StoreUnavailableError as error:  # best effort: a full disk must not stop searches
-            log.warning("access not recorded: %s", error)
+        except StoreUnavailableError as error:  # best effort: a read-only, busy or full store still answers
+            if not self._access_skipped:
+                self._access_skipped = True
+                reason = f"{self.path} is open read-only" if self.read_only else str(error)
+                log.warning("access not recorded: %s", reason)
 
     def update(self, memory_id: int, changes: dict[str, Any]) -> Memory:
         """Change some of SETTABLE_FIELDS of one memory (tags rewrite its FTS row too)."""
@@ -509,9 +602,7 @@ class SQLiteStore:
                 stored = json.dumps(list(value), ensure_ascii=False) if name == "tags" else value
                 self._db.execute(f"UPDATE memories SET {name} = ? WHERE id = ?", (stored, memory_id))
             if "tags" in changes:
-                self._db.execute(
-                    "UPDATE memories_fts SET tags = ? WHERE rowid = ?", (" ".join(changes["tags"]), memory_id)
-                )
+                self._rewrite_fts(memory_id, memory.text, changes["tags"], {})
             self._bump_generation()
         return self.get(memory.id)
 
@@ -607,10 +698,7 @@ class SQLiteStore:
                 )  # fmt: skip
                 if m.superseded_by is not None or m.parent_id is not None:
                     links.append((m.superseded_by, m.parent_id, m.id))
-                self._db.execute(
-                    "INSERT INTO memories_fts (rowid, text, tags, context, prev) VALUES (?, ?, ?, ?, ?)",
-                    (m.id, m.text, " ".join(m.tags), exported.lexical_views["context"], exported.lexical_views["prev"]),
-                )
+                self._db.execute(_FTS_INSERT, (m.id, *fts_row(m.text, m.tags, m.kind, exported.lexical_views)))
                 if exported.vector is not None:
                     self._db.execute(
                         "INSERT INTO vectors (memory_id, vector) VALUES (?, ?)",
@@ -689,18 +777,20 @@ class SQLiteStore:
         """FTS5 BM25, best first, as (id, score) with higher scores better: over text and tags, or
         over one view's column (`context`, `prev`) only."""
         check_text("the query", query)  # SQLite binds only valid Unicode
-        match = match_expression(query)
-        if match is None:
-            return []
-        if view is None:
-            expression, weights = f"{{text tags}} : ({match})", "1.0, 1.0, 0.0, 0.0"
-        elif view in LEXICAL_VIEWS:
-            expression, weights = (
-                f"{{{view}}} : ({match})",
-                ", ".join("1.0" if name == view else "0.0" for name in FTS_COLUMNS),
-            )
-        else:
+        if view is not None and view not in LEXICAL_VIEWS:
             raise ValueError(f"no full-text view {view!r}")
+        match = match_expression(query)
+        grams = gram_expression(query)
+        if match is None and grams is None:
+            return []
+        # Words in text and tags (or the view); CJK bigrams and symbols (none in plain English) in the gram column.
+        columns = ("text", "tags") if view is None else (view,)
+        parts = [
+            f"{{{' '.join(columns)}}} : ({match})" if match else None,
+            f"{{{GRAM_COLUMNS[view]}}} : ({grams})" if grams else None,
+        ]
+        expression = " OR ".join(part for part in parts if part)
+        weights = ", ".join("1.0" if name in (*columns, GRAM_COLUMNS[view]) else "0.0" for name in FTS_COLUMNS)
         rank = f"bm25(memories_fts, {weights})"
         if scope.is_everything:
             sql = f"SELECT rowid, -{rank} FROM memories_fts WHERE memories_fts MATCH ? ORDER BY {rank} LIMIT ?"
@@ -756,6 +846,11 @@ class SQLiteStore:
         dim = model.dim if model else 0
         if view is None:
             rows = self._db.execute("SELECT memory_id, vector FROM vectors ORDER BY memory_id").fetchall()
+        elif view == _CHUNKS:
+            rows = self._db.execute(
+                "SELECT memory_id, vector FROM views WHERE view LIKE ? ESCAPE '!' ORDER BY memory_id",
+                (_CHUNK_VIEWS_LIKE,),
+            ).fetchall()
         elif view in OWN_TEXT_VIEWS:  # a memory without a vector of this view is searched by its own
             rows = self._db.execute(
                 "SELECT memory_id, vector FROM views WHERE view = ? AND vector IS NOT NULL "
@@ -792,17 +887,29 @@ class SQLiteStore:
         return np.isin(index.ids, np.asarray(self._scoped_ids(scope), np.int64))
 
     def vector_search(self, vector: np.ndarray, scope: Scope, limit: int | None, view: str | None = None) -> Hits:
-        """Exact search: the query against every stored vector of the view, in process."""
+        """Exact search: the query against every stored vector of the view, in process. A long
+        note scores by its best chunk where its own vector stands (the own-text views)."""
         index = self.vector_index(view)
-        return vector_top(index, vector, index.ids.size if limit is None else limit, self._scope_mask(index, scope))
+        chunks = self.vector_index(_CHUNKS) if view is None or view in OWN_TEXT_VIEWS else None
+        pool = index.ids.size if limit is None else limit
+        return vector_top(index, vector, pool, self._scope_mask(index, scope), chunks)
 
     def cosines(self, vector: np.ndarray, ids: Sequence[int]) -> dict[int, float]:
+        """Each memory's cosine as the vector leg scores it: a long note's is its best chunk's."""
+        import numpy as np
+
         index = self.vector_index()
         found, rows = index.rows_of(ids)
         if found.size == 0:  # also a store with no vectors yet, whose matrix has no columns
             return {}
         scores = index.matrix[rows] @ vector
-        return {int(i): float(s) for i, s in zip(found, scores, strict=True)}
+        best = {int(i): float(s) for i, s in zip(found, scores, strict=True)}
+        chunks = self.vector_index(_CHUNKS)
+        if chunks.ids.size:
+            wanted = np.isin(chunks.ids, found)
+            for memory_id, score in zip(chunks.ids[wanted], chunks.matrix[wanted] @ vector, strict=True):
+                best[int(memory_id)] = max(best[int(memory_id)], float(score))
+        return best
 
     def vectors(self, ids: Sequence[int]) -> dict[int, np.ndarray]:
         index = self.vector_index()
@@ -927,12 +1034,24 @@ def _split_statements(script: str) -> builtins.list[str]:
 class _Transaction:
     """BEGIN IMMEDIATE … COMMIT, rolled back on any exception, so a failed write leaves nothing."""
 
-    def __init__(self, connection: sqlite3.Connection, path: Path) -> None:
+    def __init__(self, connection: sqlite3.Connection, path: Path, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> None:
         self._db = connection
         self._path = path
+        self._busy_timeout_ms = busy_timeout_ms
 
     def __enter__(self) -> None:
-        self._db.execute("BEGIN IMMEDIATE")
+        short = self._busy_timeout_ms != BUSY_TIMEOUT_MS
+        try:
+            if short:
+                self._db.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms}")
+            self._db.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as error:
+            if short and _is_busy(error):
+                raise StoreUnavailableError(f"{self._path} is busy: another process is writing to it") from None
+            raise environment_error(self._path, error) or error from None
+        finally:
+            if short:
+                self._db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
 
     def __exit__(self, exc_type: type[BaseException] | None, error: BaseException | None, *_: object) -> None:
         if exc_type is None:

@@ -17,14 +17,18 @@ class VectorIndex:
     ids: np.ndarray
     matrix: np.ndarray
 
-    def rows_of(self, ids: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+    def rows_of(self, ids: Sequence[int] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Of `ids`, those that have a vector here, and their rows in the matrix (ids are sorted)."""
         wanted = np.asarray(ids, np.int64)
-        if self.ids.size == 0 or wanted.size == 0:
-            return wanted[:0], wanted[:0]
-        rows = np.minimum(np.searchsorted(self.ids, wanted), self.ids.size - 1)
-        present = self.ids[rows] == wanted
+        rows, present = self.locate(wanted)
         return wanted[present], rows[present]
+
+    def locate(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Each id's row here (meaningless where absent) and whether it is present."""
+        if self.ids.size == 0 or ids.size == 0:
+            return ids[:0], np.zeros(ids.size, bool)
+        rows = np.minimum(np.searchsorted(self.ids, ids), self.ids.size - 1)
+        return rows, self.ids[rows] == ids
 
 
 @functools.cache
@@ -42,16 +46,24 @@ def one_blas_thread() -> AbstractContextManager[object]:
 
 
 def vector_top(
-    index: VectorIndex, query: np.ndarray, pool: int, allowed: np.ndarray | None = None
+    index: VectorIndex,
+    query: np.ndarray,
+    pool: int,
+    allowed: np.ndarray | None = None,
+    chunks: VectorIndex | None = None,
 ) -> list[tuple[int, float]]:
     """The `pool` stored vectors most cosine-similar to `query` (all rows are unit length).
 
-    `allowed`, a boolean mask over the index rows, restricts the search to a scope.
+    `allowed`, a boolean mask over the index rows, restricts the search to a scope. `chunks` (ids
+    repeat) are more vectors of some memories: each of those scores by its best vector.
     """
     if index.ids.size == 0 or pool <= 0:
         return []
     with one_blas_thread():
         scores = index.matrix @ query.astype(np.float32, copy=False)
+        if chunks is not None and chunks.ids.size:
+            rows, present = index.locate(chunks.ids)
+            np.maximum.at(scores, rows[present], (chunks.matrix @ query.astype(np.float32, copy=False))[present])
     rows = np.flatnonzero(allowed) if allowed is not None else np.arange(scores.size)
     if rows.size == 0:
         return []
