@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,9 @@ from memsearch.cli.app import app
 runner = CliRunner()
 
 
+_STYLES = re.compile(r"\x1b\[[0-9;]*m")
+
+
 def run(*args: str, input: str | None = None, code: int = 0, env: dict[str, str] | None = None) -> Result:
     result = runner.invoke(app, list(args), input=input, env=env)
     assert result.exit_code == code, (result.stdout, result.stderr)
@@ -23,7 +27,12 @@ def run(*args: str, input: str | None = None, code: int = 0, env: dict[str, str]
 
 def terminal(columns: int = 120) -> dict[str, str]:
     """The environment of a terminal this wide (Rich's switch: the runner's stdout is no terminal)."""
-    return {"TTY_COMPATIBLE": "1", "COLUMNS": str(columns), "NO_COLOR": "1"}
+    return {"TTY_COMPATIBLE": "1", "COLUMNS": str(columns), "TERM": "xterm", "NO_COLOR": "1"}
+
+
+def unstyled(out: str) -> str:
+    """A terminal's output without Rich's own styles (bold headers)."""
+    return _STYLES.sub("", out)
 
 
 @pytest.fixture

@@ -29,7 +29,7 @@ Cell = object | tuple[object, str]
 
 TEXT_PREVIEW = 160  # characters of a text shown in a table cell (plain text gets it all)
 META_CAP = 24  # metadata columns grow past this only when the text has all it can use
-TEXT_MIN = 24  # the least the text columns share, unless the terminal is narrower still
+TEXT_MIN = 24  # the least the text columns share (unless the terminal is narrower still)
 COLUMN_OVERHEAD = 3  # a column's padding (1 + 1) and the rule to its right
 EDGE = 1  # the table's left edge
 
@@ -65,19 +65,20 @@ def _fill(widths: list[int], indices: Sequence[int], caps: Sequence[int], budget
 def fit_widths(roles: Sequence[Role], naturals: Sequence[int], width: int, min_widths: Sequence[int]) -> list[int]:
     """The content width of each column in a table `width` cells wide, 0 for a dropped column.
 
-    `naturals` are the widths each column's longest cell needs. Key columns get theirs; text
-    columns at least TEXT_MIN between them (or all the room there is); metadata columns at least
-    their `min_widths` (metadata columns are dropped from the right until that fits); then the
-    room left goes to metadata up to META_CAP, to the text up to its natural width, and to the
-    metadata up to theirs."""
+    `naturals` are the widths each column's longest cell needs. Key columns get theirs; the text
+    columns at least half of the rest (TEXT_MIN at the least, or all there is); metadata columns
+    at least their `min_widths` (metadata columns are dropped from the right until that fits);
+    then the room left goes to metadata up to META_CAP, to the text up to its natural width, and
+    to the metadata up to theirs."""
     shown = list(range(len(roles)))
     texts = [i for i in shown if roles[i] == "text"]
+    fixed = sum(naturals[i] for i in shown if roles[i] == "key")
 
     def floor(i: int, room: int) -> int:
         if roles[i] == "key":
             return naturals[i]
         if roles[i] == "text":
-            return min(naturals[i], max(TEXT_MIN // max(1, len(texts)), 1))
+            return min(naturals[i], max(TEXT_MIN, (room - fixed) // 2) // len(texts))
         return min(naturals[i], min_widths[i])
 
     while True:

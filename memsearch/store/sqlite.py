@@ -280,7 +280,11 @@ class SQLiteStore:
         except OSError as error:
             raise StoreUnavailableError(f"cannot create a store at {path}: {_os_reason(path, error)}") from None
         if path.is_dir():
-            raise StoreCorruptError(f"{path} is a directory, not a memsearch store file")
+            raise StoreCorruptError(f"{path} is a directory, not a memsearch store file; give the path of a store file")
+        if not path.is_file():  # a device, a FIFO: SQLite would report a failing disk
+            raise StoreCorruptError(
+                f"{path} is not a regular file, so not a memsearch store; give the path of a store file"
+            )
         store = cls(path)
         try:
             store._migrate()
