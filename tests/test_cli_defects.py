@@ -145,3 +145,30 @@ def test_a_store_path_that_is_no_file_says_what_to_give(db: str, words: list[str
         error = run(*command, "--db", db, code=1).stderr
         assert len(error.splitlines()) == 1 and "internal error" not in error
         assert all(word in error for word in words) and "give the path of a store file" in error
+
+
+def test_a_store_held_by_another_writer_says_to_run_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sqlite3
+
+    import memsearch.store.sqlite as sqlite_store
+
+    db = tmp_path / "m.db"
+    run("add", "the first note", "--db", str(db))
+    monkeypatch.setattr(sqlite_store, "BUSY_TIMEOUT_MS", 300)  # the wait a writer gives another, shortened
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        error = run("add", "a second note", "--db", str(db), code=1).stderr
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert len(error.splitlines()) == 1 and "internal error" not in error
+    assert "is busy: another process held it" in error and "run it again" in error
+    assert json.loads(run("stats", "--db", str(db), "-f", "json").stdout)["memories"] == 1
+
+
+def test_a_model_cache_that_cannot_be_written_names_the_setting(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "a-file").write_text("x")
+    monkeypatch.setenv("MEMSEARCH_CACHE_DIR", str(tmp_path / "a-file"))
+    error = run("add", "a note", "--db", str(tmp_path / "m.db"), code=1).stderr.splitlines()[-1]
+    assert "internal error" not in error and "set MEMSEARCH_CACHE_DIR to a folder you can write to" in error
