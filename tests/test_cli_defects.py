@@ -167,8 +167,11 @@ def test_a_store_held_by_another_writer_says_to_run_again(tmp_path: Path, monkey
     assert json.loads(run("stats", "--db", str(db), "-f", "json").stdout)["memories"] == 1
 
 
-def test_a_model_cache_that_cannot_be_written_names_the_setting(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_model_cache_that_cannot_be_written_names_the_setting(tmp_path: Path) -> None:
+    from tests.reliability.helpers import run_cli  # a process of its own: this one holds a loaded model
+
     (tmp_path / "a-file").write_text("x")
-    monkeypatch.setenv("MEMSEARCH_CACHE_DIR", str(tmp_path / "a-file"))
-    error = run("add", "a note", "--db", str(tmp_path / "m.db"), code=1).stderr.splitlines()[-1]
-    assert "internal error" not in error and "set MEMSEARCH_CACHE_DIR to a folder you can write to" in error
+    done = run_cli("add", "a note", "--db", str(tmp_path / "m.db"), MEMSEARCH_CACHE_DIR=str(tmp_path / "a-file"))
+    error = done.stderr.decode().splitlines()[-1]
+    assert done.returncode == 1 and "internal error" not in error
+    assert "set MEMSEARCH_CACHE_DIR to a folder you can write to" in error

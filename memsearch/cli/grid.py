@@ -44,6 +44,7 @@ class Column:
     role: Role = "meta"
     justify: JustifyMethod = "left"
     min_width: int = 6
+    wrap: bool = True  # a text column wraps; one that does not is cut with "…" (a row per line)
 
 
 def _fill(widths: list[int], indices: Sequence[int], caps: Sequence[int], budget: int) -> int:
@@ -162,8 +163,8 @@ def print_grid(
             column.header,
             justify=column.justify,
             width=widths[i],
-            no_wrap=column.role != "text",
-            overflow="fold" if column.role == "text" else "ellipsis",
+            no_wrap=not (column.role == "text" and column.wrap),
+            overflow="fold" if column.role == "text" and column.wrap else "ellipsis",
         )
     for row in cells:
         table.add_row(*(row[i] for i in kept))

@@ -171,7 +171,7 @@ RAW_COLUMNS = (
     Column("fused", "key", "right"),
     Column("final", "key", "right"),
     Column("dropped", "key"),
-    Column("text", "text"),
+    Column("text", "text", wrap=False),  # every candidate on one line, to scan down
 )
 EXPLAIN_COLUMNS = (
     Column("stage", "key"),
