@@ -43,7 +43,7 @@ class Column:
     header: str
     role: Role = "meta"
     justify: JustifyMethod = "left"
-    min_width: int = 6
+    min_width: int = 10  # narrower, a key or a project name says too little to keep
     wrap: bool = True  # a text column wraps; one that does not is cut with "…" (a row per line)
 
 
