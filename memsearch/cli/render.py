@@ -137,7 +137,10 @@ def _memory_detail(memory: Memory) -> None:
     table.add_column(style="bold", no_wrap=True)
     table.add_column(overflow="fold")
     for name, value in fields.items():
-        table.add_row(name, literal(_field_value(value), lines=name == "text"))
+        if name == "text":  # its own lines; a final line break would show as an empty row
+            table.add_row(name, literal(value.rstrip("\r\n"), lines=True))
+        else:
+            table.add_row(name, literal(_field_value(value)))
     stdout_console().print(table)
 
 
