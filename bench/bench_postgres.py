@@ -65,7 +65,7 @@ def locomo(server_url: str, dataset: Path) -> None:
     def run(extra: list[str]) -> dict[str, float]:
         started = time.perf_counter()
         out = subprocess.run(
-            [sys.executable, "-m", "memsearch", "eval", str(dataset), "--format", "locomo", "-p", "default",
+            [sys.executable, "-m", "memsearch", "eval", str(dataset), "--dataset-format", "locomo", "-p", "default",
              "-g", "turn", "--no-baseline", "-o", "json", *extra],
             check=True, capture_output=True, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
         )  # fmt: skip

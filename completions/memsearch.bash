@@ -148,15 +148,15 @@ _memsearch_serve() {
 
 _memsearch_eval() {
     case $prev in
-        -f|--format) _memsearch_reply -W 'locomo longmemeval'; return ;;
+        -d|--dataset-format) _memsearch_reply -W 'locomo longmemeval'; return ;;
         -m|--mode) _memsearch_reply -W 'auto vector hybrid lexical'; return ;;
         -g|--granularity) _memsearch_reply -W 'turn session'; return ;;
-        -o|--output) _memsearch_reply -W 'table json'; return ;;
+        -f|-o|--format|--output) _memsearch_reply -W 'table json'; return ;;
         --model) _memsearch_paths -d; return ;;
         --db) _memsearch_paths -f; return ;;
         -p|--profile|--limit) return ;;
     esac
-    if [[ $cur == -* ]]; then _memsearch_reply -W '-f --format -p --profile -m --mode -g --granularity --baseline --no-baseline --limit -o --output --model --db -h --help'
+    if [[ $cur == -* ]]; then _memsearch_reply -W '-d --dataset-format -p --profile -m --mode -g --granularity --baseline --no-baseline --limit -f -o --format --output --model --db -h --help'
     else _memsearch_paths -f; fi
 }
 

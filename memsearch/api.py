@@ -103,15 +103,20 @@ class Timeline:
 
 @dataclass(frozen=True)
 class Consolidation:
-    """What `consolidate` marked (or would mark, on a dry run), with the superseded memories' texts."""
+    """What `consolidate` marked (or would mark, on a dry run), with the texts of the memories on
+    both sides of each supersession."""
 
     plan: ConsolidationPlan
     dry_run: bool
-    older: dict[int, Memory]  # the superseded memories by id
+    memories: dict[int, Memory]  # the superseded memories and the ones superseding them, by id
 
     @property
     def superseded(self) -> dict[int, int]:
         return self.plan.superseded
+
+    @property
+    def texts(self) -> dict[int, str]:
+        return {memory_id: memory.text for memory_id, memory in self.memories.items()}
 
     @property
     def groups(self) -> dict[int, list[int]]:
@@ -122,26 +127,34 @@ class Consolidation:
         return groups
 
     def to_dict(self) -> dict[str, Any]:
+        texts = self.texts
         return {
             "dry_run": self.dry_run,
-            "superseded": [{"id": old, "superseded_by": new} for old, new in sorted(self.superseded.items())],
+            "superseded": [
+                {"id": old, "superseded_by": new, "text": texts.get(old), "superseded_by_text": texts.get(new)}
+                for old, new in sorted(self.superseded.items())
+            ],
             "groups": [{"group_id": group, "ids": ids} for group, ids in self.groups.items()],
         }
 
 
 @dataclass(frozen=True)
 class ProfileInfo:
-    """A ranking profile as listed: its parameters and the file it comes from."""
+    """A ranking profile as listed: its parameters and the file it comes from; a profile whose
+    file cannot be used has no parameters and says why in `error`."""
 
-    profile: Profile
+    name: str
     path: Path
+    profile: Profile | None
+    error: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "name": self.profile.name,
-            "summary": self.profile.summary,
-            "seed": self.profile.seed,
+            "name": self.name,
+            "summary": self.profile.summary if self.profile else "",
+            "seed": self.profile.seed if self.profile else "",
             "path": str(self.path),
+            "error": self.error,
         }
 
 
@@ -475,7 +488,12 @@ class Memsearch:
             yield export_record(exported, keys[parent] if parent is not None else None)
 
     def stats(self) -> dict[str, Any]:
-        return self.store().stats()
+        """What the store holds; a store file that does not exist yet is reported as such
+        (`exists` false, no memories) and is not created."""
+        if isinstance(self.path, Path) and not self.path.exists():
+            return {"path": str(self.path), "exists": False, "memories": 0}
+        stats = self.store().stats()
+        return {"path": stats.pop("path"), "exists": True, **stats}
 
     def doctor(self) -> DoctorReport:
         """The store's shape, counts and consistency, the model's state, and what would make search
@@ -542,14 +560,20 @@ class Memsearch:
 
     @staticmethod
     def profiles() -> builtins.list[ProfileInfo]:
-        """Every ranking profile found, by name."""
-        return [ProfileInfo(load_profile(name), path) for name, path in available().items()]
+        """Every ranking profile found, by name; one that cannot be loaded is listed with its error."""
+        infos = []
+        for name, path in available().items():
+            try:
+                infos.append(ProfileInfo(name, path, load_profile(name)))
+            except InvalidInputError as error:
+                infos.append(ProfileInfo(name, path, None, str(error)))
+        return infos
 
     @staticmethod
     def profile(name: str) -> ProfileInfo:
         """One ranking profile with its resolved parameters."""
         profile = load_profile(name)
-        return ProfileInfo(profile, available()[profile.name])
+        return ProfileInfo(profile.name, available()[profile.name], profile)
 
     def search(
         self, request: SearchRequest, *, profile: Profile | str | None = None, tau_days: float | None = None
@@ -610,17 +634,20 @@ class Memsearch:
         return copy_between(self.path, destination)
 
     def consolidate(self, *, duplicate: float = 0.95, related: float = 0.80, dry_run: bool = False) -> Consolidation:
-        """Mark older near-duplicates (cosine ≥ duplicate) superseded by the newest one and group
-        related memories (cosine ≥ related); every earlier mark is replaced."""
+        """Mark older near-duplicates (cosine ≥ duplicate, and no exact token such as an identifier,
+        number, path or name in one but not the other) superseded by the newest one and group related
+        memories (cosine ≥ related); every earlier mark is replaced."""
         check_range("duplicate threshold", duplicate, 0, 1)
         check_range("related threshold", related, 0, 1)
         store = self.store()
         ids, matrix = store.all_vectors()
-        order = [m.id for m in sorted(store.list(), key=lambda m: (m.created_at, m.id))]
-        result = plan(ids, matrix, order, duplicate, related)
+        memories = sorted(store.list(), key=lambda m: (m.created_at, m.id))
+        texts = {m.id: m.text for m in memories}
+        result = plan(ids, matrix, [m.id for m in memories], duplicate, related, texts)
         if not dry_run:
             store.set_consolidation(result.superseded, result.groups)
-        return Consolidation(result, dry_run, store.get_many(builtins.list(result.superseded)))
+        shown = {*result.superseded, *result.superseded.values()}
+        return Consolidation(result, dry_run, store.get_many(sorted(shown)))
 
 
 def _ingest_dedup(profile: Profile | str | None) -> float | None:

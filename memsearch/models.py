@@ -168,10 +168,11 @@ def _shown(value: object) -> str:
     return f"{type(value).__name__} {text}" if len(text) <= 40 else f"a {type(value).__name__}"
 
 
-def normalise_tags(tags: Iterable[str]) -> tuple[str, ...]:
-    """Trimmed, de-duplicated, in first-seen order; empty tags are dropped."""
+def normalise_tags(tags: Iterable[str] | str) -> tuple[str, ...]:
+    """Trimmed, de-duplicated, in first-seen order; empty tags are dropped. A lone string is one
+    tag (not a sequence of one-letter tags)."""
     seen: dict[str, None] = {}
-    for tag in tags:
+    for tag in (tags,) if isinstance(tags, str) else tags:
         if not isinstance(tag, str):
             raise InvalidInputError(f"tags must be strings, not {_shown(tag)}")
         check_text("a tag", tag)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -15,10 +16,23 @@ from memsearch.cli.app import app
 runner = CliRunner()
 
 
-def run(*args: str, input: str | None = None, code: int = 0) -> Result:
-    result = runner.invoke(app, list(args), input=input)
+_STYLES = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def run(*args: str, input: str | None = None, code: int = 0, env: dict[str, str] | None = None) -> Result:
+    result = runner.invoke(app, list(args), input=input, env=env)
     assert result.exit_code == code, (result.stdout, result.stderr)
     return result
+
+
+def terminal(columns: int = 120) -> dict[str, str]:
+    """The environment of a terminal this wide (Rich's switch: the runner's stdout is no terminal)."""
+    return {"TTY_COMPATIBLE": "1", "COLUMNS": str(columns), "TERM": "xterm", "NO_COLOR": "1"}
+
+
+def unstyled(out: str) -> str:
+    """A terminal's output without Rich's own styles (bold headers)."""
+    return _STYLES.sub("", out)
 
 
 @pytest.fixture
@@ -61,7 +75,7 @@ def test_search_json_contract(filled: None) -> None:
 
 
 def test_search_table_with_explain_and_raw(filled: None) -> None:
-    out = run("search", "parseConfig", "--explain", "--raw", "-k", "1").stdout
+    out = run("search", "parseConfig", "--explain", "--raw", "-k", "1", env=terminal()).stdout
     assert "parseConfig" in out and "exact tokens" in out
     assert "lexical leg" in out and "vector leg" in out and "rrf (k=10)" in out and "× decay" in out and "final" in out
     assert "all 3 candidates before filtering" in out and "limit" in out
@@ -204,10 +218,19 @@ def test_errors_are_one_line_with_the_documented_code(filled: None, args: list[s
 
 
 def test_reads_without_a_store_say_so(tmp_path: Path) -> None:
-    for command in (["list"], ["search", "x"], ["get", "1"], ["stats"]):
+    for command in (["list"], ["search", "x"], ["get", "1"]):
         result = run(*command, "--db", str(tmp_path / "missing.db"), code=1)
         assert "no memsearch store" in result.stderr
     assert not (tmp_path / "missing.db").exists()
+
+
+def test_stats_of_a_store_not_made_yet_says_so_and_succeeds(tmp_path: Path) -> None:
+    missing = tmp_path / "missing.db"
+    result = run("stats", "--db", str(missing))
+    assert f"no memsearch store at {missing} yet" in result.stderr and "memories\t0" in result.stdout
+    document = json.loads(run("stats", "--db", str(missing), "-f", "json").stdout)
+    assert document == {"path": str(missing), "exists": False, "memories": 0}
+    assert not missing.exists() and list(tmp_path.iterdir()) == []
 
 
 def test_corrupt_store_is_reported_and_left_alone(tmp_path: Path) -> None:

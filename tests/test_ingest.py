@@ -189,7 +189,7 @@ def test_consolidate_and_profiles_show_print_csv_when_asked(tmp_path: Path) -> N
     run("add", "The staging database password rotates every month", "--db", db)
     run("add", "The staging database password rotates every month.", "--db", db)
     rows = list(csv.reader(io.StringIO(run("consolidate", "--dry-run", "-f", "csv", "--db", db).stdout)))
-    assert rows[0] == ["id", "superseded_by", "group_id", "text"]
+    assert rows[0] == ["id", "superseded_by", "group_id", "text", "newer_text"]
     assert rows[1][:2] == ["1", "2"] and rows[1][3].startswith("The staging database")
     shown = list(csv.reader(io.StringIO(run("profiles", "show", "cems", "-f", "csv").stdout)))
     assert shown[0] == ["name", "value"] and ["name", "cems"] in shown

@@ -6,6 +6,7 @@ fast and never import torch.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import sys
@@ -29,6 +30,8 @@ from memsearch.choices import (
     OUTPUT_FORMATS,
     RERANK_METHODS,
 )
+from memsearch.cli import metavars
+from memsearch.cli.literal import visible
 from memsearch.cli.render import messages
 from memsearch.errors import ExitCode, InvalidInputError, MemsearchError
 
@@ -41,9 +44,46 @@ _state = {"debug": False}
 
 def _fail(message: str, code: int) -> None:
     # A message may quote input that is not valid Unicode; it is shown escaped, never re-raised.
-    shown = message.encode("utf-8", "backslashreplace").decode("utf-8")
+    shown = visible(message.encode("utf-8", "backslashreplace").decode("utf-8"))
     messages.print(f"memsearch: {shown}", markup=False, soft_wrap=True)
     sys.exit(code)
+
+
+@contextmanager
+def _ends_cleanly() -> Iterator[None]:
+    """A reader that went away (`| head`) ends the command as a success, silently; Ctrl-C ends it
+    with one line and 130. Both are caught here, before Typer turns them into exit 1 and a
+    silent 130."""
+    try:
+        yield
+    except BrokenPipeError:
+        try:  # what is still buffered for stdout goes nowhere, and flushing it cannot fail again
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError):  # no file descriptor (a test runner's stream)
+            pass
+        sys.exit(ExitCode.OK)
+    except KeyboardInterrupt:
+        _fail("interrupted", ExitCode.INTERRUPTED)
+
+
+# What to do about an error of the environment, by errno.
+_ADVICE_OF_ERRNO = {
+    errno.EACCES: "permission denied; check its permissions or choose another path",
+    errno.EPERM: "operation not permitted; check its permissions or choose another path",
+    errno.EROFS: "the file system is read-only; choose a path you can write to",
+    errno.ENOSPC: "the disk is full; free some space and run it again",
+    errno.EISDIR: "it is a directory; give a file",
+    errno.ENOTDIR: "a part of the path is not a directory; check the path",
+    errno.ENOENT: "no such file or directory; check the path",
+    errno.ENAMETOOLONG: "the name is too long; choose a shorter path",
+}
+
+
+def environment_message(error: OSError) -> str:
+    """One line: what the system refused, where, and what to do."""
+    advice = _ADVICE_OF_ERRNO.get(error.errno or 0, f"{error.strerror or error}; check the path and the disk")
+    return f"{error.filename}: {advice}" if error.filename else advice
 
 
 def _invalid_argument(args: list[str]) -> str | None:
@@ -95,6 +135,18 @@ def cli_message(error: MemsearchError) -> str:
 class MemsearchGroup(TyperGroup):
     """Turns every failure into one line on stderr and a documented exit code."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        metavars.apply(self, CONTEXT_SETTINGS["help_option_names"])
+
+    def make_context(self, *args: Any, **kwargs: Any) -> Any:
+        with _ends_cleanly():  # `memsearch --help | head -1`
+            return super().make_context(*args, **kwargs)
+
+    def invoke(self, ctx: Any) -> Any:
+        with _ends_cleanly():
+            return super().invoke(ctx)
+
     def main(self, args: Any = None, prog_name: str | None = None, **extra: Any) -> Any:  # type: ignore[override]
         extra["standalone_mode"] = False
         bad_argument = _invalid_argument(list(sys.argv[1:] if args is None else args))
@@ -113,16 +165,12 @@ class MemsearchGroup(TyperGroup):
             if _state["debug"]:
                 traceback.print_exc()
             _fail(cli_message(error), error.exit_code)
-        except BrokenPipeError:
-            sys.stderr.close()  # the reader went away (`| head`); that is not an error
-            sys.exit(ExitCode.OK)
         except RecursionError:  # json's decoder on input nested thousands of levels deep
             _fail("the input is nested too deeply to read (JSON nested over 1000 levels); nothing was stored", 1)
         except UnicodeDecodeError as error:  # a file or stdin that is not UTF-8
             _fail(f"the input is not valid UTF-8 ({error.reason} at byte {error.start}); nothing was stored", 1)
-        except OSError as error:  # the environment refused: say what and where
-            where = f" ({error.filename})" if error.filename else ""
-            _fail(f"{error.strerror or error}{where}", ExitCode.ERROR)
+        except OSError as error:  # the environment refused: say what, where and what to do
+            _fail(environment_message(error), ExitCode.ERROR)
         except Exception as error:  # a bug, or a store's own error met outside a write (a damaged file)
             from memsearch.store import describe_store_error
 
@@ -130,20 +178,19 @@ class MemsearchGroup(TyperGroup):
                 _fail(cli_message(known), known.exit_code)
             if _state["debug"]:
                 traceback.print_exc()
-            _fail(
-                f"internal error: {type(error).__name__}: {error} (rerun with --debug for the traceback)",
-                ExitCode.ERROR,
-            )
+            hint = "" if _state["debug"] else " (rerun with --debug for the traceback)"
+            _fail(f"internal error: {type(error).__name__}: {error}{hint}", ExitCode.ERROR)
         sys.exit(result if isinstance(result, int) else ExitCode.OK)
 
 
+CONTEXT_SETTINGS: dict[str, Any] = {"help_option_names": ["-h", "--help"]}
 app = typer.Typer(
     cls=MemsearchGroup,
     name="memsearch",
     help="Local-first memory search for AI agents and terminal users.",
     invoke_without_command=True,
     add_completion=False,
-    context_settings={"help_option_names": ["-h", "--help"]},
+    context_settings=CONTEXT_SETTINGS,
     pretty_exceptions_enable=False,
 )
 
@@ -735,7 +782,10 @@ def stats(fmt: FormatOption = "table", db: DbOption = None) -> None:
     from memsearch.cli.render import render_stats
 
     with _memsearch(db) as ms:
-        render_stats(ms.stats(), str(fmt))
+        stats = ms.stats()
+    if not stats["exists"]:
+        messages.print(f"no memsearch store at {stats['path']} yet; `memsearch add` or `memsearch import` creates it")
+    render_stats(stats, str(fmt))
 
 
 @app.command()
@@ -906,7 +956,9 @@ def serve(
 @app.command("eval")
 def eval_(
     dataset: Annotated[Path, typer.Argument(help="A LoCoMo or LongMemEval JSON file.", dir_okay=False)],
-    dataset_format: Annotated[DatasetFormat, typer.Option("--format", "-f", help="The dataset's format.")],
+    dataset_format: Annotated[
+        DatasetFormat, typer.Option("--dataset-format", "-d", help="The dataset's format: locomo or longmemeval.")
+    ],
     profile: Annotated[
         list[str] | None, typer.Option("--profile", "-p", help="A profile to measure (repeatable). Default: all.")
     ] = None,
@@ -921,7 +973,10 @@ def eval_(
     limit: Annotated[
         int | None, typer.Option("--limit", help="Only the first N conversations (or questions).", min=1)
     ] = None,
-    output: Annotated[ReportFormat, typer.Option("--output", "-o", help="table, or json for machines.")] = "table",
+    output: Annotated[
+        ReportFormat,
+        typer.Option("--format", "-f", "--output", "-o", help="Output format: table, or json for machines."),
+    ] = "table",
     model: ModelOption = None,
     db: Annotated[
         str | None,
@@ -974,6 +1029,9 @@ def main() -> None:
         app()
     except SystemExit as stop:
         code = stop.code
+    except KeyboardInterrupt:  # before or after a command runs (a command's own is caught in the group)
+        sys.stderr.write("memsearch: interrupted\n")
+        code = ExitCode.INTERRUPTED
     try:
         sys.stdout.flush()
         sys.stderr.flush()

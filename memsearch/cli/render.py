@@ -1,6 +1,8 @@
-"""Rendering of library results: Rich tables for people, JSON / JSONL / CSV for scripts.
+"""Rendering of library results: tables for people (plain lines in a pipe, see `grid`), JSON /
+JSONL / CSV for scripts.
 
-Only data goes to stdout; messages go to stderr (see `messages`).
+Only data goes to stdout; messages go to stderr (see `messages`). Stored text reaches the
+terminal only through `literal` (as literal text, control characters visible), never as markup.
 """
 
 from __future__ import annotations
@@ -11,11 +13,12 @@ import sys
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from rich.console import Console, JustifyMethod
-from rich.markup import escape
+from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from memsearch.cli.grid import Column, is_terminal, print_grid, stdout_console
+from memsearch.cli.literal import literal, one_line
 from memsearch.profiles import leg_kind
 
 if TYPE_CHECKING:
@@ -24,13 +27,9 @@ if TYPE_CHECKING:
     from memsearch.doctor import DoctorReport
     from memsearch.models import Memory
 
-_TEXT_PREVIEW = 160
 
-messages = Console(stderr=True, highlight=False, soft_wrap=True)  # one message, one line
-
-
-def stdout_console() -> Console:
-    return Console(highlight=False)
+# One message, one line; messages quote stored text (keys, file names), so never markup.
+messages = Console(stderr=True, highlight=False, soft_wrap=True, markup=False, emoji=False)
 
 
 def write_json(document: Any, *, compact: bool = False) -> None:
@@ -75,13 +74,8 @@ def write_output(
         raise ValueError(f"not a machine format: {fmt!r}")
 
 
-def _preview(text: str) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= _TEXT_PREVIEW else flat[: _TEXT_PREVIEW - 1] + "…"
-
-
-def _short_time(iso: str) -> str:
-    return iso[:16].replace("T", " ")
+def _short_time(iso: str | None) -> str:
+    return "" if iso is None else iso[:16].replace("T", " ")
 
 
 # -- memories (get, list) ------------------------------------------------------------------
@@ -100,6 +94,15 @@ MEMORY_CSV_COLUMNS = (
     "pinned",
     "text",
 )
+MEMORY_COLUMNS = (
+    Column("id", "key", "right"),
+    Column("created", min_width=16),
+    Column("key"),
+    Column("project"),
+    Column("tags"),
+    Column("text", "text"),
+)
+NAME_VALUE = (Column("name", "key"), Column("value", "text"))
 
 
 def render_memories(memories: Sequence[Memory], fmt: str, *, single: bool = False) -> None:
@@ -113,60 +116,87 @@ def render_memories(memories: Sequence[Memory], fmt: str, *, single: bool = Fals
             rows=documents,
         )
     elif single:
-        stdout_console().print(_memory_detail(memories[0]))
+        _memory_detail(memories[0])
     else:
-        table = Table(show_lines=False)
-        for column in ("id", "created", "key", "project", "tags", "text"):
-            table.add_column(column, overflow="fold" if column == "text" else "ellipsis", no_wrap=column != "text")
-        for m in memories:
-            table.add_row(
-                str(m.id),
-                _short_time(m.to_dict()["created_at"]),
-                m.key or "",
-                m.project or "",
-                ", ".join(m.tags),
-                _preview(m.text),
-            )
-        stdout_console().print(table)
+        rows = [
+            (m.id, _short_time(m.to_dict()["created_at"]), m.key or "", m.project or "", ", ".join(m.tags), m.text)
+            for m in memories
+        ]
+        print_grid(MEMORY_COLUMNS, rows)
 
 
-def _memory_detail(memory: Memory) -> Table:
+def _field_value(value: Any) -> str:
+    if isinstance(value, list | dict):
+        return json.dumps(value, ensure_ascii=False)
+    return "" if value is None else str(value)
+
+
+def _memory_detail(memory: Memory) -> None:
+    """Every field on a line of its own; on a terminal the text keeps its own lines."""
+    fields = memory.to_dict()
+    if not is_terminal():
+        print_grid(NAME_VALUE, [(name, _field_value(value)) for name, value in fields.items()], show_header=False)
+        return
     table = Table(show_header=False, box=None)
-    table.add_column(style="bold")
+    table.add_column(style="bold", no_wrap=True)
     table.add_column(overflow="fold")
-    for name, value in memory.to_dict().items():
-        if isinstance(value, list | dict):
-            value = json.dumps(value, ensure_ascii=False)
-        table.add_row(name, Text("" if value is None else str(value)))
-    return table
+    for name, value in fields.items():
+        if name == "text":  # its own lines; a final line break would show as an empty row
+            table.add_row(name, literal(value.rstrip("\r\n"), lines=True))
+        else:
+            table.add_row(name, literal(_field_value(value)))
+    stdout_console().print(table)
 
 
 def render_stats(stats: dict[str, Any], fmt: str) -> None:
     if fmt != "table":
-        rows = [{"name": name, "value": value} for name, value in stats.items()]
-        write_output(fmt, document=stats, columns=("name", "value"), rows=rows)
+        pairs = [{"name": name, "value": value} for name, value in stats.items()]
+        write_output(fmt, document=stats, columns=("name", "value"), rows=pairs)
         return
-    table = Table(show_header=False, box=None)
-    table.add_column(style="bold")
-    table.add_column()
+    rows: list[tuple[str, Any]] = []
     for name, value in stats.items():
         if isinstance(value, dict):
             value = ", ".join(f"{k or '(none)'}: {n}" for k, n in value.items()) or "—"
-        table.add_row(name.replace("_", " "), "—" if value is None else str(value))
-    stdout_console().print(table)
+        rows.append((name.replace("_", " "), "—" if value is None else value))
+    print_grid(NAME_VALUE, rows, show_header=False)
 
 
 # -- search --------------------------------------------------------------------------------
 
 SEARCH_CSV_COLUMNS = ("query", "rank", "id", "key", "score", "created_at", "tags", "text")
+RESULT_COLUMNS = (
+    Column("#", "key", "right"),
+    Column("id", "key", "right"),
+    Column("score", "key", "right"),
+    Column("created", min_width=16),
+    Column("tags"),
+    Column("text", "text"),
+)
+RAW_COLUMNS = (
+    Column("id", "key", "right"),
+    Column("ranks", "key"),
+    Column("fused", "key", "right"),
+    Column("final", "key", "right"),
+    Column("dropped", "key"),
+    Column("text", "text", wrap=False),  # every candidate on one line, to scan down
+)
+EXPLAIN_COLUMNS = (
+    Column("stage", "key"),
+    Column("rank", "key", "right"),
+    Column("value", "key", "right"),
+    Column("detail", "text"),
+)
 
 
 def render_search(documents: Sequence[dict[str, Any]], fmt: str, *, raw: bool, explain: bool, batch: bool) -> None:
     """Render search documents (`SearchOutcome.to_dict(raw=raw)`, from this process or from a server)."""
     if fmt == "table":
-        console = stdout_console()
-        for document in documents:
-            _search_tables(console, document, raw=raw, explain=explain)
+        if is_terminal():
+            console = stdout_console()
+            for document in documents:
+                _search_tables(console, document, raw=raw, explain=explain)
+        else:
+            _search_lines(documents, raw=raw, explain=explain, batch=batch)
         return
     rows = [
         {**row, "query": document["query"], "rank": row.get("rank", position), "score": repr(row["score"])}
@@ -189,49 +219,66 @@ def render_search(documents: Sequence[dict[str, Any]], fmt: str, *, raw: bool, e
     )
 
 
+def _result_row(row: dict[str, Any]) -> tuple[Any, ...]:
+    return (row["rank"], row["id"], f"{row['score']:.4f}", _short_time(row["created_at"]), ", ".join(row["tags"]),
+            row["text"])  # fmt: skip
+
+
+def _search_lines(documents: Sequence[dict[str, Any]], *, raw: bool, explain: bool, batch: bool) -> None:
+    """Plain text for pipes: the results, then (with --explain) every result's stages, then (with
+    --raw) every candidate, each block a header and a line per row (a query column in a batch)."""
+    query = (Column("query", "key"),) if batch else ()
+    first = [(document["query"],) if batch else () for document in documents]
+    print_grid(
+        (*query, *RESULT_COLUMNS),
+        [(*q, *_result_row(row)) for q, document in zip(first, documents, strict=True) for row in document["results"]],
+    )
+    if explain:
+        sys.stdout.write("\n")
+        rows = []
+        for q, document in zip(first, documents, strict=True):
+            sys.stdout.write("".join(one_line(line) + "\n" for line in stage_lines(document)))
+            legs = _leg_specs(document)
+            rows += [(*q, row["id"], *stage) for row in document["results"] for stage in _explain_rows(row, legs)]
+        print_grid((*query, Column("id", "key", "right"), *EXPLAIN_COLUMNS), rows)
+    if raw:
+        sys.stdout.write("\n")
+        print_grid(
+            (*query, *RAW_COLUMNS),
+            [(*q, *_raw_row(c, _raw_legs(d))) for q, d in zip(first, documents, strict=True) for c in d["candidates"]],
+        )
+        for document in documents:
+            if moves := rerank_moves(document):
+                sys.stdout.write("re-ranking moved: " + ", ".join(moves) + "\n")
+
+
 def _search_tables(console: Console, document: dict[str, Any], *, raw: bool, explain: bool) -> None:
     title = Text.assemble(
-        (document["query"], "bold"), "  →  ", (document["strategy"], "cyan"), f"  ({document['strategy_reason']})"
+        literal(document["query"], style="bold"),
+        "  →  ",
+        (document["strategy"], "cyan"),
+        f"  ({document['strategy_reason']})",
     )
     results = document["results"]
-    table = Table(title=title, title_justify="left")
-    columns: tuple[tuple[str, JustifyMethod], ...] = (
-        ("#", "right"),
-        ("id", "right"),
-        ("score", "right"),
-        ("created", "left"),
-        ("tags", "left"),
-        ("text", "left"),
-    )
-    for column, justify in columns:
-        table.add_column(
-            column, justify=justify, overflow="fold" if column == "text" else "ellipsis", no_wrap=column != "text"
-        )
-    for row in results:
-        table.add_row(
-            str(row["rank"]),
-            str(row["id"]),
-            f"{row['score']:.4f}",
-            _short_time(row["created_at"]),
-            ", ".join(row["tags"]),
-            _preview(row["text"]),
-        )
     if results:
-        console.print(table)
+        print_grid(RESULT_COLUMNS, [_result_row(row) for row in results], title=title, console=console)
     else:
         console.print(Text.assemble(title, "\n", ("no results", "yellow")))
     if explain:
         if document.get("embedded_query") is not None:
-            console.print(Text.assemble(("vector legs embedded: ", "bold"), document["embedded_query"]))
+            console.print(Text.assemble(("vector legs embedded: ", "bold"), literal(document["embedded_query"])))
         for line in stage_lines(document):
             console.print(Text(line))
-        legs = _profile_legs(document["profile"])
-        for expansion in document.get("expansions", ()):
-            legs.update(expansion["legs"])
+        legs = _leg_specs(document)
         for row in results:
-            console.print(explain_table(row, legs))
+            title = Text.assemble(f"#{row['rank']}  id {row['id']}: ", literal(row["text"], limit=70))
+            print_grid(EXPLAIN_COLUMNS, _explain_rows(row, legs), title=title, console=console)
     if raw:
-        console.print(_raw_table(document, console.width))
+        ranked = _raw_legs(document)
+        title = Text(
+            f"all {len(document['candidates'])} candidates before filtering; leg ranks: {', '.join(ranked) or 'none'}"
+        )
+        print_grid(RAW_COLUMNS, [_raw_row(c, ranked) for c in document["candidates"]], title=title, console=console)
         if moves := rerank_moves(document):
             console.print(Text("re-ranking moved: " + ", ".join(moves)))
 
@@ -261,32 +308,32 @@ def rerank_moves(document: dict[str, Any]) -> list[str]:
     return [text for _, text in sorted(moves)]
 
 
-def _profile_legs(name: str) -> dict[str, str]:
-    """The leg specs of the profile a document names (documents carry leg names, not specs)."""
+def _leg_specs(document: dict[str, Any]) -> dict[str, str]:
+    """The spec of each leg a document names: its profile's, and its LLM expansions' (documents
+    carry leg names, not specs)."""
     from memsearch.profiles import load_profile
 
-    return dict(load_profile(name).legs)
+    legs = dict(load_profile(document["profile"]).legs)
+    for expansion in document.get("expansions", ()):
+        legs.update(expansion["legs"])
+    return legs
 
 
 def _shown(values: dict[str, Any]) -> str:
     return ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in values.items())
 
 
-def explain_table(row: dict[str, Any], leg_specs: dict[str, str]) -> Table:
+def _explain_rows(row: dict[str, Any], leg_specs: dict[str, str]) -> list[tuple[Any, ...]]:
     """Each leg's rank and score, the fusion, every factor in order, and the final score."""
     explain = row["explain"]
     fusion = explain["fusion"]
     terms: dict[str, float] = fusion["terms"]
-    table = Table(title=f"#{row['rank']}  id {row['id']}: {_preview(row['text'])[:70]}", title_justify="left")
-    table.add_column("stage")
-    table.add_column("rank", justify="right")
-    table.add_column("value", justify="right")
-    table.add_column("detail")
+    rows: list[tuple[Any, ...]] = []
     for leg, hit in explain["legs"].items():
         spec = leg_specs.get(leg, leg)
-        measure = {"vector": "cosine", "lexical": "bm25", "time": "in a date the query names"}[leg_kind(spec)]
-        table.add_row(
-            f"{leg} leg", str(hit["rank"]), f"{hit['score']:.4g}", f"{measure} ({spec})" if spec != leg else measure
+        measure = {"vector": "cosine", "lexical": "bm25", "time": "cosine in a named date"}[leg_kind(spec)]
+        rows.append(
+            (f"{leg} leg", hit["rank"], f"{hit['score']:.4g}", f"{measure} ({spec})" if spec != leg else measure)
         )
     detail = fusion.get("detail", {})
     rerank = detail.get("rerank")
@@ -303,97 +350,116 @@ def explain_table(row: dict[str, Any], leg_specs: dict[str, str]) -> Table:
         parts = [f"{fusion['weights'][n]:g}·{detail[n]:.4g} [{n}]" for n in terms]
         title = "weighted sum"
     if "turn_support" in detail:
-        table.add_row(title, "", f"{detail['session_rrf_score']:.6f}", escape(" + ".join(parts)))
+        rows.append((title, "", f"{detail['session_rrf_score']:.6f}", " + ".join(parts)))
         shown = (
             f"min(cap, share · {detail['supporting_turn_count']} turns' best) "
             f"[best turn {detail['best_turn_id']}: {', '.join(detail['best_turn_routes'])}]"
         )
-        table.add_row("+ turn support", "", f"{detail['turn_support']:.6f}", escape(shown))
+        rows.append(("+ turn support", "", f"{detail['turn_support']:.6f}", shown))
     elif "norm_rrf" in detail:
-        table.add_row(title, "", f"{detail['rrf']:.6f}", escape(" + ".join(parts)))
+        rows.append((title, "", f"{detail['rrf']:.6f}", " + ".join(parts)))
         blend = detail["blend_vector"]
         mix = f"{1 - blend:g}·{detail['norm_rrf']:.4f} [min-max rrf] + {blend:g}·{detail['vector_score']:.4f} [cosine]"
-        table.add_row("blend", "", f"{fused:.6f}", escape(mix))
+        rows.append(("blend", "", f"{fused:.6f}", mix))
     else:
-        table.add_row(title, "", f"{fused:.6f}", escape(" + ".join(parts)))
+        rows.append((title, "", f"{fused:.6f}", " + ".join(parts)))
     if rerank:
         moved = f"{rerank['method']}: from place {rerank['from']} to {rerank['to']}, with that place's score"
-        table.add_row("re-rank", "", f"{fusion['score']:.6f}", escape(moved))
+        rows.append(("re-rank", "", f"{fusion['score']:.6f}", moved))
     for factor in explain["factors"]:
         symbol = "×" if factor["op"] == "mul" else "+"
-        table.add_row(
-            f"{symbol} {factor['name']}", "", f"{factor['value']:.6f}", escape(_shown(factor.get("detail", {})))
-        )
-    table.add_row(Text("final", style="bold"), "", Text(f"{explain['final']:.6f}", style="bold"), "")
+        rows.append((f"{symbol} {factor['name']}", "", f"{factor['value']:.6f}", _shown(factor.get("detail", {}))))
+    rows.append((("final", "bold"), "", (f"{explain['final']:.6f}", "bold"), ""))
     if explain.get("selection"):
-        table.add_row("selection", "", "", escape(_shown(explain["selection"])))
-    return table
+        rows.append(("selection", "", "", _shown(explain["selection"])))
+    return rows
 
 
-def _raw_table(document: dict[str, Any], width: int) -> Table:
-    """Every candidate on one line: the legs' ranks in one column (so any number of legs fits), the
-    scores, why it was dropped, and as much of the text as the terminal has room for."""
-    candidates = document["candidates"]
-    legs = sorted({leg for c in candidates for leg in c["explain"]["legs"]})
-    title = f"all {len(candidates)} candidates before filtering; leg ranks: {', '.join(legs) or 'none'}"
-    rows = [
-        [
-            str(c["id"]),
-            " ".join(str(c["explain"]["legs"][leg]["rank"]) if leg in c["explain"]["legs"] else "—" for leg in legs),
-            f"{c['explain']['fusion']['score']:.6f}",
-            f"{c['score']:.6f}",
-            c["dropped"] or "kept",
-        ]
-        for c in candidates
-    ]
-    headers = ["id", "ranks", "fused", "final", "dropped"]
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
-    room = max(12, width - sum(widths) - 3 * len(widths) - 4)  # what the fixed columns and borders leave
-    table = Table(title=title, title_justify="left")
-    for header, justify in zip(headers, ("right", "left", "right", "right", "left"), strict=True):
-        table.add_column(header, justify=justify, no_wrap=True)  # type: ignore[arg-type]
-    table.add_column("text", no_wrap=True, overflow="ellipsis", max_width=room)
-    for candidate, row in zip(candidates, rows, strict=True):
-        style = "dim" if candidate["dropped"] else "green"
-        table.add_row(*row[:4], Text(row[4], style=style), _preview(candidate["text"]))
-    return table
+def _raw_legs(document: dict[str, Any]) -> list[str]:
+    return sorted({leg for c in document["candidates"] for leg in c["explain"]["legs"]})
+
+
+def _raw_row(candidate: dict[str, Any], legs: Sequence[str]) -> tuple[Any, ...]:
+    """A candidate on one line: the legs' ranks in one column (so any number of legs fits), the
+    scores, why it was dropped, and its text."""
+    ranks = candidate["explain"]["legs"]
+    return (
+        candidate["id"],
+        " ".join(str(ranks[leg]["rank"]) if leg in ranks else "—" for leg in legs),
+        f"{candidate['explain']['fusion']['score']:.6f}",
+        f"{candidate['score']:.6f}",
+        (candidate["dropped"] or "kept", "dim" if candidate["dropped"] else "green"),
+        candidate["text"],
+    )
 
 
 # -- profiles and consolidation -------------------------------------------------------------
+
+PROFILE_COLUMNS = (Column("profile", "key"), Column("follows"), Column("summary", "text"))
 
 
 def render_profiles(profiles: Sequence[ProfileInfo], fmt: str) -> None:
     rows = [info.to_dict() for info in profiles]
     if fmt != "table":
-        write_output(fmt, document=rows, lines=rows, columns=("name", "summary", "seed", "path"), rows=rows)
+        columns = ("name", "summary", "seed", "path", "error")
+        write_output(fmt, document=rows, lines=rows, columns=columns, rows=rows)
         return
-    table = Table()
-    table.add_column("profile", style="bold", no_wrap=True)
-    table.add_column("follows", no_wrap=True)
-    table.add_column("summary")
-    for row in rows:
-        table.add_row(row["name"], row["seed"].removesuffix(".txt"), row["summary"])
-    stdout_console().print(table)
+    print_grid(
+        PROFILE_COLUMNS,
+        [
+            (row["name"], row["seed"].removesuffix(".txt"), row["summary"])
+            if row["error"] is None
+            else (row["name"], ("broken", "red"), (row["error"], "red"))
+            for row in rows
+        ],
+    )
 
 
 def render_profile(info: ProfileInfo, fmt: str) -> None:
+    """`table`: the profile as TOML that can be pasted into a profile file (a comment line names
+    it); the other formats: its resolved parameters."""
+    from memsearch.profiles import profile_toml
+
     profile = info.profile
+    assert profile is not None, "a broken profile is an error, never shown"
     document = {**profile.to_dict(), "path": str(info.path)}
-    if fmt != "table":
-        rows = [{"name": name, "value": value} for name, value in document.items()]
+    if fmt == "table":
+        comment = f"# {one_line(profile.name)} — {one_line(profile.summary)}\n# from {one_line(info.path)}\n"
+        sys.stdout.write(comment + profile_toml(profile))
+    elif fmt == "csv":
+        rows = [{"name": name, "value": value} for name, value in _flat(document)]
         write_output(fmt, document=document, columns=("name", "value"), rows=rows)
-        return
-    from rich.pretty import Pretty
-
-    stdout_console().print(Text(f"{profile.name} — {profile.summary}", style="bold"))
-    stdout_console().print(Pretty(document, expand_all=True))
+    else:
+        write_output(fmt, document=document, columns=(), rows=())
 
 
-CONSOLIDATION_CSV_COLUMNS = ("id", "superseded_by", "group_id", "text")
+def _flat(document: Mapping[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    """Nested parameters as dotted names (`fusion.rrf_k`), for one name-value row each."""
+    pairs: list[tuple[str, Any]] = []
+    for name, value in document.items():
+        if isinstance(value, Mapping) and value:
+            pairs += _flat(value, f"{prefix}{name}.")
+        elif isinstance(value, list | tuple) and value and all(isinstance(v, Mapping) for v in value):
+            for position, item in enumerate(value):
+                pairs += _flat(item, f"{prefix}{name}.{position}.")
+        else:
+            pairs.append(
+                (f"{prefix}{name}", json.dumps(value, ensure_ascii=False) if isinstance(value, dict) else value)
+            )
+    return pairs
+
+
+CONSOLIDATION_CSV_COLUMNS = ("id", "superseded_by", "group_id", "text", "newer_text")
+CONSOLIDATION_COLUMNS = (
+    Column("id", "key", "right"),
+    Column("by", "key", "right"),
+    Column("older text", "text"),
+    Column("newer text", "text"),
+)
 
 
 def render_consolidation(result: Consolidation, fmt: str) -> None:
-    groups, older, dry_run = result.groups, result.older, result.dry_run
+    groups, texts, dry_run = result.groups, result.texts, result.dry_run
     if fmt != "table":
         group_of = {memory_id: group for group, ids in groups.items() for memory_id in ids}
         rows = [
@@ -401,25 +467,32 @@ def render_consolidation(result: Consolidation, fmt: str) -> None:
                 "id": memory_id,
                 "superseded_by": result.superseded.get(memory_id),
                 "group_id": group_of.get(memory_id),
-                "text": older[memory_id].text if memory_id in older else None,
+                "text": texts.get(memory_id),
+                "newer_text": texts.get(result.superseded[memory_id]) if memory_id in result.superseded else None,
             }
             for memory_id in sorted({*result.superseded, *group_of})
         ]
-        write_output(fmt, document=result.to_dict(), columns=CONSOLIDATION_CSV_COLUMNS, rows=rows)
+        write_output(fmt, document=result.to_dict(), lines=rows, columns=CONSOLIDATION_CSV_COLUMNS, rows=rows)
         return
     verb = "would mark" if dry_run else "marked"
     messages.print(f"{verb} {len(result.superseded)} superseded; {len(groups)} groups of related memories")
     if result.superseded:
-        table = Table(title="superseded (older → newer)", title_justify="left")
-        table.add_column("id", justify="right")
-        table.add_column("by", justify="right")
-        table.add_column("older text")
-        for old, new in sorted(result.superseded.items()):
-            table.add_row(str(old), str(new), _preview(older[old].text) if old in older else "")
-        stdout_console().print(table)
+        print_grid(
+            CONSOLIDATION_COLUMNS,
+            [(old, new, texts.get(old, ""), texts.get(new, "")) for old, new in sorted(result.superseded.items())],
+            title=Text("superseded (older → newer)"),
+        )
 
 
 TIMELINE_CSV_COLUMNS = ("id", "current", "created_at", "session", "position", "role", "text")
+TIMELINE_COLUMNS = (
+    Column("id", "key", "right"),
+    Column("when", min_width=16),
+    Column("session"),
+    Column("#", "key", "right"),
+    Column("who"),
+    Column("text", "text"),
+)
 
 
 def render_timeline(timeline: Timeline, fmt: str) -> None:
@@ -428,24 +501,17 @@ def render_timeline(timeline: Timeline, fmt: str) -> None:
         documents = timeline.to_dict()
         write_output(fmt, document=documents, lines=documents, columns=TIMELINE_CSV_COLUMNS, rows=documents)
         return
-    table = Table()
-    for column in ("id", "when", "session", "#", "who", "text"):
-        table.add_column(column, justify="right" if column in ("id", "#") else "left", no_wrap=column != "text")
+    rows = []
     for m in memories:
-        style = "bold" if m.id == current else None
-        table.add_row(
-            str(m.id),
-            _short_time(m.to_dict()["created_at"]),
-            m.session or "",
-            "" if m.position is None else str(m.position),
-            m.role or "",
-            Text(m.text, style=style or ""),
-            style=style,
-        )
-    stdout_console().print(table)
+        style = "bold" if m.id == current else ""
+        cells = (m.id, _short_time(m.to_dict()["created_at"]), m.session or "", m.position, m.role or "", m.text)
+        rows.append(tuple((cell, style) for cell in cells))
+    print_grid(TIMELINE_COLUMNS, rows)
 
 
 # -- export, config, doctor ------------------------------------------------------------------
+
+CONFIG_COLUMNS = (Column("setting", "key"), Column("value", "text"), Column("from", "text"))
 
 
 def render_config(config: Config, store: str, fmt: str) -> None:
@@ -455,19 +521,25 @@ def render_config(config: Config, store: str, fmt: str) -> None:
         document = {**config.to_dict(), "store": store}
         write_output(fmt, document=document, lines=rows, columns=("name", "value", "source", "origin"), rows=rows)
         return
-    console = stdout_console()
-    console.print(Text(f"config file: {config.path}{'' if config.exists else ' (none)'}"))
-    console.print(Text(f"store: {store}"))
-    table = Table()
-    for column in ("setting", "value", "from"):
-        table.add_column(column, overflow="fold")
-    for row in rows:
-        source = row["source"] if row["origin"] is None else f"{row['source']}: {row['origin']}"
-        table.add_row(row["name"], Text("—" if row["value"] is None else str(row["value"])), Text(source))
-    console.print(table)
+    messages = [f"config file: {config.path}{'' if config.exists else ' (none)'}", f"store: {store}"]
+    for line in messages:
+        if is_terminal():
+            stdout_console().print(literal(line))
+        else:
+            sys.stdout.write(one_line(line) + "\n")
+    cells = [
+        (
+            row["name"],
+            "—" if row["value"] is None else row["value"],
+            row["source"] if row["origin"] is None else f"{row['source']}: {row['origin']}",
+        )
+        for row in rows
+    ]
+    print_grid(CONFIG_COLUMNS, cells)
 
 
 _LEVEL_STYLE = {"ok": "green", "warning": "yellow", "problem": "bold red"}
+FINDING_COLUMNS = (Column("level", "key"), Column("check", "key"), Column("detail", "text"))
 
 
 def render_doctor(report: DoctorReport, fmt: str) -> None:
@@ -476,9 +548,8 @@ def render_doctor(report: DoctorReport, fmt: str) -> None:
         findings = document["findings"]
         write_output(fmt, document=document, records=findings, columns=("name", "level", "detail"), rows=findings)
         return
-    console = stdout_console()
     store, model = document["store"], document["model"]
-    lines = [("store", report.location)]
+    lines: list[tuple[str, object]] = [("store", report.location)]
     if store is not None:
         memories = ", ".join(f"{n} {kind}{'s' * (n != 1)}" for kind, n in store["memories"].items()) or "none"
         lines += [
@@ -494,16 +565,6 @@ def render_doctor(report: DoctorReport, fmt: str) -> None:
             lines.append(("wal", f"{store['wal_bytes']:,} bytes"))
     if model is not None:
         lines.append(("model", f"{model['name']} ({'exported' if model['exported'] else 'not exported yet'})"))
-    summary = Table(show_header=False, box=None)
-    summary.add_column(style="bold")
-    summary.add_column(overflow="fold")
-    for name, value in lines:
-        summary.add_row(name, Text(value))
-    console.print(summary)
-    findings = Table(show_header=False, box=None)
-    findings.add_column(no_wrap=True)
-    findings.add_column(no_wrap=True, style="bold")
-    findings.add_column(overflow="fold")
-    for finding in report.findings:
-        findings.add_row(Text(finding.level, style=_LEVEL_STYLE[finding.level]), finding.name, Text(finding.detail))
-    console.print(findings)
+    print_grid(NAME_VALUE, lines, show_header=False)
+    rows = [((f.level, _LEVEL_STYLE[f.level]), (f.name, "bold"), f.detail) for f in report.findings]
+    print_grid(FINDING_COLUMNS, rows, show_header=False)

@@ -204,6 +204,11 @@ def ensure_export(spec: ModelSpec) -> Path:
             export_model(spec, target)
         except EmbeddingError:
             raise
+        except OSError as error:  # the cache folder cannot be written: say which setting moves it
+            raise EmbeddingError(
+                f"could not export {spec.name} to ONNX in {target.parent}: {error.strerror or error}; "
+                "set MEMSEARCH_CACHE_DIR to a folder you can write to"
+            ) from error
         except Exception as error:
             raise EmbeddingError(f"could not export {spec.name} to ONNX in {target.parent}: {error}") from error
     return target

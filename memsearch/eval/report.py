@@ -108,7 +108,7 @@ def render_report(report: EvalReport, fmt: str = "table", *, console: Console | 
         out = console.file if console is not None else sys.stdout
         out.write(json.dumps(report.to_dict(), indent=2) + "\n")
         return
-    console = console or Console()
+    console = console or Console(markup=False, emoji=False)  # profile and category names are data, not markup
     for granularity in report.granularities:
         console.print(overall_table(report, granularity))
         console.print(category_table(report, granularity))

@@ -8,14 +8,16 @@ another with `extends = "name"`. Every key is checked: a typo is an error, not a
 from __future__ import annotations
 
 import functools
+import json
 import math
 import os
 import re
 import tomllib
+import types
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Union, get_args, get_origin, get_type_hints
 
 from memsearch.choices import RERANK_METHODS
 from memsearch.errors import InvalidInputError
@@ -221,6 +223,8 @@ def _load(name: str, seen: tuple[str, ...]) -> Profile:
     path = paths[name]
     try:
         data = dict(_read(path, path.stat().st_mtime_ns))
+    except UnicodeDecodeError:
+        raise InvalidInputError(f"profile file {path}: not UTF-8 text") from None
     except (OSError, tomllib.TOMLDecodeError) as error:
         raise InvalidInputError(f"profile file {path}: {error}") from None
     base = _load(data.pop("extends"), (*seen, name)) if "extends" in data else Profile()
@@ -295,8 +299,103 @@ def _build(values: dict[str, Any]) -> Profile:
         rerank=Rerank(**values["rerank"]),
         expand=Expansion(**expand),
     )
+    check_types(profile)
     validate(profile)
     return profile
+
+
+def _conforms(value: Any, hint: Any) -> bool:
+    """Whether a value read from TOML has the type a profile field declares (an int is a float)."""
+    origin = get_origin(hint)
+    if origin in (Union, types.UnionType):
+        return any(_conforms(value, option) for option in get_args(hint))
+    if hint is type(None):
+        return value is None
+    if hint is float:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint in (bool, str):
+        return isinstance(value, hint)
+    if origin is Mapping:
+        key_hint, value_hint = get_args(hint)
+        return isinstance(value, Mapping) and all(
+            _conforms(k, key_hint) and _conforms(v, value_hint) for k, v in value.items()
+        )
+    if origin is tuple:
+        return isinstance(value, tuple) and all(_conforms(item, get_args(hint)[0]) for item in value)
+    if isinstance(hint, type):
+        return isinstance(value, hint)
+    return True
+
+
+def _described(hint: Any) -> str:
+    names = {float: "a number", int: "a whole number", bool: "true or false", str: "a string", type(None): "absent"}
+    if get_origin(hint) in (Union, types.UnionType):
+        return " or ".join(_described(option) for option in get_args(hint))
+    if get_origin(hint) is Mapping:
+        return f"a table of {_described(get_args(hint)[1]).removeprefix('a ')}s"
+    return names.get(hint, "a table")
+
+
+def check_types(instance: Any, where: str = "") -> None:
+    """Every field of a profile (and of its parts) has its declared type, or ValueError names it:
+    `fusion.rrf_k must be a number, not 'ten'`."""
+    hints = get_type_hints(type(instance))
+    for spec in fields(instance):
+        value, hint = getattr(instance, spec.name), hints[spec.name]
+        if not _conforms(value, hint):
+            raise ValueError(f"{where}{spec.name} must be {_described(hint)}, not {value!r}")
+        if is_dataclass(value):
+            check_types(value, f"{where}{spec.name}.")
+        elif isinstance(value, tuple):
+            for position, item in enumerate(value, start=1):
+                if is_dataclass(item):
+                    check_types(item, f"{where}{spec.name} {position}: ")
+
+
+# -- TOML out --------------------------------------------------------------------------------
+
+
+def _toml_key(key: object) -> str:
+    text = str(key)
+    return text if re.fullmatch(r"[A-Za-z0-9_-]+", text) else _toml_value(text)
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)  # inf and nan are TOML too
+    if isinstance(value, str):  # a JSON string is a TOML basic string, once DEL is escaped
+        return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007f")
+    if isinstance(value, Mapping):
+        items = [f"{_toml_key(k)} = {_toml_value(v)}" for k, v in value.items() if v is not None]
+        return "{ " + ", ".join(items) + " }" if items else "{}"
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_toml_value(item) for item in value) + "]"
+    raise TypeError(f"no TOML for {value!r}")
+
+
+def profile_toml(profile: Profile) -> str:
+    """The profile as TOML that loads back to the same profile when saved as `<name>.toml` (every
+    parameter resolved, no `extends`; absent values are the defaults, so they are left out)."""
+    data = profile.to_dict()
+    del data["name"]  # a profile's name is its file's
+    defaults = asdict(Adjustment(kind=""))
+    data["adjust"] = [{k: v for k, v in item.items() if k == "kind" or v != defaults[k]} for item in data["adjust"]]
+    lines = [
+        f"{_toml_key(k)} = {_toml_value(v)}"
+        for k, v in data.items()
+        if v is not None and not isinstance(v, dict | list)
+    ]
+    for name, value in data.items():
+        if isinstance(value, dict):
+            lines += ["", f"[{name}]"]
+            lines += [f"{_toml_key(k)} = {_toml_value(v)}" for k, v in value.items() if v is not None]
+    for item in data["adjust"]:
+        lines += ["", "[[adjust]]", *(f"{_toml_key(k)} = {_toml_value(v)}" for k, v in item.items())]
+    return "\n".join(lines) + "\n"
 
 
 def _legs(value: Any) -> dict[str, str]:

@@ -228,6 +228,7 @@ class SQLiteStore:
         self._local = threading.local()
         self._connections: builtins.list[sqlite3.Connection] = []
         self._lock = threading.Lock()
+        self._access_lock = threading.Lock()
         self._vector_cache: dict[str | None, tuple[int, VectorIndex]] = {}
         self._write_refusal: MemsearchError | None = None  # set when only reading works (a full disk)
         self._access_skipped = False  # the note that access was not recorded is given once
@@ -332,7 +333,11 @@ class SQLiteStore:
         except OSError as error:
             raise StoreUnavailableError(f"cannot create a store at {path}: {_os_reason(path, error)}") from None
         if path.is_dir():
-            raise StoreCorruptError(f"{path} is a directory, not a memsearch store file")
+            raise StoreCorruptError(f"{path} is a directory, not a memsearch store file; give the path of a store file")
+        if not path.is_file():  # a device, a FIFO: SQLite would report a failing disk
+            raise StoreCorruptError(
+                f"{path} is not a regular file, so not a memsearch store; give the path of a store file"
+            )
         read_only = read_only_requested() or not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK))
         store = cls(path, read_only=read_only)
         try:
@@ -392,7 +397,8 @@ class SQLiteStore:
 
     # -- transactions and store facts -----------------------------------------------------
 
-    def transaction(self, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> _Transaction:
+    def transaction(self, busy_timeout_ms: int | None = None) -> _Transaction:
+        """A write transaction; `busy_timeout_ms` waits less than BUSY_TIMEOUT_MS for another writer."""
         connection = self._db
         if self._write_refusal is not None:
             raise self._write_refusal
@@ -579,7 +585,9 @@ class SQLiteStore:
         if not ids:
             return
         try:
-            with self.transaction(ACCESS_TIMEOUT_MS):
+            # Threads of this process take turns here, so the short wait only ever gives way to
+            # another process's writer, never to a sibling search.
+            with self._access_lock, self.transaction(ACCESS_TIMEOUT_MS):
                 self._db.executemany(
                     "UPDATE memories SET access_count = access_count + 1, "
                     "last_accessed_at = max(last_accessed_at, ?) WHERE id = ?",
@@ -1034,13 +1042,13 @@ def _split_statements(script: str) -> builtins.list[str]:
 class _Transaction:
     """BEGIN IMMEDIATE … COMMIT, rolled back on any exception, so a failed write leaves nothing."""
 
-    def __init__(self, connection: sqlite3.Connection, path: Path, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> None:
+    def __init__(self, connection: sqlite3.Connection, path: Path, busy_timeout_ms: int | None = None) -> None:
         self._db = connection
         self._path = path
         self._busy_timeout_ms = busy_timeout_ms
 
     def __enter__(self) -> None:
-        short = self._busy_timeout_ms != BUSY_TIMEOUT_MS
+        short = self._busy_timeout_ms is not None
         try:
             if short:
                 self._db.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms}")

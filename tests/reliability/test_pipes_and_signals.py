@@ -1,0 +1,97 @@
+"""Exit codes under pipes and Ctrl-C (issue 8, item 9), in real child processes: a reader that goes
+away (`| head -1`) is a success with nothing on stderr; SIGINT prints one line and exits 130."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from memsearch.embedding import Encoder
+from tests.reliability.helpers import child_env, run_cli
+
+LONG = "x" * 4000  # some 200 KB of output in all: more than a pipe holds, so the writer meets the closed end
+
+
+@pytest.fixture
+def db(tmp_path: Path, encoder: Encoder) -> Path:
+    path = tmp_path / "m.db"
+    lines = "".join(json.dumps({"text": f"note {n} {LONG}", "key": f"k{n}"}) + "\n" for n in range(50))
+    assert run_cli("import", "-", "--db", str(path), input=lines).returncode == 0
+    return path
+
+
+@pytest.mark.parametrize(
+    ("command", "env"),
+    [
+        ("list -f jsonl -n 0", {}),
+        ("list -f json -n 0", {}),
+        ("list -n 0", {}),  # plain lines
+        ("list -n 0", {"TTY_COMPATIBLE": "1", "COLUMNS": "80"}),  # a Rich table
+        ("search note -k 50 -f jsonl --mode lexical", {}),
+        ("search note -k 50 --raw --mode lexical", {"TTY_COMPATIBLE": "1"}),
+    ],
+)
+def test_a_closed_pipe_is_success(db: Path, command: str, env: dict[str, str]) -> None:
+    pipeline = f"set -o pipefail; {sys.executable} -m memsearch {command} --db {db} | head -1 >/dev/null"
+    done = subprocess.run(["bash", "-c", pipeline], capture_output=True, env=child_env(**env), timeout=120, check=False)
+    assert done.returncode == 0, done.stderr.decode()
+    assert done.stderr == b""
+
+
+def _wait_reading_stdin(child: subprocess.Popen[bytes], timeout: float = 60) -> None:
+    """Until the child sits in read(0, …): past start-up, inside the command."""
+    syscall = Path(f"/proc/{child.pid}/syscall")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            fields = syscall.read_text().split()
+        except OSError:
+            pytest.skip("no /proc/PID/syscall here")
+        if fields[:2] == ["0", "0x0"]:  # read(2) on file descriptor 0
+            return
+        assert child.poll() is None, child.communicate()
+        time.sleep(0.05)
+    raise AssertionError("the child never read its stdin")
+
+
+@pytest.mark.parametrize("command", [["import", "-"], ["search", "--queries", "-"]])
+def test_ctrl_c_prints_one_line_and_exits_130(db: Path, command: list[str]) -> None:
+    child = subprocess.Popen(
+        [sys.executable, "-m", "memsearch", *command, "--db", str(db)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=child_env(),
+    )
+    try:
+        _wait_reading_stdin(child)
+        child.send_signal(signal.SIGINT)
+        out, err = child.communicate(timeout=60)
+    finally:
+        if child.poll() is None:
+            child.kill()
+    assert child.returncode == 130
+    assert err.decode() == "memsearch: interrupted\n" and out == b""
+
+
+def test_ctrl_c_during_an_import_stores_nothing(db: Path, tmp_path: Path) -> None:
+    big = tmp_path / "big.jsonl"
+    big.write_text("".join(json.dumps({"text": f"fact {n} about the deploy"}) + "\n" for n in range(20_000)))
+    child = subprocess.Popen(
+        [sys.executable, "-m", "memsearch", "import", str(big), "--db", str(db)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=child_env(),
+    )
+    time.sleep(3)  # loading, parsing or embedding: each ends the same way
+    child.send_signal(signal.SIGINT)
+    _, err = child.communicate(timeout=60)
+    assert child.returncode == 130, err.decode()
+    assert err.decode().splitlines()[-1] == "memsearch: interrupted" and "Traceback" not in err.decode()
+    assert json.loads(run_cli("stats", "-f", "json", "--db", str(db)).stdout)["memories"] == 50
