@@ -20,7 +20,7 @@ from memsearch.ingest.readers import read_chat, read_locomo, read_longmemeval
 from memsearch.ingest.records import export_record, parse_memories, parse_queries
 from memsearch.llm import LLM, configured_llm
 from memsearch.models import Memory, NewMemory, check_range, normalise_tags
-from memsearch.paths import resolve_db_path
+from memsearch.paths import resolve_db_path, shown_location
 from memsearch.profiles import Profile, available, load_profile, with_environment
 from memsearch.retrieval.pipeline import (
     SearchOutcome,
@@ -523,16 +523,7 @@ class Memsearch:
         return DoctorReport(self.store().location, True, health, model, store_findings(health, model) + findings)
 
     def _location(self) -> str:
-        if isinstance(self.path, Path):
-            return str(self.path)
-        try:
-            from memsearch.store.postgres import redacted
-        except ImportError:  # no postgres extra: show the URL without its user and password
-            from urllib.parse import urlsplit
-
-            parts = urlsplit(self.path)
-            return f"{parts.scheme}://{parts.hostname or ''}{parts.path}"
-        return redacted(self.path)
+        return shown_location(self.path)
 
     def _model_state(self, findings: builtins.list[Finding]) -> ModelState | None:
         """The model searches would use, resolved without loading it; a bad one is a finding."""

@@ -63,3 +63,16 @@ def read_only_requested() -> bool:
     """`MEMSEARCH_READ_ONLY=1`: open every store for reading only (a shared or archived store;
     searches then skip recording access)."""
     return os.environ.get("MEMSEARCH_READ_ONLY", "").strip().lower() not in ("", "0", "false", "no")
+
+
+def shown_location(location: Path | str) -> str:
+    """A store's location for people and logs: a path as it is, a URL without its password."""
+    if isinstance(location, Path):
+        return str(location)
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(location)
+    if not parts.password:
+        return location
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))

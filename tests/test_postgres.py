@@ -272,10 +272,12 @@ def test_the_seed_sql_ranks_like_the_pgvector_profile(pg_url: str, encoder: Enco
 
 
 def test_messages_show_urls_without_their_password() -> None:
-    from memsearch.store.postgres import redacted
+    from memsearch.paths import shown_location
 
-    assert redacted("postgresql://me:s3cret@db.example:5432/team") == "postgresql://me:***@db.example:5432/team"
-    assert redacted("postgresql://me@db.example/team") == "postgresql://me@db.example/team"
+    assert shown_location("postgresql://me:s3cret@db.example:5432/team") == "postgresql://me:***@db.example:5432/team"
+    assert shown_location("postgresql://me@db.example/team") == "postgresql://me@db.example/team"
+    shown = CliRunner().invoke(app, ["path", "--db", "postgresql://me:s3cret@db.example/team"]).stdout
+    assert shown == "postgresql://me:***@db.example/team\n"  # `memsearch path` leaks no password either
     with pytest.raises(StoreNotFoundError, match=r"^cannot connect to postgresql://me:\*\*\*@127\.0\.0\.1:9/x"):
         open_store("postgresql://me:s3cret@127.0.0.1:9/x?connect_timeout=2")
 

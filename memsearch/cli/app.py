@@ -790,10 +790,10 @@ def stats(fmt: FormatOption = "table", db: DbOption = None) -> None:
 
 @app.command()
 def path(db: DbOption = None) -> None:
-    """Print where the store is (it need not exist yet)."""
-    from memsearch.paths import resolve_db_path
+    """Print where the store is (it need not exist yet; a URL without its password)."""
+    from memsearch.paths import resolve_db_path, shown_location
 
-    typer.echo(resolve_db_path(db))
+    typer.echo(shown_location(resolve_db_path(db)))
 
 
 @app.command()

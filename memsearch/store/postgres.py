@@ -18,7 +18,6 @@ from collections import defaultdict
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
-from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 import psycopg
@@ -44,7 +43,7 @@ from memsearch.models import (
     content_hash,
     default_view_text,
 )
-from memsearch.paths import read_only_requested
+from memsearch.paths import read_only_requested, shown_location
 from memsearch.store.base import EVERYTHING, EmbeddingModelInfo, ExportedMemory, Hits, Rewrite, Scope, StoreHealth
 from memsearch.store.fts import FTS_COLUMNS, GRAM_COLUMNS, fts_row, match_phrases
 from memsearch.store.postgres_text import K1, B, Fts5Tokenizer, idf, phrase_count
@@ -176,15 +175,6 @@ MIGRATIONS: tuple[str | Callable[[Connection[Any]], None], ...] = (*_SQL_MIGRATI
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
-def redacted(url: str) -> str:
-    """The URL without its password, for messages."""
-    parts = urlsplit(url)
-    if not parts.password:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return urlunsplit(parts._replace(netloc=netloc))
-
-
 def _where(scope: Scope, alias: str = "m") -> tuple[str, list[Any]]:
     """A SQL condition over the memories table (under `alias`) for `scope`, and its parameters."""
     clauses: list[str] = []
@@ -270,7 +260,7 @@ class PostgresStore:
 
     def __init__(self, url: str) -> None:
         self.url = url
-        self.location = redacted(url)
+        self.location = shown_location(url)
         self._local = threading.local()
         self._connections: builtins.list[Connection[Any]] = []
         self._lock = threading.Lock()
