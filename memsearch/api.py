@@ -13,7 +13,7 @@ from memsearch.choices import IMPORT_FORMATS
 from memsearch.consolidate import ConsolidationPlan, plan
 from memsearch.doctor import DoctorReport, Finding, ModelState
 from memsearch.embedding import Encoder, Progress, load_encoder, resolve_model
-from memsearch.errors import DuplicateKeyError, ImportLineError, InvalidInputError, MemsearchError
+from memsearch.errors import DuplicateKeyError, ImportLineError, InvalidInputError, MemsearchError, StoreNotFoundError
 from memsearch.ingest.conversations import SESSION_VIEWS, conversation_memories, session_text, turn_views, with_facets
 from memsearch.ingest.embed import embed_memories, near_duplicates, with_chunks
 from memsearch.ingest.readers import read_chat, read_locomo, read_longmemeval
@@ -319,8 +319,8 @@ class Memsearch:
             lines, memories = [], self._conversation_memories(content, source, fmt, sessions, conversation)
         if not memories:
             return ImportOutcome(source, {kind: 0 for kind in KIND_NAMES})
-        if not replace and (isinstance(self.path, str) or self.path.exists()):
-            self._check_new_keys(memories, lines, source)
+        if not replace and (store := self._existing_store()) is not None:
+            self._check_new_keys(store, memories, lines, source)
         if facets:
             memories = with_facets(memories, self.encoder())
         outcomes = self.add_many(memories, replace=replace, profile=profile, progress=progress)
@@ -355,13 +355,23 @@ class Memsearch:
             if memory.key is not None:
                 earlier.add(memory.key)
 
-    def _stored_key(self, key: str) -> bool:
-        exists = isinstance(self.path, str) or self.path.exists()
-        return exists and self.store().id_for_key(key) is not None
+    def _existing_store(self) -> Store | None:
+        """The store if there is one yet: checks before a first import must not create it (and a new
+        PostgreSQL database has no schema until the import writes)."""
+        if isinstance(self.path, Path) and not self.path.exists():
+            return None
+        try:
+            return self.store()
+        except StoreNotFoundError:
+            return None
 
-    def _check_new_keys(self, memories: Sequence[NewMemory], lines: Sequence[int], source: str) -> None:
+    def _stored_key(self, key: str) -> bool:
+        store = self._existing_store()
+        return store is not None and store.id_for_key(key) is not None
+
+    @staticmethod
+    def _check_new_keys(store: Store, memories: Sequence[NewMemory], lines: Sequence[int], source: str) -> None:
         """A key of the import that a stored memory has already fails with its line (or item) number."""
-        store = self.store()
         for position, memory in enumerate(memories):
             existing = store.id_for_key(memory.key) if memory.key is not None else None
             if existing is not None:

@@ -287,3 +287,15 @@ def test_idf_of_a_word_in_every_memory_is_fts5s_floor() -> None:
 
     assert idf(10, 10) == MIN_IDF and idf(10, 12) == MIN_IDF  # never a math domain error
     assert idf(100, 1) > idf(100, 10) > 0
+
+
+def test_a_first_import_with_keys_into_a_new_database_creates_the_store(
+    pg_url: str, tmp_path: Path, isolated_home: Path
+) -> None:
+    source = tmp_path / "notes.jsonl"
+    source.write_text('{"text": "the deploy key is in the vault", "key": "deploy-key"}\n', encoding="utf-8")
+    runner = CliRunner()
+    first = runner.invoke(app, ["import", str(source), "--db", pg_url])
+    assert first.exit_code == 0, first.stderr
+    again = runner.invoke(app, ["import", str(source), "--db", pg_url])
+    assert again.exit_code == 1 and "line 1: a memory with key 'deploy-key' exists already" in again.stderr
