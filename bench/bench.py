@@ -877,7 +877,7 @@ def bench_api_search(store: Path, qs: Sequence[str], label: str, target: float) 
 
 def bench_import(
     exe: str, n: int, seed: int, runs: int, out: Path, env: dict[str, str], now: datetime
-) -> tuple[Figure, Figure]:
+) -> tuple[Figure, Figure, Figure]:
     from memsearch.api import Memsearch
     from memsearch.embedding import load_encoder, resolve_model
     from memsearch.models import NewMemory
@@ -903,20 +903,26 @@ def bench_import(
         log(f"  CLI import run {run + 1}/{runs}: {elapsed:.2f} s ({n / elapsed:.0f} memories/s)")
     fresh("import-cli.db")
 
-    load_encoder(resolve_model()).encode(["warm-up"])  # the API figure is with a loaded model
-    api_times = []
+    # The two routes take turns, each turn next to a floor run, so both meet the same load.
+    encoders = {backend: load_encoder(resolve_model(), backend) for backend in ("onnx", "onnx-int8")}
+    times: dict[str, list[float]] = {backend: [] for backend in encoders}
+    floors = []
     for run in range(runs):
-        db = fresh("import-api.db")
-        started = time.perf_counter()
-        lines = source.read_text(encoding="utf-8").splitlines()
-        memories = [NewMemory.from_json(json.loads(line)) for line in lines]
-        with Memsearch(db) as ms:
-            ids = ms.add_many(memories)
-        elapsed = time.perf_counter() - started
-        assert len(ids) == n
-        api_times.append(elapsed)
-        log(f"  API import run {run + 1}/{runs}: {elapsed:.2f} s ({n / elapsed:.0f} memories/s)")
+        floors.append(compute_floor())
+        for backend, encoder in encoders.items():
+            encoder.encode(["warm-up"])  # the API figures are with a loaded model
+            db = fresh("import-api.db")
+            started = time.perf_counter()
+            lines = source.read_text(encoding="utf-8").splitlines()
+            memories = [NewMemory.from_json(json.loads(line)) for line in lines]
+            with Memsearch(db, encoder=encoder) as ms:
+                ids = ms.add_many(memories)
+            elapsed = time.perf_counter() - started
+            assert len(ids) == n
+            times[backend].append(elapsed)
+            log(f"  API import ({backend}) run {run + 1}/{runs}: {elapsed:.2f} s ({n / elapsed:.0f} memories/s)")
     fresh("import-api.db")
+    api_times, int8_times = times["onnx"], times["onnx-int8"]
     words = [len(json.loads(line)["text"].split()) for line in source.read_text(encoding="utf-8").splitlines()]
     extra = {"memories": n, "seconds": statistics.median(cli_times), "mean_words": statistics.mean(words)}
     return (
@@ -936,9 +942,33 @@ def bench_import(
             150.0,
             higher_is_better=True,
             note="model already loaded; parse+embed+insert",
-            extra={**extra, "seconds": statistics.median(api_times)},
+            extra={**extra, "seconds": statistics.median(api_times), **floor_ratio(n, api_times, floors)},
+        ),
+        Figure(
+            f"API add_many {n} memories, MEMSEARCH_ENCODER=onnx-int8",
+            "mem/s",
+            [n / t for t in int8_times],
+            higher_is_better=True,
+            note="opt-in int8 weights; as above",
+            extra={**extra, "seconds": statistics.median(int8_times), **floor_ratio(n, int8_times, floors)},
         ),
     )
+
+
+def compute_floor() -> float:
+    """Seconds for a fixed single-threaded Python loop: on a shared machine, a rate times this
+    floor (memories per floor) moves far less with the load than the rate itself. (A numpy
+    matrix product loop swung 4x between runs: its BLAS threads fight the other processes.)"""
+    started = time.perf_counter()
+    total = 0
+    for i in range(3_000_000):
+        total += i * i
+    return time.perf_counter() - started
+
+
+def floor_ratio(n: int, times: Sequence[float], floors: Sequence[float]) -> dict[str, float]:
+    floor = statistics.median(floors)
+    return {"floor_s": floor, "memories_per_floor": n / statistics.median(times) * floor}
 
 
 # -- output -----------------------------------------------------------------------------------
@@ -993,6 +1023,13 @@ def render_table(figures: Sequence[Figure], header: dict[str, Any]) -> str:
         f"  {fig.name.strip()}: median CPU time {fig.extra['cpu_s_median']:.3f} s (user + system)"
         for fig in figures
         if "cpu_s_median" in fig.extra
+    ]
+    notes += [
+        f"  {fig.name.strip()}: {fig.extra['memories_per_floor']:.1f} memories per floor "
+        f"(floor: a fixed Python loop, median {fig.extra['floor_s'] * 1000:.0f} ms, "
+        "measured next to each run)"
+        for fig in figures
+        if "memories_per_floor" in fig.extra
     ]
     notes.append(
         "  bg CPUs: how many CPUs other processes kept busy, on average, while the figure was measured "

@@ -1,15 +1,20 @@
-"""The bundled model, on both routes: the fast ONNX route must give the reference vectors."""
+"""The bundled model, on both routes: the fast ONNX route must give the reference vectors; the
+opt-in int8 route gives close ones, under a model name of its own."""
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from memsearch.api import Memsearch
 from memsearch.embedding import BUNDLED_MODEL_NAME, Encoder, bundled_model_path, load_encoder, resolve_model
-from memsearch.errors import InvalidInputError
+from memsearch.errors import InvalidInputError, ModelMismatchError
+from memsearch.models import NewMemory
+from memsearch.retrieval.pipeline import SearchRequest
 
 TEXTS = [
     "hello",
@@ -72,3 +77,33 @@ def test_another_model_directory_is_accepted(tmp_path: Path) -> None:
     assert spec.name == str(copy.resolve())
     encoder = load_encoder(spec, "sentence-transformers")
     assert encoder.info.name == spec.name and encoder.info.dim == 384
+
+
+@pytest.fixture(scope="module")
+def int8_encoder(model_cache: Path) -> Encoder:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("MEMSEARCH_CACHE_DIR", str(model_cache))
+        return load_encoder(resolve_model(), "onnx-int8")
+
+
+def test_int8_route_stays_close_to_the_model(encoder: Encoder, int8_encoder: Encoder, model_cache: Path) -> None:
+    texts = [*TEXTS[1:4], "Caroline went to the LGBTQ support group yesterday and felt inspired"]
+    cosines = (encoder.encode(texts) * int8_encoder.encode(texts)).sum(axis=1)
+    assert cosines.min() > 0.98, cosines
+    assert int8_encoder.info.name != encoder.info.name
+    assert any((model_cache / "onnx").glob("*/model-int8.onnx"))  # quantised once, beside the export
+
+
+@pytest.mark.parametrize("store_route", ["onnx", "onnx-int8"])
+def test_a_store_refuses_the_other_route(
+    tmp_path: Path, encoder: Encoder, int8_encoder: Encoder, store_route: str
+) -> None:
+    maker, other = (encoder, int8_encoder) if store_route == "onnx" else (int8_encoder, encoder)
+    db = tmp_path / "store.db"
+    with Memsearch(db, encoder=maker) as ms:
+        ms.add_many([NewMemory(text="the deploy key lives in the vault")])
+    with Memsearch(db, encoder=other) as ms:
+        with pytest.raises(ModelMismatchError, match=f"vectors come from {re.escape(maker.info.name)}"):
+            ms.search(SearchRequest("deploy key", mode="hybrid"))
+        with pytest.raises(ModelMismatchError):
+            ms.add_many([NewMemory(text="another note")])
