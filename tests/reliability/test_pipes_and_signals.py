@@ -72,7 +72,10 @@ def test_ctrl_c_prints_one_line_and_exits_130(db: Path, command: list[str]) -> N
     try:
         _wait_reading_stdin(child)
         child.send_signal(signal.SIGINT)
-        out, err = child.communicate(timeout=60)
+        # stdin stays open until the child has exited: closing it at once (communicate does) races
+        # the signal with an end of input, which a loaded machine can deliver first
+        child.wait(timeout=60)
+        out, err = child.communicate(timeout=10)
     finally:
         if child.poll() is None:
             child.kill()
