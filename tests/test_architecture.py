@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import ast
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.cli_probe import modules_imported_by
 
 PACKAGE = Path(__file__).parents[1] / "memsearch"
 
@@ -102,18 +101,6 @@ def test_front_ends_never_reach_the_store_or_the_encoder() -> None:
                 assert not node.module.startswith(("memsearch.store.", "memsearch.embedding")), (path.name, node.module)
 
 
-PROBE = """
-import json, sys
-from memsearch.cli.app import app
-sys.argv = ["memsearch", *sys.argv[1:]]
-try:
-    app()
-except SystemExit:
-    pass
-print(json.dumps(sorted(name for name in sys.modules if name.startswith("memsearch.eval"))))
-"""
-
-
 @pytest.mark.parametrize(
     "args",
     [
@@ -127,12 +114,10 @@ def test_the_products_commands_do_not_import_eval(tmp_path: Path, args: list[str
     notes = tmp_path / "notes.jsonl"
     notes.write_text('{"text": "the deploy key is in the vault"}\n', encoding="utf-8")
     db = tmp_path / "m.db"
-    subprocess.run([sys.executable, "-c", PROBE, "add", "seed", "--db", str(db)], check=True, capture_output=True)
+    modules_imported_by("add", "seed", "--db", str(db), check=True)
     argv = [arg.replace("{input}", str(notes)) for arg in args]
-    done = subprocess.run(
-        [sys.executable, "-c", PROBE, *argv, "--db", str(db)], capture_output=True, text=True, check=False
-    )
-    assert json.loads(done.stdout.strip().splitlines()[-1]) == [], done.stderr
+    modules = modules_imported_by(*argv, "--db", str(db))
+    assert sorted(name for name in modules if name.startswith("memsearch.eval")) == []
 
 
 def test_front_ends_build_searches_through_the_one_library_constructor() -> None:

@@ -4,8 +4,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +17,7 @@ from memsearch.embedding import Encoder
 from memsearch.llm import HttpLLM, LLMSettings
 from memsearch.models import NewMemory
 from memsearch.retrieval.pipeline import SearchRequest
+from tests.cli_probe import modules_imported_by
 from tests.llm_server import HOLD_S, FakeLLM, fake_llm_server
 
 KEY = "sk-test-5f2c9a-never-shown"
@@ -182,25 +181,10 @@ def test_cli_explain_and_raw_show_the_stages(
     assert KEY not in result.stdout + result.stderr
 
 
-PROBE = """
-import json, sys
-from memsearch.cli.app import app
-sys.argv = ["memsearch", *sys.argv[1:]]
-try:
-    app()
-except SystemExit:
-    pass
-print(json.dumps({"httpx2": "httpx2" in sys.modules, "llm": "memsearch.llm" in sys.modules}))
-"""
-
-
 def test_no_http_client_is_imported_without_an_endpoint(filled: Memsearch, encoder: Encoder) -> None:
     filled.close()
-    done = subprocess.run(
-        [sys.executable, "-c", PROBE, "search", "deploy key", "--db", str(filled.path), "-p", "cems"],
-        capture_output=True, text=True, check=True,
-    )  # fmt: skip
-    assert json.loads(done.stdout.strip().splitlines()[-1])["httpx2"] is False
+    modules = modules_imported_by("search", "deploy key", "--db", str(filled.path), "-p", "cems", check=True)
+    assert "httpx2" not in modules
 
 
 def test_boost_and_deterministic_rerank_from_the_cli(filled: Memsearch) -> None:

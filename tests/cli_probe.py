@@ -1,0 +1,26 @@
+"""Which modules a real `memsearch` process imports: the check that a command stays lean."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+_PROBE = """
+import json, sys
+from memsearch.cli.app import app
+sys.argv = ["memsearch", *sys.argv[1:]]
+try:
+    app()
+except SystemExit:
+    pass
+print(json.dumps(sorted(sys.modules)))
+"""
+
+
+def modules_imported_by(*args: str, check: bool = False) -> set[str]:
+    """Run `memsearch ARGS` in a fresh interpreter; the names of every module it had imported."""
+    done = subprocess.run([sys.executable, "-c", _PROBE, *args], capture_output=True, text=True, check=check)
+    lines = done.stdout.strip().splitlines()
+    assert lines, done.stderr
+    return set(json.loads(lines[-1]))
