@@ -122,6 +122,32 @@ def test_what_counts_as_loopback(host: str, loopback: bool) -> None:
     assert is_loopback(host) is loopback
 
 
+def test_accepted_connections_send_without_waiting_for_acks() -> None:
+    """asyncio turns Nagle off only on sockets made as TCP; with it on, every response on a
+    kept-alive connection waited ~40 ms for the client's delayed ACK."""
+    import asyncio
+    import socket
+
+    from memsearch.server.http import listening_socket
+
+    async def nodelay_of_an_accepted_connection() -> int:
+        accepted: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+
+        async def on_connect(_reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            accepted.set_result(writer.get_extra_info("socket").getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+            writer.close()
+
+        listener = listening_socket("127.0.0.1", 0)
+        server = await asyncio.start_server(on_connect, sock=listener)
+        async with server:
+            _, writer = await asyncio.open_connection("127.0.0.1", listener.getsockname()[1])
+            value = await asyncio.wait_for(accepted, 10)
+            writer.close()
+        return value
+
+    assert asyncio.run(nodelay_of_an_accepted_connection()) != 0
+
+
 def test_off_loopback_refuses_to_start_without_a_token(tmp_path: Path, encoder: Encoder) -> None:
     result = subprocess.run(
         [
