@@ -63,8 +63,19 @@ def _ends_cleanly() -> Iterator[None]:
         except (OSError, ValueError):  # no file descriptor (a test runner's stream)
             pass
         sys.exit(ExitCode.OK)
+    except SystemExit as stop:  # Typer's help console is Rich's: it points stdout at /dev/null and exits 1
+        if stop.code == 1 and _stdout_is_devnull():
+            sys.exit(ExitCode.OK)
+        raise
     except KeyboardInterrupt:
         _fail("interrupted", ExitCode.INTERRUPTED)
+
+
+def _stdout_is_devnull() -> bool:
+    try:
+        return os.path.samestat(os.fstat(sys.stdout.fileno()), os.stat(os.devnull))
+    except (OSError, ValueError):  # no file descriptor (a test runner's stream)
+        return False
 
 
 # What to do about an error of the environment, by errno.

@@ -44,6 +44,23 @@ def test_a_closed_pipe_is_success(db: Path, command: str, env: dict[str, str]) -
     assert done.stderr == b""
 
 
+@pytest.mark.parametrize("command", [["--help"], ["search", "--help"], ["--version"]])
+def test_help_into_a_closed_pipe_is_success(command: list[str]) -> None:
+    """The reader is gone before the child writes a byte (no race with how much it prints)."""
+    import os
+
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "memsearch", *command], stdout=write_end, stderr=subprocess.PIPE,
+            env=child_env(), timeout=120, check=False,
+        )  # fmt: skip
+    finally:
+        os.close(write_end)
+    assert (done.returncode, done.stderr) == (0, b"")
+
+
 def _wait_reading_stdin(child: subprocess.Popen[bytes], timeout: float = 60) -> None:
     """Until the child sits in read(0, …): past start-up, inside the command."""
     syscall = Path(f"/proc/{child.pid}/syscall")
