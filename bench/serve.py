@@ -8,7 +8,9 @@ Figures (medians unless said; p50/p95 over every request):
    Targets: p50 <= 15 ms at 10k, <= 40 ms at 100k (1 client). The same searches through the
    library in the bench's own process are measured first: the difference is the server's cost.
 2. an MCP `mem_search` round trip: the SDK's ClientSession over stdio to `memsearch mcp`.
-3. `memsearch search QUERY --db STORE` as a fresh process, through the running server and
+3. 401 answers for a wrong token that differs from the real one only in its last character, one
+   that differs in its first, and no token, taking turns: the bearer check's timing.
+4. `memsearch search QUERY --db STORE` as a fresh process, through the running server and
    in-process (no server), with `python -c pass` measured in the same run as the floor.
    Target: through the server <= 0.25 s wall.
 
@@ -93,14 +95,14 @@ def env() -> dict[str, str]:
     return environment
 
 
-def start_server(db: Path) -> tuple[subprocess.Popen[bytes], str]:
+def start_server(db: Path, token: str | None = None) -> tuple[subprocess.Popen[bytes], str]:
     from memsearch.server.discovery import discovery_path
 
     discovery = discovery_path(db)
     discovery.unlink(missing_ok=True)
     process = subprocess.Popen(
         [sys.executable, "-m", "memsearch", "serve", "--db", str(db), "--port", "0"],
-        env=env(),
+        env=env() | ({"MEMSEARCH_API_KEY": token} if token else {}),
         stderr=subprocess.DEVNULL,
     )
     deadline = time.monotonic() + 300
@@ -144,6 +146,34 @@ def http_latencies(url: str, queries: list[str], clients: int, per_client: int, 
     if failures:
         raise SystemExit(f"{len(failures)} failed requests, first: {failures[0]}")
     return latencies
+
+
+def token_timing(db: Path, rounds: int) -> dict[str, list[float]]:
+    """401 times for wrong tokens that share all but the last character with the real one, that
+    differ from its first, and for no token, taking turns request by request: a token compared
+    byte by byte would answer the near miss measurably later."""
+    token = "k" * 43
+    wrong = {"near miss (last char differs)": token[:-1] + "x", "far miss (first char differs)": "x" + token[1:]}
+    process, url = start_server(db, token)
+    parts = urlsplit(url)
+    times: dict[str, list[float]] = {name: [] for name in [*wrong, "no token"]}
+    try:
+        connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
+        for _ in range(rounds):
+            for name in times:
+                headers = {"Authorization": f"Bearer {wrong[name]}"} if name in wrong else {}
+                start = time.perf_counter()
+                connection.request("GET", "/health", headers=headers)
+                response = connection.getresponse()
+                response.read()
+                times[name].append(time.perf_counter() - start)
+                if response.status != 401:
+                    raise SystemExit(f"{name}: expected 401, got {response.status}")
+        connection.close()
+    finally:
+        process.terminate()
+        process.wait(timeout=60)
+    return times
 
 
 def mcp_latencies(db: Path, queries: list[str], calls: int) -> list[float]:
@@ -236,6 +266,10 @@ def main() -> int:
             process.terminate()
             process.wait(timeout=60)
         if size == args.sizes[0]:
+            for name, times in token_timing(db, 500).items():
+                p50, p95 = percentile(times, 0.5), percentile(times, 0.95)
+                rows.append((f"401 for a wrong token: {name}", ms(p50), ms(p95), f"{len(times)} requests"))
+                report["figures"][f"401 {name}"] = {"p50_s": p50, "p95_s": p95, "n": len(times)}
             mcp = mcp_latencies(db, qs, 50)
             rows.append(("MCP mem_search round trip", ms(percentile(mcp, 0.5)), ms(percentile(mcp, 0.95)), "stdio"))
             report["figures"]["mcp_mem_search"] = {"p50_s": percentile(mcp, 0.5), "p95_s": percentile(mcp, 0.95)}
