@@ -1195,6 +1195,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     cache = args.cache_dir.resolve()
     os.environ["MEMSEARCH_CACHE_DIR"] = str(cache)  # this process's encoder, and every child's
     env = dict(os.environ)
+    # An installed memsearch has its bytecode compiled (pip does it); without the cache files every
+    # process would compile each module it imports again (a fifth of a search's start-up). The
+    # untimed warm-up run of each figure writes them.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     exe = args.memsearch or str(Path(sys.executable).with_name("memsearch"))
     if not Path(exe).is_file():
         exe = shutil.which("memsearch") or exe

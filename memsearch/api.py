@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import builtins
 import os
+import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memsearch.choices import IMPORT_FORMATS
-from memsearch.consolidate import ConsolidationPlan, plan
 from memsearch.doctor import DoctorReport, Finding, ModelState
 from memsearch.embedding import Encoder, Progress, load_encoder, resolve_model
 from memsearch.errors import DuplicateKeyError, ImportLineError, InvalidInputError, MemsearchError, StoreNotFoundError
@@ -22,18 +22,13 @@ from memsearch.llm import LLM, configured_llm
 from memsearch.models import Memory, NewMemory, check_range, normalise_tags
 from memsearch.paths import resolve_db_path, shown_location
 from memsearch.profiles import Profile, available, load_profile, with_environment
-from memsearch.retrieval.pipeline import (
-    SearchOutcome,
-    SearchRequest,
-    encoder_query_vector,
-    llm_stages,
-    resolve_profile,
-    run_search,
-    with_tau,
-)
 from memsearch.store import EVERYTHING, Scope, Store, open_store
 from memsearch.store.base import Rewrite
 from memsearch.timeutil import utc_now
+
+if TYPE_CHECKING:  # numpy's modules: imported by the use cases that need them, see `search_many`
+    from memsearch.consolidate import ConsolidationPlan
+    from memsearch.retrieval.pipeline import SearchOutcome, SearchRequest
 
 __all__ = [
     "IMPORT_FORMATS", "AddOutcome", "Consolidation", "ImportOutcome", "Memsearch", "ProfileInfo", "Timeline",
@@ -188,6 +183,7 @@ class Memsearch:
         self._encoder_factory = encoder_factory
         self._opened: Store | None = None
         self._llm = llm
+        self._loading: _Loading | None = None
 
     def llm(self) -> LLM | None:
         """The LLM the searches use, or None (no endpoint configured)."""
@@ -204,10 +200,20 @@ class Memsearch:
 
     def encoder(self) -> Encoder:
         if self._encoder is None:
-            self._encoder = (
-                self._encoder_factory() if self._encoder_factory else load_encoder(resolve_model(self._model))
-            )
+            loading, self._loading = self._loading, None  # a load that failed is tried afresh next time
+            self._encoder = loading.result() if loading else self._load_encoder()
         return self._encoder
+
+    def _load_encoder(self) -> Encoder:
+        return self._encoder_factory() if self._encoder_factory else load_encoder(resolve_model(self._model))
+
+    def _load_encoder_meanwhile(self) -> None:
+        """Start loading the encoder in a thread, for a search that will embed: onnxruntime builds
+        its session (a fifth of a second) without holding the GIL, while this thread imports the
+        pipeline, opens the store and runs the lexical legs. `encoder()` waits for it, and raises
+        what the load raised."""
+        if self._encoder is None and self._loading is None:
+            self._loading = _Loading(self._load_encoder)
 
     def close(self) -> None:
         if self._opened is not None:
@@ -593,6 +599,11 @@ class Memsearch:
         Each search records the access on the memories it returns (last_accessed_at,
         access_count) unless the request has `as_of` or `touch=False`.
         """
+        requests = builtins.list(requests)
+        if any(request.mode != "lexical" for request in requests):
+            self._load_encoder_meanwhile()
+        from memsearch.retrieval.pipeline import encoder_query_vector, llm_stages, resolve_profile, run_search, with_tau
+
         store = self.store()
         chosen = with_environment(with_tau(resolve_profile(profile), tau_days))
         embed = encoder_query_vector(self.encoder, store)
@@ -644,6 +655,8 @@ class Memsearch:
         ids, matrix = store.all_vectors()
         memories = sorted(store.list(), key=lambda m: (m.created_at, m.id))
         texts = {m.id: m.text for m in memories}
+        from memsearch.consolidate import plan
+
         result = plan(ids, matrix, [m.id for m in memories], duplicate, related, texts)
         if not dry_run:
             store.set_consolidation(result.superseded, result.groups)
@@ -651,9 +664,35 @@ class Memsearch:
         return Consolidation(result, dry_run, store.get_many(sorted(shown)))
 
 
+class _Loading:
+    """A value made by a thread (not a daemon: an interpreter that ends waits for the load rather
+    than stop it inside onnxruntime); `result()` waits and returns it, or raises its error."""
+
+    def __init__(self, make: Callable[[], Any]) -> None:
+        self._make = make
+        self._value: Any = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="memsearch-encoder-load")
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._value = self._make()
+        except BaseException as error:  # raised in the thread that asks for the value
+            self._error = error
+
+    def result(self) -> Any:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+
 def _ingest_dedup(profile: Profile | str | None) -> float | None:
     if profile is None:
         return None
+    from memsearch.retrieval.pipeline import resolve_profile
+
     threshold = resolve_profile(profile).ingest_dedup
     if threshold is not None:
         check_range("dedup threshold", threshold, 0.0, 1.0)
