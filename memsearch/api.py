@@ -11,23 +11,21 @@ from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, Any
 
 from memsearch.choices import IMPORT_FORMATS
-from memsearch.doctor import DoctorReport, Finding, ModelState
 from memsearch.embedding import Encoder, Progress, load_encoder, resolve_model
 from memsearch.errors import DuplicateKeyError, ImportLineError, InvalidInputError, MemsearchError, StoreNotFoundError
-from memsearch.ingest.conversations import SESSION_VIEWS, conversation_memories, session_text, turn_views, with_facets
 from memsearch.ingest.embed import embed_memories, near_duplicates, with_chunks
-from memsearch.ingest.readers import read_chat, read_locomo, read_longmemeval
-from memsearch.ingest.records import export_record, parse_memories, parse_queries
-from memsearch.llm import LLM, configured_llm
 from memsearch.models import Memory, NewMemory, check_range, normalise_tags
 from memsearch.paths import resolve_db_path, shown_location
-from memsearch.profiles import Profile, available, load_profile, with_environment
 from memsearch.store import EVERYTHING, Scope, Store, open_store
 from memsearch.store.base import Rewrite
 from memsearch.timeutil import utc_now
 
-if TYPE_CHECKING:  # numpy's modules: imported by the use cases that need them, see `search_many`
+if TYPE_CHECKING:  # imported by the use cases that need them: a search loads no reader or doctor, and
+    # starts loading its encoder before it imports numpy, the pipeline and the profiles (see `search_many`)
     from memsearch.consolidate import ConsolidationPlan
+    from memsearch.doctor import DoctorReport, Finding, ModelState
+    from memsearch.llm import LLM
+    from memsearch.profiles import Profile
     from memsearch.retrieval.pipeline import SearchOutcome, SearchRequest
 
 __all__ = [
@@ -188,6 +186,8 @@ class Memsearch:
     def llm(self) -> LLM | None:
         """The LLM the searches use, or None (no endpoint configured)."""
         if self._llm is Memsearch._UNSET:
+            from memsearch.llm import configured_llm
+
             self._llm = configured_llm()
         return self._llm
 
@@ -312,6 +312,9 @@ class Memsearch:
         stored, or none is. A chat's conversation is `conversation`, else the source's file stem.
         Conversations become a session chunk per session (with `sessions`) and a memory per turn,
         with facet views if `facets`. Bad lines and existing keys fail before anything is embedded."""
+        from memsearch.ingest.conversations import with_facets
+        from memsearch.ingest.records import parse_memories
+
         if fmt not in IMPORT_FORMATS:
             raise InvalidInputError(
                 f"unknown import format {fmt!r} (choose from {', '.join(IMPORT_FORMATS)})", field="fmt"
@@ -343,6 +346,9 @@ class Memsearch:
     def _conversation_memories(
         content: str, source: str, fmt: str, sessions: bool, conversation: str | None
     ) -> builtins.list[NewMemory]:
+        from memsearch.ingest.conversations import conversation_memories
+        from memsearch.ingest.readers import read_chat, read_locomo, read_longmemeval
+
         if fmt == "chat":
             conversations = [read_chat(content, source, conversation or PurePath(source).stem or source)]
         else:
@@ -403,6 +409,8 @@ class Memsearch:
     def _rebuilt_sessions(self, store: Store, deleted: Sequence[Memory]) -> tuple[builtins.list[Rewrite], set[int]]:
         """The rewrites of what the deleted turns' sessions derive from them (with the one builder
         an import uses, ingest.conversations), and the session chunks left with no turn."""
+        from memsearch.ingest.conversations import SESSION_VIEWS, session_text, turn_views
+
         gone = {memory.id for memory in deleted}
         sessions = {(m.conversation, m.session) for m in deleted if m.kind == "turn" and m.session is not None}
         rebuilt: builtins.list[tuple[Memory, NewMemory, dict[str, str | None]]] = []
@@ -490,6 +498,8 @@ class Memsearch:
         """Every memory in scope as a JSONL import record (see `export_record`), oldest id first:
         `import_text` of these lines into another store stores the same memories (new ids, vectors
         made by that store's model), and exporting that store gives the same lines."""
+        from memsearch.ingest.records import export_record
+
         store = self.store()
         keys: dict[int, str | None] = {}  # parent id → its key (session chunks precede their turns)
         for exported in store.export():
@@ -514,7 +524,7 @@ class Memsearch:
     def doctor(self) -> DoctorReport:
         """The store's shape, counts and consistency, the model's state, and what would make search
         fail or slow (see memsearch.doctor). Reads only: a missing store is reported, not created."""
-        from memsearch.doctor import PROBLEM, model_findings, store_findings
+        from memsearch.doctor import PROBLEM, DoctorReport, Finding, model_findings, store_findings
 
         findings: builtins.list[Finding] = []
         model = self._model_state(findings)
@@ -545,7 +555,7 @@ class Memsearch:
         """The model searches would use, resolved without loading it; a bad one is a finding."""
         import json
 
-        from memsearch.doctor import PROBLEM
+        from memsearch.doctor import PROBLEM, Finding, ModelState
         from memsearch.embedding.onnx import export_dir
 
         try:
@@ -568,6 +578,8 @@ class Memsearch:
     @staticmethod
     def profiles() -> builtins.list[ProfileInfo]:
         """Every ranking profile found, by name; one that cannot be loaded is listed with its error."""
+        from memsearch.profiles import available, load_profile
+
         infos = []
         for name, path in available().items():
             try:
@@ -579,6 +591,8 @@ class Memsearch:
     @staticmethod
     def profile(name: str) -> ProfileInfo:
         """One ranking profile with its resolved parameters."""
+        from memsearch.profiles import available, load_profile
+
         profile = load_profile(name)
         return ProfileInfo(profile.name, available()[profile.name], profile)
 
@@ -602,6 +616,7 @@ class Memsearch:
         requests = builtins.list(requests)
         if any(request.mode != "lexical" for request in requests):
             self._load_encoder_meanwhile()
+        from memsearch.profiles import with_environment
         from memsearch.retrieval.pipeline import encoder_query_vector, llm_stages, resolve_profile, run_search, with_tau
 
         store = self.store()
@@ -621,6 +636,8 @@ class Memsearch:
         """Search requests from a JSONL text of {"query", optional "k" and "mode"} objects (the
         CLI's `--queries`); `defaults` gives every other SearchRequest field. All lines are checked
         first; a bad one raises ImportLineError with its line number."""
+        from memsearch.ingest.records import parse_queries
+
         return parse_queries(content, source, defaults)
 
     # -- curation ---------------------------------------------------------------------------
