@@ -325,6 +325,7 @@ def load_session(model_file: Path) -> Any:
     if optimized.is_file():
         return session(optimized, onnxruntime.SessionOptions())
     try:
+        remove_stale_staging(model_file.parent)  # a copy a killed process left half-written
         staging = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=model_file.parent))
     except OSError:  # a cache dir that cannot be written: no copy
         return session(model_file, onnxruntime.SessionOptions())
