@@ -33,7 +33,8 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -825,8 +826,86 @@ def bench_cli_search(exe: str, store: Path, qs: Sequence[str], env: dict[str, st
             raise RuntimeError(f"unexpected search output for {query!r}: {done.stdout[:300]!r}")
         times.append(elapsed)
     return Figure(
-        f"CLI search --mode hybrid, {label} (process)", "s", times, 0.6, note="fresh process, wall time, JSON out"
+        f"CLI search --mode hybrid, {label} (process)", "s", times, 0.30, note="fresh process, wall time, JSON out"
     )
+
+
+NUMPY_FLOOR = "python -c 'import numpy' (process, the floor)"
+
+
+def bench_startup(exe: str, store: Path, qs: Sequence[str], env: dict[str, str], label: str) -> list[Figure]:
+    """The start-up figures of issue 12 beside their floor: a fresh lexical search, a search through
+    a running `memsearch serve` (the CLI only talks HTTP), and `python -c "import numpy"` taken in
+    turn with them, so each figure can be read as a ratio to the floor measured under the same load."""
+    lexical = [exe, "search", "--mode", "lexical", "", "--db", str(store), "--format", "json"]
+    remote = [exe, "search", "--mode", "hybrid", "", "--db", str(store), "--format", "json"]
+    floor, lexical_times, lexical_cpu, remote_times = [], [], [], []
+    for query in qs:  # lexical first: no server of the store is running yet
+        floor.append(run_process([sys.executable, "-c", "import numpy"], env)[0])
+        lexical[4] = query
+        elapsed, done = run_process(lexical, env)
+        if json.loads(done.stdout)["strategy"] != "lexical":
+            raise RuntimeError(f"unexpected lexical search output: {done.stdout[:300]!r}")
+        lexical_times.append(elapsed)
+        lexical_cpu.append(CPU_SECONDS[-1])  # the floor's runs come between: not cpu_of_last
+    with served(exe, store, env):
+        remote[4] = "warm-up query about the deploy"
+        run_process(remote, env)  # the server loads its encoder on its first search
+        for query in qs:
+            remote[4] = query
+            elapsed, done = run_process(remote, env)
+            if not json.loads(done.stdout)["results"]:
+                raise RuntimeError(f"unexpected search output through the server: {done.stdout[:300]!r}")
+            remote_times.append(elapsed)
+        remote_cpu = cpu_of_last(len(qs))
+    return [
+        Figure(NUMPY_FLOOR, "s", floor, note="numpy's import: the floor of a process that searches vectors"),
+        Figure(
+            f"CLI search --mode lexical, {label} (process)",
+            "s",
+            lexical_times,
+            0.18,
+            note="fresh process, wall time, JSON out",
+            extra={"cpu_s_median": statistics.median(lexical_cpu)},
+        ),
+        Figure(
+            f"CLI search through `memsearch serve`, {label} (process)",
+            "s",
+            remote_times,
+            0.25,
+            note="--mode hybrid; the CLI finds the server beside the store and only talks HTTP",
+            extra=remote_cpu,
+        ),
+    ]
+
+
+@contextmanager
+def served(exe: str, store: Path, env: dict[str, str]) -> Iterator[None]:
+    """`memsearch serve` on the store (port 0) while the block runs; the CLI finds it through the
+    discovery file beside the store."""
+    discovery = store.with_name(store.name + ".server.json")
+    discovery.unlink(missing_ok=True)
+    server = subprocess.Popen(
+        [exe, "serve", "--db", str(store), "--port", "0"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not discovery.exists():
+            if server.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"memsearch serve did not start: {server.stderr.read().decode()[-2000:]}")  # type: ignore[union-attr]
+            time.sleep(0.05)
+        yield
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+
+
+def floor_ratios(figures: Sequence[Figure]) -> None:
+    """Each process figure (seconds) as a multiple of the numpy floor, in its extra."""
+    floor = next((fig.median for fig in figures if fig.name == NUMPY_FLOOR), None)
+    for fig in figures:
+        if floor and fig.unit == "s" and "(process)" in fig.name:
+            fig.extra["numpy_floor_ratio"] = fig.median / floor
 
 
 def bench_api_search(store: Path, qs: Sequence[str], label: str, target: float) -> list[Figure]:
@@ -1031,6 +1110,11 @@ def render_table(figures: Sequence[Figure], header: dict[str, Any]) -> str:
         for fig in figures
         if "memories_per_floor" in fig.extra
     ]
+    notes += [
+        f"  {fig.name.strip()}: {fig.extra['numpy_floor_ratio']:.1f}x the numpy floor"
+        for fig in figures
+        if "numpy_floor_ratio" in fig.extra
+    ]
     notes.append(
         "  bg CPUs: how many CPUs other processes kept busy, on average, while the figure was measured "
         f"(of {os.cpu_count()}); load average {header.get('loadavg_start')} at the start, "
@@ -1066,7 +1150,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--memsearch", default=None, help="the memsearch executable (default: next to this python)")
     parser.add_argument(
-        "--skip", default="", help="comma-separated parts to skip: help, cli-search, phases, api-search, import"
+        "--skip",
+        default="",
+        help="comma-separated parts to skip: help, cli-search, startup, phases, api-search, import",
     )
     parser.add_argument(
         "--wait-idle",
@@ -1109,6 +1195,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     cache = args.cache_dir.resolve()
     os.environ["MEMSEARCH_CACHE_DIR"] = str(cache)  # this process's encoder, and every child's
     env = dict(os.environ)
+    # An installed memsearch has its bytecode compiled (pip does it); without the cache files every
+    # process would compile each module it imports again (a fifth of a search's start-up). The
+    # untimed warm-up run of each figure writes them.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     exe = args.memsearch or str(Path(sys.executable).with_name("memsearch"))
     if not Path(exe).is_file():
         exe = shutil.which("memsearch") or exe
@@ -1162,12 +1252,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         def take_help() -> list[Figure]:
             times = [run_process([exe, "--help"], env)[0] for _ in range(args.runs)]
-            return [Figure("CLI `memsearch --help` (process)", "s", times, 0.4, extra=cpu_of_last(args.runs))]
+            return [Figure("CLI `memsearch --help` (process)", "s", times, 0.12, extra=cpu_of_last(args.runs))]
 
         figures += measured("`memsearch --help`", take_help)
 
     stores: dict[int, Path] = {}
-    if {"cli-search", "phases", "api-search"} - args.skip or args.build_only:
+    if {"cli-search", "startup", "phases", "api-search"} - args.skip or args.build_only:
         for size in sorted(args.sizes):
             path, built = build_store(size, args.seed, out, now)
             stores[size] = path
@@ -1196,6 +1286,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 return [fig]
 
             figures += measured(f"{args.runs} `memsearch search` processes on the {size} store", take_cli)
+        for size in process_sizes if "startup" not in args.skip else ():
+            figures += measured(
+                f"{args.runs} lexical and served search processes on the {size} store",
+                lambda size=size: bench_startup(exe, stores[size], cli_queries, env, label(size)),
+            )
         for size in process_sizes if "phases" not in args.skip else ():
             figures += measured(
                 f"the phases of {args.runs} search processes on the {size} store",
@@ -1214,6 +1309,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             lambda: list(bench_import(exe, args.import_n, args.seed, args.import_runs, out, env, now)),
         )
 
+    floor_ratios(figures)
     header["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
     header["total_seconds"] = round(time.perf_counter() - total_started, 1)
     document = {"meta": header, "figures": [f.to_dict() for f in figures]}

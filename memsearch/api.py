@@ -4,36 +4,29 @@ from __future__ import annotations
 
 import builtins
 import os
+import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memsearch.choices import IMPORT_FORMATS
-from memsearch.consolidate import ConsolidationPlan, plan
-from memsearch.doctor import DoctorReport, Finding, ModelState
 from memsearch.embedding import Encoder, Progress, load_encoder, resolve_model
 from memsearch.errors import DuplicateKeyError, ImportLineError, InvalidInputError, MemsearchError, StoreNotFoundError
-from memsearch.ingest.conversations import SESSION_VIEWS, conversation_memories, session_text, turn_views, with_facets
 from memsearch.ingest.embed import embed_memories, near_duplicates, with_chunks
-from memsearch.ingest.readers import read_chat, read_locomo, read_longmemeval
-from memsearch.ingest.records import export_record, parse_memories, parse_queries
-from memsearch.llm import LLM, configured_llm
 from memsearch.models import Memory, NewMemory, check_range, normalise_tags
 from memsearch.paths import resolve_db_path, shown_location
-from memsearch.profiles import Profile, available, load_profile, with_environment
-from memsearch.retrieval.pipeline import (
-    SearchOutcome,
-    SearchRequest,
-    encoder_query_vector,
-    llm_stages,
-    resolve_profile,
-    run_search,
-    with_tau,
-)
 from memsearch.store import EVERYTHING, Scope, Store, open_store
 from memsearch.store.base import Rewrite
 from memsearch.timeutil import utc_now
+
+if TYPE_CHECKING:  # imported by the use cases that need them: a search loads no reader or doctor, and
+    # starts loading its encoder before it imports numpy, the pipeline and the profiles (see `search_many`)
+    from memsearch.consolidate import ConsolidationPlan
+    from memsearch.doctor import DoctorReport, Finding, ModelState
+    from memsearch.llm import LLM
+    from memsearch.profiles import Profile
+    from memsearch.retrieval.pipeline import SearchOutcome, SearchRequest
 
 __all__ = [
     "IMPORT_FORMATS", "AddOutcome", "Consolidation", "ImportOutcome", "Memsearch", "ProfileInfo", "Timeline",
@@ -188,10 +181,13 @@ class Memsearch:
         self._encoder_factory = encoder_factory
         self._opened: Store | None = None
         self._llm = llm
+        self._loading: _Loading | None = None
 
     def llm(self) -> LLM | None:
         """The LLM the searches use, or None (no endpoint configured)."""
         if self._llm is Memsearch._UNSET:
+            from memsearch.llm import configured_llm
+
             self._llm = configured_llm()
         return self._llm
 
@@ -204,10 +200,20 @@ class Memsearch:
 
     def encoder(self) -> Encoder:
         if self._encoder is None:
-            self._encoder = (
-                self._encoder_factory() if self._encoder_factory else load_encoder(resolve_model(self._model))
-            )
+            loading, self._loading = self._loading, None  # a load that failed is tried afresh next time
+            self._encoder = loading.result() if loading else self._load_encoder()
         return self._encoder
+
+    def _load_encoder(self) -> Encoder:
+        return self._encoder_factory() if self._encoder_factory else load_encoder(resolve_model(self._model))
+
+    def _load_encoder_meanwhile(self) -> None:
+        """Start loading the encoder in a thread, for a search that will embed: onnxruntime builds
+        its session (a fifth of a second) without holding the GIL, while this thread imports the
+        pipeline, opens the store and runs the lexical legs. `encoder()` waits for it, and raises
+        what the load raised."""
+        if self._encoder is None and self._loading is None:
+            self._loading = _Loading(self._load_encoder)
 
     def close(self) -> None:
         if self._opened is not None:
@@ -306,6 +312,9 @@ class Memsearch:
         stored, or none is. A chat's conversation is `conversation`, else the source's file stem.
         Conversations become a session chunk per session (with `sessions`) and a memory per turn,
         with facet views if `facets`. Bad lines and existing keys fail before anything is embedded."""
+        from memsearch.ingest.conversations import with_facets
+        from memsearch.ingest.records import parse_memories
+
         if fmt not in IMPORT_FORMATS:
             raise InvalidInputError(
                 f"unknown import format {fmt!r} (choose from {', '.join(IMPORT_FORMATS)})", field="fmt"
@@ -337,6 +346,9 @@ class Memsearch:
     def _conversation_memories(
         content: str, source: str, fmt: str, sessions: bool, conversation: str | None
     ) -> builtins.list[NewMemory]:
+        from memsearch.ingest.conversations import conversation_memories
+        from memsearch.ingest.readers import read_chat, read_locomo, read_longmemeval
+
         if fmt == "chat":
             conversations = [read_chat(content, source, conversation or PurePath(source).stem or source)]
         else:
@@ -397,6 +409,8 @@ class Memsearch:
     def _rebuilt_sessions(self, store: Store, deleted: Sequence[Memory]) -> tuple[builtins.list[Rewrite], set[int]]:
         """The rewrites of what the deleted turns' sessions derive from them (with the one builder
         an import uses, ingest.conversations), and the session chunks left with no turn."""
+        from memsearch.ingest.conversations import SESSION_VIEWS, session_text, turn_views
+
         gone = {memory.id for memory in deleted}
         sessions = {(m.conversation, m.session) for m in deleted if m.kind == "turn" and m.session is not None}
         rebuilt: builtins.list[tuple[Memory, NewMemory, dict[str, str | None]]] = []
@@ -484,6 +498,8 @@ class Memsearch:
         """Every memory in scope as a JSONL import record (see `export_record`), oldest id first:
         `import_text` of these lines into another store stores the same memories (new ids, vectors
         made by that store's model), and exporting that store gives the same lines."""
+        from memsearch.ingest.records import export_record
+
         store = self.store()
         keys: dict[int, str | None] = {}  # parent id → its key (session chunks precede their turns)
         for exported in store.export():
@@ -508,7 +524,7 @@ class Memsearch:
     def doctor(self) -> DoctorReport:
         """The store's shape, counts and consistency, the model's state, and what would make search
         fail or slow (see memsearch.doctor). Reads only: a missing store is reported, not created."""
-        from memsearch.doctor import PROBLEM, model_findings, store_findings
+        from memsearch.doctor import PROBLEM, DoctorReport, Finding, model_findings, store_findings
 
         findings: builtins.list[Finding] = []
         model = self._model_state(findings)
@@ -539,7 +555,7 @@ class Memsearch:
         """The model searches would use, resolved without loading it; a bad one is a finding."""
         import json
 
-        from memsearch.doctor import PROBLEM
+        from memsearch.doctor import PROBLEM, Finding, ModelState
         from memsearch.embedding.onnx import export_dir
 
         try:
@@ -562,6 +578,8 @@ class Memsearch:
     @staticmethod
     def profiles() -> builtins.list[ProfileInfo]:
         """Every ranking profile found, by name; one that cannot be loaded is listed with its error."""
+        from memsearch.profiles import available, load_profile
+
         infos = []
         for name, path in available().items():
             try:
@@ -573,6 +591,8 @@ class Memsearch:
     @staticmethod
     def profile(name: str) -> ProfileInfo:
         """One ranking profile with its resolved parameters."""
+        from memsearch.profiles import available, load_profile
+
         profile = load_profile(name)
         return ProfileInfo(profile.name, available()[profile.name], profile)
 
@@ -593,6 +613,12 @@ class Memsearch:
         Each search records the access on the memories it returns (last_accessed_at,
         access_count) unless the request has `as_of` or `touch=False`.
         """
+        requests = builtins.list(requests)
+        if any(request.mode != "lexical" for request in requests):
+            self._load_encoder_meanwhile()
+        from memsearch.profiles import with_environment
+        from memsearch.retrieval.pipeline import encoder_query_vector, llm_stages, resolve_profile, run_search, with_tau
+
         store = self.store()
         chosen = with_environment(with_tau(resolve_profile(profile), tau_days))
         embed = encoder_query_vector(self.encoder, store)
@@ -610,6 +636,8 @@ class Memsearch:
         """Search requests from a JSONL text of {"query", optional "k" and "mode"} objects (the
         CLI's `--queries`); `defaults` gives every other SearchRequest field. All lines are checked
         first; a bad one raises ImportLineError with its line number."""
+        from memsearch.ingest.records import parse_queries
+
         return parse_queries(content, source, defaults)
 
     # -- curation ---------------------------------------------------------------------------
@@ -644,6 +672,8 @@ class Memsearch:
         ids, matrix = store.all_vectors()
         memories = sorted(store.list(), key=lambda m: (m.created_at, m.id))
         texts = {m.id: m.text for m in memories}
+        from memsearch.consolidate import plan
+
         result = plan(ids, matrix, [m.id for m in memories], duplicate, related, texts)
         if not dry_run:
             store.set_consolidation(result.superseded, result.groups)
@@ -651,9 +681,35 @@ class Memsearch:
         return Consolidation(result, dry_run, store.get_many(sorted(shown)))
 
 
+class _Loading:
+    """A value made by a thread (not a daemon: an interpreter that ends waits for the load rather
+    than stop it inside onnxruntime); `result()` waits and returns it, or raises its error."""
+
+    def __init__(self, make: Callable[[], Any]) -> None:
+        self._make = make
+        self._value: Any = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="memsearch-encoder-load")
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._value = self._make()
+        except BaseException as error:  # raised in the thread that asks for the value
+            self._error = error
+
+    def result(self) -> Any:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+
 def _ingest_dedup(profile: Profile | str | None) -> float | None:
     if profile is None:
         return None
+    from memsearch.retrieval.pipeline import resolve_profile
+
     threshold = resolve_profile(profile).ingest_dedup
     if threshold is not None:
         check_range("dedup threshold", threshold, 0.0, 1.0)

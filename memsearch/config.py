@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import re
-import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -120,6 +119,8 @@ def _read_file(path: Path) -> tuple[dict[str, Any], str]:
         raise ConfigError(f"{path} is not UTF-8 text") from None
     except OSError as error:
         raise ConfigError(f"cannot read {path}: {error.strerror or error}") from None
+    import tomllib  # here: without a config file, a command never loads the parser
+
     try:
         return tomllib.loads(text), text
     except tomllib.TOMLDecodeError as error:  # its message ends "(at line N, column M)"

@@ -8,10 +8,10 @@ import sys
 
 _PROBE = """
 import json, sys
-from memsearch.cli.app import app
+from memsearch.cli.app import app, only_command
 sys.argv = ["memsearch", *sys.argv[1:]]
 try:
-    app()
+    only_command(app, sys.argv[1:])()  # as the console entry point does
 except SystemExit:
     pass
 print(json.dumps(sorted(sys.modules)))

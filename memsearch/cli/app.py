@@ -1,16 +1,15 @@
 """The `memsearch` command: each command parses, makes one library call and renders.
 
 Library modules are imported inside the commands, so `--help` and the read commands stay
-fast and never import torch.
+fast and never import torch. The annotations are objects, not strings (no `from __future__
+import annotations`): Typer reads each command's signature, and evaluating string annotations
+took it longer than building the command.
 """
 
-from __future__ import annotations
-
 import errno
-import logging
+import functools
 import os
 import sys
-import traceback
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from enum import StrEnum
@@ -33,9 +32,12 @@ from memsearch.choices import (
 from memsearch.cli import metavars
 from memsearch.cli.literal import visible
 from memsearch.cli.render import messages
+from memsearch.cli.startup import only_command, plain_values
 from memsearch.errors import ExitCode, InvalidInputError, MemsearchError
 
 if TYPE_CHECKING:
+    import logging
+
     from memsearch.api import Memsearch
     from memsearch.config import Config
 
@@ -45,7 +47,7 @@ _state = {"debug": False}
 def _fail(message: str, code: int) -> None:
     # A message may quote input that is not valid Unicode; it is shown escaped, never re-raised.
     shown = visible(message.encode("utf-8", "backslashreplace").decode("utf-8"))
-    messages.print(f"memsearch: {shown}", markup=False, soft_wrap=True)
+    messages().print(f"memsearch: {shown}", markup=False, soft_wrap=True)
     sys.exit(code)
 
 
@@ -76,6 +78,12 @@ def _stdout_is_devnull() -> bool:
         return os.path.samestat(os.fstat(sys.stdout.fileno()), os.stat(os.devnull))
     except (OSError, ValueError):  # no file descriptor (a test runner's stream)
         return False
+
+
+def _print_traceback() -> None:
+    import traceback
+
+    traceback.print_exc()
 
 
 # What to do about an error of the environment, by errno.
@@ -149,6 +157,7 @@ class MemsearchGroup(TyperGroup):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         metavars.apply(self, CONTEXT_SETTINGS["help_option_names"])
+        plain_values(self, CONTEXT_SETTINGS["help_option_names"])
 
     def make_context(self, *args: Any, **kwargs: Any) -> Any:
         with _ends_cleanly():  # `memsearch --help | head -1`
@@ -174,7 +183,7 @@ class MemsearchGroup(TyperGroup):
             _fail(f"{error.format_message()}{where}", code)
         except MemsearchError as error:
             if _state["debug"]:
-                traceback.print_exc()
+                _print_traceback()
             _fail(cli_message(error), error.exit_code)
         except RecursionError:  # json's decoder on input nested thousands of levels deep
             _fail("the input is nested too deeply to read (JSON nested over 1000 levels); nothing was stored", 1)
@@ -188,7 +197,7 @@ class MemsearchGroup(TyperGroup):
             if (known := describe_store_error(error)) is not None:
                 _fail(cli_message(known), known.exit_code)
             if _state["debug"]:
-                traceback.print_exc()
+                _print_traceback()
             hint = "" if _state["debug"] else " (rerun with --debug for the traceback)"
             _fail(f"internal error: {type(error).__name__}: {error}{hint}", ExitCode.ERROR)
         sys.exit(result if isinstance(result, int) else ExitCode.OK)
@@ -267,7 +276,7 @@ CONFIGURED_OPTIONS = {
 }
 
 
-def _configured_defaults(group: Any, config: Config) -> dict[str, Any]:
+def _configured_defaults(group: Any, config: "Config") -> dict[str, Any]:
     """Click's default map (command → parameter → default) from the effective settings, so that
     a flag beats the environment, which beats the config file."""
     defaults: dict[str, Any] = {}
@@ -284,18 +293,26 @@ def _configured_defaults(group: Any, config: Config) -> dict[str, Any]:
     return defaults
 
 
-class _StderrHandler(logging.Handler):
-    """Writes to whatever sys.stderr is at the time (test runners swap it)."""
+@functools.cache
+def _stderr_handler() -> "logging.Handler":
+    """The one handler of the process that writes to whatever sys.stderr is at the time (test
+    runners swap it); logging is imported here, by the commands, not by `--help`."""
+    import logging
 
-    def emit(self, record: logging.LogRecord) -> None:
-        sys.stderr.write(f"memsearch: {record.getMessage()}\n")
+    class StderrHandler(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            sys.stderr.write(f"memsearch: {record.getMessage()}\n")
+
+    return StderrHandler()
 
 
 def _log_to_stderr(debug: bool) -> None:
     """Library notices (such as the one-time model export) as plain lines on stderr."""
+    import logging
+
     logger = logging.getLogger("memsearch")
-    if not any(isinstance(h, _StderrHandler) for h in logger.handlers):
-        logger.addHandler(_StderrHandler())
+    if _stderr_handler() not in logger.handlers:
+        logger.addHandler(_stderr_handler())
     logger.setLevel(logging.DEBUG if debug else logging.INFO)
 
 
@@ -410,7 +427,7 @@ def _filters(
 
 
 @contextmanager
-def _memsearch(db: str | None, model: str | None = None) -> Iterator[Memsearch]:
+def _memsearch(db: str | None, model: str | None = None) -> "Iterator[Memsearch]":
     from memsearch.api import Memsearch
 
     with Memsearch(db, model=model) as ms:
@@ -448,7 +465,7 @@ class _ProgressBar:
                 BarColumn(),
                 MofNCompleteColumn(),
                 TimeRemainingColumn(),
-                console=messages,
+                console=messages(),
                 transient=True,
                 disable=total < 200,
             )
@@ -456,7 +473,7 @@ class _ProgressBar:
             self.task = self.bar.add_task(self.description, total=total)
         self.bar.update(self.task, completed=done, total=total, description=self.description)
 
-    def __enter__(self) -> _ProgressBar:
+    def __enter__(self) -> "_ProgressBar":
         return self
 
     def __exit__(self, *exc_info: object) -> None:
@@ -525,7 +542,7 @@ def add(
         with _memsearch(db, model) as ms:
             document = ms.add(memory, replace=replace, profile=profile).to_dict()
     if not document["stored"]:
-        messages.print(
+        messages().print(
             f"not stored: a near-duplicate of id {document['duplicate_of']} (cosine {document['similarity']:.3f} "
             f"≥ {document['threshold']:g}, profile {profile}); its id is printed",
             markup=False,
@@ -592,13 +609,13 @@ def import_(
             ).to_dict()
     counts, duplicates = document["counts"], document["duplicates"]
     if not duplicates and not any(counts.values()):
-        messages.print(f"{source} has no memories; nothing imported", markup=False)
+        messages().print(f"{source} has no memories; nothing imported", markup=False)
         return
     summary = ", ".join(f"{n} {KIND_NAMES[kind][n != 1]}" for kind, n in counts.items() if n) or "0 memories"
-    messages.print(f"imported {summary} from {source}", markup=False)
+    messages().print(f"imported {summary} from {source}", markup=False)
     for duplicate in duplicates:
         where = "line" if "line" in duplicate else "item"
-        messages.print(
+        messages().print(
             f"{where} {duplicate[where]} not stored: a near-duplicate of id {duplicate['duplicate_of']} "
             f"(cosine {duplicate['similarity']:.3f})",
             markup=False,
@@ -784,7 +801,7 @@ def delete(
     """Delete memories: all of them, or none if any is not found."""
     with _memsearch(db) as ms:
         ids = ms.delete([ms.resolve(ref, by_key=key) for ref in refs])
-    messages.print(f"deleted {len(ids)} {'memory' if len(ids) == 1 else 'memories'}: {', '.join(map(str, ids))}")
+    messages().print(f"deleted {len(ids)} {'memory' if len(ids) == 1 else 'memories'}: {', '.join(map(str, ids))}")
 
 
 @app.command()
@@ -795,7 +812,7 @@ def stats(fmt: FormatOption = "table", db: DbOption = None) -> None:
     with _memsearch(db) as ms:
         stats = ms.stats()
     if not stats["exists"]:
-        messages.print(f"no memsearch store at {stats['path']} yet; `memsearch add` or `memsearch import` creates it")
+        messages().print(f"no memsearch store at {stats['path']} yet; `memsearch add` or `memsearch import` creates it")
     render_stats(stats, str(fmt))
 
 
@@ -813,7 +830,7 @@ def reindex(db: DbOption = None, model: ModelOption = None) -> None:
     with _memsearch(db, model) as ms, _ProgressBar("re-embedding") as progress:
         count = ms.reindex(progress=progress)
         model_name = ms.model_name
-    messages.print(f"re-embedded {count} memories with {model_name}", markup=False)
+    messages().print(f"re-embedded {count} memories with {model_name}", markup=False)
 
 
 @app.command("set")
@@ -856,7 +873,7 @@ def set_(
 def _set_pinned(refs: list[str], by_key: bool, db: str | None, pinned: bool) -> None:
     with _memsearch(db) as ms:
         ids = ms.set_pinned([ms.resolve(ref, by_key=by_key) for ref in refs], pinned)
-    messages.print(f"{'pinned' if pinned else 'unpinned'} {', '.join(map(str, ids))}", markup=False)
+    messages().print(f"{'pinned' if pinned else 'unpinned'} {', '.join(map(str, ids))}", markup=False)
 
 
 @app.command()
@@ -961,7 +978,7 @@ def serve(
     requests and exits."""
     from memsearch.server.http import run_serve
 
-    run_serve(db, model, host=host, port=port, announce=lambda line: messages.print(line, markup=False))
+    run_serve(db, model, host=host, port=port, announce=lambda line: messages().print(line, markup=False))
 
 
 @app.command("eval")
@@ -1037,7 +1054,7 @@ def main() -> None:
     by then and the output is flushed here."""
     code: int | str | None = 0
     try:
-        app()
+        only_command(app, sys.argv[1:])()
     except SystemExit as stop:
         code = stop.code
     except KeyboardInterrupt:  # before or after a command runs (a command's own is caught in the group)
@@ -1063,7 +1080,7 @@ def copy(
     empty store (SQLite ↔ PostgreSQL), keeping ids, without re-embedding; all or nothing."""
     with _memsearch(source) as ms:
         count = ms.copy_to(destination)
-    messages.print(f"copied {count} {'memory' if count == 1 else 'memories'}", markup=False)
+    messages().print(f"copied {count} {'memory' if count == 1 else 'memories'}", markup=False)
 
 
 # -- moving memories, settings and checks ---------------------------------------------------

@@ -11,17 +11,17 @@ on a terminal.
 
 from __future__ import annotations
 
+import functools
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
-
-from rich import box
-from rich.console import Console, JustifyMethod
-from rich.table import Table
-from rich.text import Text
+from typing import TYPE_CHECKING, Literal
 
 from memsearch.cli.literal import literal, one_line
+
+if TYPE_CHECKING:  # Rich is imported when a table is drawn (machine output never loads it)
+    from rich.console import Console, JustifyMethod
+    from rich.text import Text
 
 Role = Literal["key", "text", "meta"]
 # A cell: a stored or computed value shown literally, optionally with a style.
@@ -103,14 +103,20 @@ def fit_widths(roles: Sequence[Role], naturals: Sequence[int], width: int, min_w
     return widths
 
 
-class _Stdout(Console):
-    def on_broken_pipe(self) -> None:
-        raise BrokenPipeError  # Rich would exit 1; a reader that went away is the command line's to handle
+@functools.cache
+def _stdout_class() -> type[Console]:
+    from rich.console import Console
+
+    class _Stdout(Console):
+        def on_broken_pipe(self) -> None:
+            raise BrokenPipeError  # Rich would exit 1; a reader that went away is the command line's to handle
+
+    return _Stdout
 
 
 def stdout_console() -> Console:
     """Stdout for data: no markup, no emoji codes, no highlighting (stored text is shown as typed)."""
-    return _Stdout(highlight=False, markup=False, emoji=False)
+    return _stdout_class()(highlight=False, markup=False, emoji=False)
 
 
 def is_terminal() -> bool:
@@ -130,6 +136,9 @@ def print_grid(
     console: Console | None = None,
 ) -> None:
     """Rows as a fitted table on a terminal, else as a header and tab-separated lines."""
+    from rich import box
+    from rich.table import Table
+
     console = console or stdout_console()
     if not console.is_terminal:
         lines = ["\t".join(c.header for c in columns)] if show_header else []

@@ -10,8 +10,10 @@ escape, `\\x1b` or `\\u202e`. JSON output keeps the real text.
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
-from rich.text import Text
+if TYPE_CHECKING:  # Rich is imported when a table is drawn (machine output never loads it)
+    from rich.text import Text
 
 # Characters that move the cursor, change the terminal's state or reorder what is shown.
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
@@ -47,5 +49,7 @@ def multiline(text: str) -> str:
 def literal(value: object, *, style: str = "", limit: int | None = None, lines: bool = False) -> Text:
     """A Rich Text of stored data, never markup: one line (see `one_line`) or, with `lines`, the
     text's own lines (see `multiline`)."""
+    from rich.text import Text
+
     text = "" if value is None else str(value)
     return Text(multiline(text) if lines else one_line(text, limit), style=style)

@@ -3,7 +3,6 @@ imports nothing heavy): found through the discovery file beside the store, or `-
 
 from __future__ import annotations
 
-import http.client
 import json
 import logging
 from pathlib import Path
@@ -37,6 +36,8 @@ class Remote:
         logging.getLogger("memsearch").debug(
             "%s %s through the server at http://%s:%s", method, path, self.host, self.port
         )
+        import http.client  # here, not at import: most calls find no server and never connect
+
         headers = {"Content-Type": "application/json"} if body is not None else {}
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"

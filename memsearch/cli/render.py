@@ -8,28 +8,31 @@ terminal only through `literal` (as literal text, control characters visible), n
 from __future__ import annotations
 
 import csv
+import functools
 import json
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
-
 from memsearch.cli.grid import Column, is_terminal, print_grid, stdout_console
 from memsearch.cli.literal import literal, one_line
-from memsearch.profiles import leg_kind
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # Rich is imported where a table is drawn: machine output never loads it
+    from rich.console import Console
+
     from memsearch.api import Consolidation, ProfileInfo, Timeline
     from memsearch.config import Config
     from memsearch.doctor import DoctorReport
     from memsearch.models import Memory
 
 
-# One message, one line; messages quote stored text (keys, file names), so never markup.
-messages = Console(stderr=True, highlight=False, soft_wrap=True, markup=False, emoji=False)
+@functools.cache
+def messages() -> Console:
+    """Stderr, for messages: one message, one line; messages quote stored text (keys, file names),
+    so never markup."""
+    from rich.console import Console
+
+    return Console(stderr=True, highlight=False, soft_wrap=True, markup=False, emoji=False)
 
 
 def write_json(document: Any, *, compact: bool = False) -> None:
@@ -133,6 +136,8 @@ def _field_value(value: Any) -> str:
 
 def _memory_detail(memory: Memory) -> None:
     """Every field on a line of its own; on a terminal the text keeps its own lines."""
+    from rich.table import Table
+
     fields = memory.to_dict()
     if not is_terminal():
         print_grid(NAME_VALUE, [(name, _field_value(value)) for name, value in fields.items()], show_header=False)
@@ -253,6 +258,8 @@ def _search_lines(documents: Sequence[dict[str, Any]], *, raw: bool, explain: bo
 
 
 def _search_tables(console: Console, document: dict[str, Any], *, raw: bool, explain: bool) -> None:
+    from rich.text import Text
+
     title = Text.assemble(
         literal(document["query"], style="bold"),
         "  →  ",
@@ -325,6 +332,8 @@ def _shown(values: dict[str, Any]) -> str:
 
 def _explain_rows(row: dict[str, Any], leg_specs: dict[str, str]) -> list[tuple[Any, ...]]:
     """Each leg's rank and score, the fusion, every factor in order, and the final score."""
+    from memsearch.profiles import leg_kind
+
     explain = row["explain"]
     fusion = explain["fusion"]
     terms: dict[str, float] = fusion["terms"]
@@ -475,8 +484,10 @@ def render_consolidation(result: Consolidation, fmt: str) -> None:
         write_output(fmt, document=result.to_dict(), lines=rows, columns=CONSOLIDATION_CSV_COLUMNS, rows=rows)
         return
     verb = "would mark" if dry_run else "marked"
-    messages.print(f"{verb} {len(result.superseded)} superseded; {len(groups)} groups of related memories")
+    messages().print(f"{verb} {len(result.superseded)} superseded; {len(groups)} groups of related memories")
     if result.superseded:
+        from rich.text import Text
+
         print_grid(
             CONSOLIDATION_COLUMNS,
             [(old, new, texts.get(old, ""), texts.get(new, "")) for old, new in sorted(result.superseded.items())],

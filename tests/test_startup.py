@@ -1,0 +1,188 @@
+"""Start-up (issue 12): each command builds and imports only what it needs, with the output it
+had; a search that will embed loads the encoder while it does the rest; the ONNX session loads
+from an optimised copy of the export."""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import typer
+from typer._click.exceptions import BadParameter
+from typer._coercion import build_runtime_param
+from typer.core import TyperArgument, TyperOption
+from typer.testing import CliRunner
+
+from memsearch.api import Memsearch
+from memsearch.cli.app import app
+from memsearch.cli.startup import _name, _PlainValues, only_command
+from memsearch.embedding import Encoder, resolve_model
+from memsearch.embedding.onnx import OPTIMIZED_PREFIX, export_dir, load_session
+from memsearch.errors import EmbeddingError
+from memsearch.models import NewMemory
+from memsearch.retrieval.pipeline import SearchRequest
+from tests.cli_probe import modules_imported_by
+from tests.serving import start_server
+
+COMMANDS = [_name(info) for info in app.registered_commands]
+
+
+def test_only_command_keeps_the_named_command_alone() -> None:
+    assert [info.callback for info in only_command(app, ["search", "x"]).registered_commands] == [
+        info.callback for info in app.registered_commands if info.callback.__name__ == "search"
+    ]
+    assert len(only_command(app, ["--debug", "get", "1"]).registered_commands) == 1
+    for args in ([], ["--help"], ["--version"], ["serch"], ["--help", "search"]):
+        assert only_command(app, args) is app, args
+    assert len(app.registered_commands) == len(COMMANDS) > 20  # the app itself is untouched
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+def test_a_commands_help_is_the_same_built_alone(name: str) -> None:
+    full = CliRunner().invoke(app, [name, "--help"], terminal_width=100)
+    alone = CliRunner().invoke(only_command(app, [name, "--help"]), [name, "--help"], terminal_width=100)
+    assert full.exit_code == alone.exit_code == 0, full.output
+    assert alone.output == full.output
+
+
+def _outcome(runtime: Any, value: Any, param: Any, ctx: Any) -> tuple[str, Any]:
+    try:
+        return "value", runtime._coerce_value(value, param=param, ctx=ctx)
+    except BadParameter as error:
+        return "error", error.format_message()
+
+
+VALUES = ["5", "0", "-1", "-0", "007", "1000", "1001", "99999999999999999999", "abc", "", " 3", "3.5",
+          "1e3", "json", "JSON", "hybrid", "lexical", "table", "turn", "note", "bash", "off", "–"]  # fmt: skip
+
+
+def test_plain_values_are_what_typers_adapters_make() -> None:
+    """Every parameter of every command, on values plain and not: the same value, or the same error."""
+    group = typer.main.get_command(app)
+    checked = 0
+    for command in [group, *group.commands.values()]:  # type: ignore[attr-defined]
+        ctx = typer.Context(command)
+        for param in command.params:
+            if not isinstance(param, TyperOption | TyperArgument):
+                continue
+            descriptor = param.type_descriptor
+            plain = _PlainValues(descriptor.parameter_info, descriptor.annotation, descriptor)
+            values: list[Any] = [*VALUES, param.default, 5, 2.5]
+            if descriptor.is_list:
+                values = [tuple(VALUES[:3]), ("json", "note"), ("note", "turn"), ("x",), (), [str(v) for v in VALUES]]
+            for value in values:
+                if value is None or isinstance(value, bool):
+                    continue
+                full = build_runtime_param(descriptor)
+                assert _outcome(plain, value, param, ctx) == _outcome(full, value, param, ctx), (
+                    command.name,
+                    param.name,
+                    value,
+                )
+                checked += 1
+    assert checked > 1000
+
+
+def test_help_imports_no_config_parser_no_pydantic_and_no_library() -> None:
+    modules = modules_imported_by("--help", check=True)
+    for heavy in ("numpy", "pydantic", "tomllib", "memsearch.config", "memsearch.profiles", "memsearch.api"):
+        assert heavy not in modules, heavy
+
+
+def test_a_lexical_search_for_a_script_imports_no_rich_pydantic_or_encoder(tmp_path: Path, encoder: Encoder) -> None:
+    db = tmp_path / "m.db"
+    with Memsearch(db, encoder=encoder) as ms:
+        ms.add(NewMemory("the deploy key is in the vault"))
+    modules = modules_imported_by("search", "deploy key", "--mode", "lexical", "-f", "json", "--db", str(db))
+    for heavy in ("rich", "pydantic", "onnxruntime", "tokenizers", "http.client"):  # tomllib: the profile is TOML
+        assert heavy not in modules, heavy
+    assert "memsearch.store.sqlite" in modules  # it did search, in this process
+
+
+def test_a_search_through_the_server_imports_no_numpy_encoder_or_store(tmp_path: Path, encoder: Encoder) -> None:
+    db = tmp_path / "m.db"
+    with Memsearch(db, encoder=encoder) as ms:
+        ms.add(NewMemory("the deploy key is in the vault"))
+    server = start_server(db)
+    try:
+        modules = modules_imported_by("--debug", "search", "deploy key", "-f", "json", "--db", str(db), check=True)
+    finally:
+        assert server.stop() == 0
+    assert "http.client" in modules  # it did go through the server
+    for heavy in ("numpy", "onnxruntime", "tokenizers", "sqlite3", "memsearch.api", "memsearch.store.sqlite",
+                  "rich", "pydantic", "tomllib"):  # fmt: skip
+        assert heavy not in modules, heavy
+
+
+class _Recording:
+    """An encoder factory that notes the thread it ran in, and can fail."""
+
+    def __init__(self, encoder: Encoder, error: Exception | None = None) -> None:
+        self.encoder, self.error = encoder, error
+        self.threads: list[str] = []
+
+    def __call__(self) -> Encoder:
+        self.threads.append(threading.current_thread().name)
+        if self.error is not None:
+            raise self.error
+        return self.encoder
+
+
+def test_a_search_that_embeds_loads_the_encoder_in_a_thread_meanwhile(db_path: Path, encoder: Encoder) -> None:
+    with Memsearch(db_path, encoder=encoder) as ms:
+        ms.add(NewMemory("the deploy key is in the vault"))
+    factory = _Recording(encoder)
+    with Memsearch(db_path, encoder_factory=factory) as ms:
+        ms.search(SearchRequest("vault", mode="lexical"))
+        assert factory.threads == []  # a lexical search loads no model
+        hits = ms.search(SearchRequest("where is the deploy key", mode="hybrid")).results
+        ms.search(SearchRequest("the vault", mode="vector"))
+    assert [hit.id for hit in hits] == [1]
+    assert len(factory.threads) == 1 and factory.threads[0] != threading.main_thread().name
+
+
+def test_an_encoder_that_fails_to_load_in_the_thread_fails_the_search(db_path: Path, encoder: Encoder) -> None:
+    with Memsearch(db_path, encoder=encoder) as ms:
+        ms.add(NewMemory("the deploy key is in the vault"))
+    factory = _Recording(encoder, EmbeddingError("no model here"))
+    with Memsearch(db_path, encoder_factory=factory) as ms:
+        with pytest.raises(EmbeddingError, match="no model here"):
+            ms.search(SearchRequest("where is the deploy key", mode="hybrid"))
+        factory.error = None  # the next search loads afresh
+        assert ms.search(SearchRequest("where is the deploy key", mode="hybrid")).results
+    assert len(factory.threads) == 2
+
+
+def test_the_session_loads_from_an_optimised_copy_with_the_same_vectors(tmp_path: Path, encoder: Encoder) -> None:
+    import onnxruntime
+
+    model = tmp_path / "model.onnx"
+    model.write_bytes((export_dir(resolve_model()) / "model.onnx").read_bytes())
+    plain = onnxruntime.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+    first = load_session(model)
+    copies = list(tmp_path.glob(f"{OPTIMIZED_PREFIX}*/model.onnx"))
+    assert len(copies) == 1 and (copies[0].parent / "model.onnx.data").is_file()
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no staging left
+    second = load_session(model)  # from the copy
+    ids = np.array([[101, 1996, 8021, 3145, 2003, 1999, 1996, 11632, 102]], dtype=np.int64)
+    feeds = {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": np.zeros_like(ids)}
+    expected = plain.run(None, feeds)[0][0]
+    for session in (first, second):
+        got = session.run(None, feeds)[0][0]
+        assert float(got @ expected / np.linalg.norm(got) / np.linalg.norm(expected)) > 0.99999
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes to a read-only folder")
+def test_an_unwritable_export_folder_still_gives_a_session(tmp_path: Path, encoder: Encoder) -> None:
+    model = tmp_path / "model.onnx"
+    model.write_bytes((export_dir(resolve_model()) / "model.onnx").read_bytes())
+    tmp_path.chmod(0o500)
+    try:
+        assert load_session(model).get_inputs()
+    finally:
+        tmp_path.chmod(0o700)
+    assert not list(tmp_path.glob(f"{OPTIMIZED_PREFIX}*"))
