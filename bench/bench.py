@@ -1034,6 +1034,62 @@ def bench_import(
     )
 
 
+def default_locomo() -> Path | None:
+    """shared/benchdata/locomo_dev.json beside the checkout (or a worktree of it), if there."""
+    for parent in HERE.parents:
+        candidate = parent / "shared" / "benchdata" / "locomo_dev.json"
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def bench_conversation_import(locomo: Path, runs: int, out: Path) -> Figure:
+    """`Memsearch.import_text(..., fmt="locomo")` of LoCoMo's first dev conversation into an empty
+    store, model loaded: its session chunks and turns, with the turns' context and next views."""
+    from memsearch.api import Memsearch
+    from memsearch.embedding import load_encoder, resolve_model
+    from memsearch.ingest.conversations import conversation_memories
+    from memsearch.ingest.readers import read_locomo
+    from memsearch.models import VECTOR_VIEWS
+
+    conversation = json.loads(locomo.read_text(encoding="utf-8"))[:1]
+    content = json.dumps(conversation)
+    memories = [m for c in read_locomo(content, locomo.name) for m in conversation_memories(c)]
+    texts = [m.text for m in memories] + [t for m in memories for v, t in m.views.items() if v in VECTOR_VIEWS]
+    db = out / "scratch" / "import-locomo.db"
+    db.parent.mkdir(parents=True, exist_ok=True)
+    encoder = load_encoder(resolve_model(), "onnx")
+    encoder.encode(["warm-up"])
+    times, cpu, floors = [], [], []
+    for run in range(runs):
+        floors.append(compute_floor())
+        for file in (db, Path(f"{db}-wal"), Path(f"{db}-shm")):
+            file.unlink(missing_ok=True)
+        started, cpu_started = time.perf_counter(), time.process_time()
+        with Memsearch(db, encoder=encoder) as ms:
+            outcome = ms.import_text(content, source=locomo.name, fmt="locomo")
+        times.append(time.perf_counter() - started)
+        cpu.append(time.process_time() - cpu_started)
+        assert sum(outcome.counts.values()) == len(memories)
+        log(f"  LoCoMo import run {run + 1}/{runs}: {times[-1]:.2f} s ({len(memories) / times[-1]:.0f} memories/s)")
+    for file in (db, Path(f"{db}-wal"), Path(f"{db}-shm")):
+        file.unlink(missing_ok=True)
+    return Figure(
+        f"API import of a LoCoMo conversation ({conversation[0]['sample_id']}, {len(memories)} memories)",
+        "mem/s",
+        [len(memories) / t for t in times],
+        higher_is_better=True,
+        note="turns + session chunks, their views embedded too; model already loaded",
+        extra={
+            "memories": len(memories),
+            "distinct_texts": len(set(texts)),
+            "seconds": statistics.median(times),
+            "cpu_s_median": statistics.median(cpu),
+            **floor_ratio(len(memories), times, floors),
+        },
+    )
+
+
 def compute_floor() -> float:
     """Seconds for a fixed single-threaded Python loop: on a shared machine, a rate times this
     floor (memories per floor) moves far less with the load than the rate itself. (A numpy
@@ -1140,6 +1196,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--import-runs", type=int, default=5, help="runs of each import figure (default 5)")
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument(
+        "--locomo",
+        type=Path,
+        default=default_locomo(),
+        help="LoCoMo JSON for the conversation import figure (default: shared/benchdata/locomo_dev.json)",
+    )
+    parser.add_argument(
         "--out", type=Path, default=DEFAULT_OUT, help=f"stores, embeddings, results (default {DEFAULT_OUT})"
     )
     parser.add_argument(
@@ -1152,7 +1214,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--skip",
         default="",
-        help="comma-separated parts to skip: help, cli-search, startup, phases, api-search, import",
+        help="parts to skip (comma-separated): help, cli-search, startup, phases, api-search, import, "
+        "conversation-import",
     )
     parser.add_argument(
         "--wait-idle",
@@ -1307,6 +1370,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         figures += measured(
             f"imports of {args.import_n} memories ({args.import_runs} runs each)",
             lambda: list(bench_import(exe, args.import_n, args.seed, args.import_runs, out, env, now)),
+        )
+
+    if "conversation-import" not in args.skip and args.locomo is not None:
+        figures += measured(
+            f"imports of a LoCoMo conversation ({args.import_runs} runs)",
+            lambda: [bench_conversation_import(args.locomo, args.import_runs, out)],
         )
 
     floor_ratios(figures)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 import shutil
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -12,9 +14,11 @@ import pytest
 
 from memsearch.api import Memsearch
 from memsearch.embedding import BUNDLED_MODEL_NAME, Encoder, bundled_model_path, load_encoder, resolve_model
+from memsearch.embedding.onnx import OnnxEncoder, usable_cpus
 from memsearch.errors import InvalidInputError, ModelMismatchError
 from memsearch.models import NewMemory
 from memsearch.retrieval.pipeline import SearchRequest
+from memsearch.store.base import EVERYTHING
 
 TEXTS = [
     "hello",
@@ -107,3 +111,76 @@ def test_a_store_refuses_the_other_route(
             ms.search(SearchRequest("deploy key", mode="hybrid"))
         with pytest.raises(ModelMismatchError):
             ms.add_many([NewMemory(text="another note")])
+
+
+# -- what an import stores: batching must not change a vector -------------------------------------
+
+
+def alone(encoder: Encoder, text: str) -> np.ndarray:
+    return encoder.encode([text])[0]
+
+
+def test_an_import_stores_the_vectors_of_each_text_embedded_alone(ms: Memsearch, encoder: Encoder) -> None:
+    """Length-sorted batches padded to their longest text, run side by side, each distinct text once:
+    every stored vector (own, context/next views, chunks of a long note) is its text's vector
+    embedded on its own, near-duplicates dropped by the profile's dedup taking no vector with them."""
+    ms.import_text((Path(__file__).parent / "data" / "locomo_tiny.json").read_text(), source="tiny", fmt="locomo")
+    minutes = " ".join(
+        f"Item {i} of the weekly meeting: the team reviewed the budget for project {i}." for i in range(60)
+    )
+    notes = [*TEXTS, minutes, TEXTS[1], "the cat sleeps on the warm windowsill", TEXTS[3]]
+    outcomes = ms.add_many([NewMemory(text=text) for text in notes], profile="pgvector")
+    assert [o.stored for o in outcomes[-3:]] == [False, True, False]  # two duplicates among the kept
+    store = ms.store()
+    ids, matrix = store.all_vectors()
+    texts = {memory.id: memory.text for memory in store.get_many(ids.tolist()).values()}
+    expected = encoder.encode([texts[int(i)] for i in ids])  # one big batch, as a check of the check
+    for row, memory_id in enumerate(ids):
+        np.testing.assert_allclose(matrix[row], alone(encoder, texts[int(memory_id)]), atol=1e-5)
+    np.testing.assert_allclose(matrix, expected, atol=1e-5)
+    checked = {"context": 0, "next": 0, "chunk": 0}
+    for memory_id, view, text in store.views_with_vectors():
+        if text == texts[memory_id]:
+            continue  # the memory's own vector stands for a view with its text
+        if view.startswith("chunk_"):
+            assert store.cosines(alone(encoder, text), [memory_id])[memory_id] >= 1 - 1e-5, (memory_id, view)
+            checked["chunk"] += 1
+        elif view in ("context", "next"):
+            scores = dict(store.vector_search(alone(encoder, text), EVERYTHING, None, view=view))
+            assert scores[memory_id] >= 1 - 1e-5, (memory_id, view)
+            checked[view] += 1
+    assert min(checked.values()) >= 2, checked
+
+
+def test_concurrent_callers_get_the_same_vectors(encoder: Encoder) -> None:
+    """One encoder serves several threads at once (an HTTP server's requests): each gets its own vectors."""
+    texts = [*TEXTS, *(f"note number {i} about the deploy pipeline" for i in range(40))]
+    expected = encoder.encode(texts)
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda _: encoder.encode(texts), range(4)))
+    for result in results:
+        np.testing.assert_allclose(result, expected, atol=1e-6)
+
+
+def test_batches_run_side_by_side_on_the_usable_cpus(encoder: Encoder, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With 2 CPUs or more, a long input's batches run on several threads, each run one-threaded
+    in onnxruntime (its own threads spend a third more CPU time on small matrices, and much more
+    when other processes share the cores)."""
+    if usable_cpus() < 2:
+        pytest.skip("one usable CPU")
+    threads: set[int] = set()
+    run = OnnxEncoder._run
+
+    def recording_run(self: OnnxEncoder, encodings: list[object]) -> np.ndarray:
+        threads.add(threading.get_ident())
+        return run(self, encodings)
+
+    monkeypatch.setattr(OnnxEncoder, "_run", recording_run)
+    assert isinstance(encoder, OnnxEncoder)
+    done: list[int] = []
+    vectors = encoder.encode(
+        [f"note {i}: " + "word " * (i % 50) for i in range(200)], progress=lambda n, _: done.append(n)
+    )
+    assert vectors.shape == (200, 384)
+    assert len(threads) >= 2
+    assert done == sorted(done) and done[-1] == 200
