@@ -363,9 +363,19 @@ def writers(server_url: str, seconds: float, count: int) -> None:
     store = open_store(url)
     stored = {m.key for m in store.list()}
     expected = {key for w in writes for key in w["alive"]}  # type: ignore[attr-defined]
-    tokens = store._db.execute(
-        "SELECT sum(tokens)::bigint, (SELECT coalesce(sum(fts_length), 0) FROM memories) FROM fts_totals"
-    ).fetchone()  # type: ignore[attr-defined]
+    db = store._db  # type: ignore[attr-defined]
+    tokens = db.execute(
+        "SELECT sum(tokens)::bigint = (SELECT coalesce(sum(fts_length), 0) FROM memories) "
+        "AND sum(memories)::bigint = (SELECT count(*) FROM memories) FROM fts_totals"
+    ).fetchone()
+    (wrong_documents,) = db.execute(
+        "SELECT count(*) FROM (SELECT term, col, sum(docs) AS docs FROM term_docs GROUP BY term, col) t "
+        "FULL JOIN (SELECT term, col, count(*) AS docs FROM postings GROUP BY term, col) p USING (term, col) "
+        "WHERE coalesce(t.docs, 0) != coalesce(p.docs, 0)"
+    ).fetchone()
+    (wrong_lengths,) = db.execute(
+        "SELECT count(*) FROM postings p JOIN memories m ON m.id = p.memory_id WHERE p.doc_length != m.fts_length"
+    ).fetchone()
     store.close()
     emit(
         figure=f"{count} writers + {count} readers, {seconds:.0f} s",
@@ -374,7 +384,8 @@ def writers(server_url: str, seconds: float, count: int) -> None:
         errors=sum(w["errors"] for w in writes) + sum(r["errors"] for r in reads),  # type: ignore[misc]
         lost=len(expected - stored),
         unexpected=len(stored - expected),
-        bm25_totals_exact=tokens[0] == tokens[1],
+        bm25_statistics_exact=bool(tokens[0]) and wrong_documents == 0 and wrong_lengths == 0,
+        loadavg=Path("/proc/loadavg").read_text().split()[:3],
     )
 
 

@@ -14,7 +14,7 @@ import json
 import logging
 import threading
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -715,12 +715,15 @@ class PostgresStore:
 
         def work(db: Connection[Any]) -> None:
             db.execute(f"SET LOCAL lock_timeout = '{ACCESS_LOCK_TIMEOUT}'")
-            with db.cursor() as cursor:
-                cursor.executemany(
-                    "UPDATE memories SET access_count = access_count + 1, "
-                    "last_accessed_at = greatest(last_accessed_at, %s) WHERE id = %s",
-                    [(now, memory_id) for memory_id in sorted(ids)],
-                )
+            # one statement (a memory listed twice counts twice, as in SQLite); rows locked in id order
+            counts = sorted(Counter(int(i) for i in ids).items())
+            db.execute(
+                "UPDATE memories SET access_count = access_count + hits.n, "
+                "last_accessed_at = greatest(last_accessed_at, %s) "
+                "FROM (SELECT m.id, t.n FROM memories m JOIN unnest(%s::bigint[], %s::int[]) t(id, n) ON t.id = m.id "
+                "ORDER BY m.id FOR UPDATE OF m) hits WHERE memories.id = hits.id",
+                (now, [i for i, _ in counts], [n for _, n in counts]),
+            )
 
         try:
             self._write(work)
