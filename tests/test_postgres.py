@@ -110,13 +110,17 @@ def test_hnsw_search_keeps_recall_under_a_filter(pg_url: str, monkeypatch: pytes
     vectors = unit_vectors(n, seed=3)
     memories = [NewMemory(f"memory {i}", project="rare" if i % 50 == 0 else "common") for i in range(n)]
     store.insert(memories, vectors, MODEL, T0)
-    monkeypatch.setattr(postgres_module, "EXACT_SEARCH_BELOW", 100)
+    monkeypatch.setattr(postgres_module, "EXACT_SEARCH_BELOW", 50)  # 60 memories in scope: through the index
     query = unit_vectors(1, seed=4)[0]
     scope = Scope(project="rare")
     found = store.vector_search(query, scope, 10)
     monkeypatch.setattr(postgres_module, "EXACT_SEARCH_BELOW", 10**9)
     exact = store.vector_search(query, scope, 10)
     assert len(found) == 10 and len({i for i, _ in found} & {i for i, _ in exact}) >= 9
+    # A filter leaving fewer memories than the threshold is searched exactly, though the store is larger.
+    monkeypatch.setattr(postgres_module, "EXACT_SEARCH_BELOW", 100)
+    assert store._few_in_scope(*postgres_module._where(scope)) and not store._few_in_scope("true", [])  # type: ignore[attr-defined]
+    assert store.vector_search(query, scope, 10) == exact
     store.close()
 
 

@@ -1265,6 +1265,7 @@ class PostgresStore:
             limit is not None
             and model is not None
             and self._approximate_count("vectors" if view in OWN_TEXT_VIEWS else table, view) >= EXACT_SEARCH_BELOW
+            and not self._few_in_scope(where, params)
         )
         base = (
             f"SELECT v.memory_id, v.embedding FROM {source} v JOIN memories m ON m.id = v.memory_id "
@@ -1308,11 +1309,25 @@ class PostgresStore:
             order = order[:limit]
         return [(int(ids[i]), float(scores[i])) for i in order]
 
+    def _few_in_scope(self, where: str, params: builtins.list[Any]) -> bool:
+        """Whether a filter leaves fewer than EXACT_SEARCH_BELOW memories: they are searched
+        exactly (fast, and an index scan for a narrow filter loses recall: 0.91 under a 1 %
+        filter of 500k vectors, against 0.96 unfiltered)."""
+        if where == "true":
+            return False
+        (count,) = self._db.execute(
+            f"SELECT count(*) FROM (SELECT 1 FROM memories m WHERE {where} LIMIT %s) s",
+            [*params, EXACT_SEARCH_BELOW],
+        ).fetchone()  # type: ignore[misc]
+        return int(count) < EXACT_SEARCH_BELOW
+
     def _index_scan(self, base: str, args: builtins.list[Any], query: np.ndarray, limit: int, dim: int) -> Any:
         """`base`'s rows nearest to `query` through the HNSW index (typed for the model's
         dimension), with a margin for the re-scoring; iterative scans keep recall under filters."""
         fetch = limit + RESCORE_MARGIN
-        settings = ("relaxed_order", max(64, min(1000, fetch * 2)))
+        # ef_search 200 at least: measured on 500k clustered 384-d vectors, 40 gives recall@10
+        # 0.90, 100 gives 0.965, 200 0.97 at about the same latency
+        settings = ("relaxed_order", max(200, min(1000, fetch * 2)))
         if getattr(self._local, "hnsw_settings", None) != settings:  # session settings: set once per connection
             self._db.execute(f"SET hnsw.iterative_scan = {settings[0]}")
             self._db.execute(f"SET hnsw.ef_search = {settings[1]}")
