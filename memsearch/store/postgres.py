@@ -181,25 +181,27 @@ def _index_grams(db: Connection[Any]) -> None:
 # kept by statement triggers on postings in the writer's own transaction; `fts_totals.memories`
 # counts the memories (N). A bulk load may set `memsearch.bulk_load = on` for its transaction and
 # count the documents once at its end (see restore). And an index for the speakers in scope (roles),
-# which every search of the default profile asks for.
+# which every search of the default profile asks for. Re-applying it rebuilds the same state.
 _LEXICAL_STATISTICS = """
     ALTER TABLE postings
-        ADD COLUMN tf integer GENERATED ALWAYS AS (cardinality(positions)) STORED,
-        ADD COLUMN doc_length integer NOT NULL DEFAULT 0;
-    UPDATE postings p SET doc_length = m.fts_length FROM memories m WHERE m.id = p.memory_id;
+        ADD COLUMN IF NOT EXISTS tf integer GENERATED ALWAYS AS (cardinality(positions)) STORED,
+        ADD COLUMN IF NOT EXISTS doc_length integer NOT NULL DEFAULT 0;
+    UPDATE postings p SET doc_length = m.fts_length FROM memories m
+        WHERE m.id = p.memory_id AND p.doc_length IS DISTINCT FROM m.fts_length;
     ALTER TABLE postings DROP CONSTRAINT postings_pkey,
         ADD PRIMARY KEY (term, col, memory_id) INCLUDE (tf, doc_length);
-    ALTER TABLE fts_totals ADD COLUMN memories bigint NOT NULL DEFAULT 0;
-    UPDATE fts_totals SET memories = (SELECT count(*) FROM memories) WHERE shard = 0;
-    CREATE TABLE term_docs (
+    ALTER TABLE fts_totals ADD COLUMN IF NOT EXISTS memories bigint NOT NULL DEFAULT 0;
+    UPDATE fts_totals SET memories = CASE WHEN shard = 0 THEN (SELECT count(*) FROM memories) ELSE 0 END;
+    CREATE TABLE IF NOT EXISTS term_docs (
         term text NOT NULL,
         col smallint NOT NULL,
         shard smallint NOT NULL,
         docs bigint NOT NULL,
         PRIMARY KEY (term, col, shard)
     );
+    DELETE FROM term_docs;
     INSERT INTO term_docs (term, col, shard, docs) SELECT term, col, 0, count(*) FROM postings GROUP BY term, col;
-    CREATE FUNCTION memsearch_count_postings() RETURNS trigger LANGUAGE plpgsql AS $$
+    CREATE OR REPLACE FUNCTION memsearch_count_postings() RETURNS trigger LANGUAGE plpgsql AS $$
     BEGIN
         IF current_setting('memsearch.bulk_load', true) = 'on' THEN
             RETURN NULL;
@@ -216,17 +218,20 @@ _LEXICAL_STATISTICS = """
         RETURN NULL;
     END
     $$;
+    DROP TRIGGER IF EXISTS postings_added ON postings;
+    DROP TRIGGER IF EXISTS postings_removed ON postings;
+    DROP TRIGGER IF EXISTS memories_length ON memories;
     CREATE TRIGGER postings_added AFTER INSERT ON postings REFERENCING NEW TABLE AS added
         FOR EACH STATEMENT EXECUTE FUNCTION memsearch_count_postings();
     CREATE TRIGGER postings_removed AFTER DELETE ON postings REFERENCING OLD TABLE AS removed
         FOR EACH STATEMENT EXECUTE FUNCTION memsearch_count_postings();
-    CREATE FUNCTION memsearch_posted_length() RETURNS trigger LANGUAGE plpgsql AS $$
+    CREATE OR REPLACE FUNCTION memsearch_posted_length() RETURNS trigger LANGUAGE plpgsql AS $$
     BEGIN
         UPDATE postings SET doc_length = NEW.fts_length WHERE memory_id = NEW.id;
         RETURN NULL;
     END
     $$;
-    CREATE INDEX memories_role ON memories (role) WHERE role IS NOT NULL;
+    CREATE INDEX IF NOT EXISTS memories_role ON memories (role) WHERE role IS NOT NULL;
     CREATE TRIGGER memories_length AFTER UPDATE OF fts_length ON memories FOR EACH ROW
         WHEN (OLD.fts_length IS DISTINCT FROM NEW.fts_length) EXECUTE FUNCTION memsearch_posted_length();
 """
