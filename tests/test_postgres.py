@@ -22,8 +22,8 @@ from memsearch.ingest.conversations import conversation_memories
 from memsearch.models import EmbeddingModelInfo, NewMemory
 from memsearch.retrieval.pipeline import SearchRequest
 from memsearch.store import EVERYTHING, Scope, open_store
-from memsearch.store.copy import copy_between
-from tests.conftest import T0
+from memsearch.store.copy import copy_between, copy_store
+from tests.conftest import T0, new_pg_database
 
 pytest.importorskip("psycopg")
 
@@ -79,10 +79,11 @@ def test_lexical_ranking_equals_sqlite_fts5_bm25(twin_stores, view: str | None) 
     sqlite, postgres = twin_stores
     for query in QUERIES:
         for scope in (EVERYTHING, Scope(kinds=("turn",)), Scope(project="web")):
-            expected = sqlite.lexical_search(query, scope, 50, view)
-            found = postgres.lexical_search(query, scope, 50, view)
-            assert [i for i, _ in found] == [i for i, _ in expected], (query, scope, view)
-            assert np.allclose([s for _, s in found], [s for _, s in expected], rtol=0, atol=1e-9), (query, view)
+            for limit in (1, 3, 50):  # small limits take the pruned route (see _bm25)
+                expected = sqlite.lexical_search(query, scope, limit, view)
+                found = postgres.lexical_search(query, scope, limit, view)
+                assert [i for i, _ in found] == [i for i, _ in expected], (query, scope, view, limit)
+                assert np.allclose([s for _, s in found], [s for _, s in expected], rtol=0, atol=1e-9), (query, view)
     assert sqlite.lexical_search("paint", EVERYTHING, 50), "the corpus must exercise the comparison"
 
 
@@ -109,14 +110,156 @@ def test_hnsw_search_keeps_recall_under_a_filter(pg_url: str, monkeypatch: pytes
     vectors = unit_vectors(n, seed=3)
     memories = [NewMemory(f"memory {i}", project="rare" if i % 50 == 0 else "common") for i in range(n)]
     store.insert(memories, vectors, MODEL, T0)
-    monkeypatch.setattr(postgres_module, "EXACT_SEARCH_BELOW", 100)
+    monkeypatch.setattr(postgres_module, "EXACT_SEARCH_BELOW", 50)  # 60 memories in scope: through the index
     query = unit_vectors(1, seed=4)[0]
     scope = Scope(project="rare")
     found = store.vector_search(query, scope, 10)
     monkeypatch.setattr(postgres_module, "EXACT_SEARCH_BELOW", 10**9)
     exact = store.vector_search(query, scope, 10)
     assert len(found) == 10 and len({i for i, _ in found} & {i for i, _ in exact}) >= 9
+    # A filter leaving fewer memories than the threshold is searched exactly, though the store is larger.
+    monkeypatch.setattr(postgres_module, "EXACT_SEARCH_BELOW", 100)
+    assert store._few_in_scope(*postgres_module._where(scope)) and not store._few_in_scope("true", [])  # type: ignore[attr-defined]
+    assert store.vector_search(query, scope, 10) == exact
     store.close()
+
+
+def common_word_corpus() -> list[NewMemory]:
+    """Memories where a few words are everywhere (FTS5's idf floor) and others are rare, with
+    lengths that repeat, so many scores tie."""
+    rng = np.random.default_rng(12)
+    common = ["alpha", "beta", "gamma"]
+    rare = ["delta", "epsilon", "zeta", "theta"]
+    memories = []
+    for i in range(400):
+        words = [w for w in common if rng.random() < 0.8] + [w for w in rare if rng.random() < 0.06]
+        words += ["filler"] * int(rng.integers(0, 3)) + ["alpha"] * int(rng.random() < 0.2)
+        memories.append(
+            NewMemory(" ".join(words) or "filler", tags=("zeta",) if i % 37 == 0 else (), project=f"p{i % 3}")
+        )
+    return memories
+
+
+def test_bm25_top_k_skips_common_words_and_stays_exact(
+    tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A query with a rare word is answered without scoring every memory holding its common
+    words (the pruned route), and the answer is still FTS5's: ids, order, scores."""
+    import memsearch.store.postgres as postgres_module
+
+    memories = common_word_corpus()
+    sqlite, postgres = open_store(tmp_path / "c.db", create=True), open_store(pg_url, create=True)
+    for store in (sqlite, postgres):
+        store.insert(memories, None, None, T0)
+    scored_all: list[str] = []
+    every = postgres_module.PostgresStore._bm25_all_sql
+    monkeypatch.setattr(
+        postgres_module.PostgresStore,
+        "_bm25_all_sql",
+        lambda self, *args: scored_all.append("all") or every(self, *args),  # type: ignore[func-returns-value]
+    )
+    queries = ["alpha beta delta", "gamma epsilon", "alpha zeta theta", '"alpha beta" delta', "alpha", "beta gamma"]
+    for query in queries:
+        for scope in (EVERYTHING, Scope(project="p1")):
+            for limit in (1, 2, 5, 10, 40, 400):
+                expected = sqlite.lexical_search(query, scope, limit, None)
+                found = postgres.lexical_search(query, scope, limit, None)
+                assert [i for i, _ in found] == [i for i, _ in expected], (query, scope, limit)
+                assert np.allclose([s for _, s in found], [s for _, s in expected], rtol=0, atol=1e-9)
+    scored_all.clear()
+    postgres.lexical_search("alpha beta delta", EVERYTHING, 5, None)
+    assert scored_all == [], "a rare word's memories suffice for the top 5"
+    sqlite.close()
+    postgres.close()
+
+
+def _statistics_are_exact(store: object) -> None:
+    db = store._db  # type: ignore[attr-defined]
+    (wrong_counts,) = db.execute(
+        "SELECT count(*) FROM (SELECT term, col, sum(docs) AS docs FROM term_docs GROUP BY term, col) t "
+        "FULL JOIN (SELECT term, col, count(*) AS docs FROM postings GROUP BY term, col) p USING (term, col) "
+        "WHERE coalesce(t.docs, 0) != coalesce(p.docs, 0)"
+    ).fetchone()
+    assert wrong_counts == 0
+    (wrong_lengths,) = db.execute(
+        "SELECT count(*) FROM postings p JOIN memories m ON m.id = p.memory_id WHERE p.doc_length != m.fts_length"
+    ).fetchone()
+    assert wrong_lengths == 0
+    totals = db.execute(
+        "SELECT sum(memories)::bigint, sum(tokens)::bigint, (SELECT count(*) FROM memories), "
+        "(SELECT coalesce(sum(fts_length), 0) FROM memories) FROM fts_totals"
+    ).fetchone()
+    assert totals[0] == totals[2] and totals[1] == totals[3]
+
+
+def test_lexical_statistics_stay_exact_through_every_write(pg_url: str, pg_server: str) -> None:
+    """Document counts per term, memory count, token total and each posting's D follow inserts,
+    replacements, tag changes, deletions with rewrites, and a copy into a new database."""
+    from memsearch.store.base import Rewrite
+
+    store = open_store(pg_url, create=True)
+    ids = store.insert(corpus(), unit_vectors(len(corpus())), MODEL, T0)
+    store.insert([NewMemory("replaced words here", key="r")], None, None, T0)
+    store.insert([NewMemory("the replacement, longer than before", key="r", tags=("x",))], None, None, T0, replace=True)
+    store.update(ids[-1], {"tags": ("outage", "vendor", "more tags")})
+    rewrite = Rewrite(ids[1], "a rewritten chunk", {}, unit_vectors(1)[0], {"context": ("new context", None)})
+    store.delete([ids[0], ids[2]], [rewrite])
+    _statistics_are_exact(store)
+    copied = open_store(new_pg_database(pg_server), create=True)
+    copy_store(store, copied)
+    _statistics_are_exact(copied)
+    for query in ("outage vendor", "rewritten chunk", "replacement", "Ana Ben"):
+        assert copied.lexical_search(query, EVERYTHING, 10) == store.lexical_search(query, EVERYTHING, 10)
+    copied.close()
+    store.close()
+
+
+def test_a_schema_2_store_upgrades_and_ranks_as_before(tmp_path: Path, pg_url: str) -> None:
+    """Migration 3 fills the new statistics from a store written by the previous schema."""
+    import memsearch.store.postgres as postgres_module
+
+    memories = corpus()
+    old = postgres_module.PostgresStore(pg_url)
+    connection = old._connect(register=False)
+    with connection.transaction():
+        connection.execute("CREATE TABLE memsearch_schema (version integer PRIMARY KEY)")
+        for number, migration in enumerate(postgres_module.MIGRATIONS[:2], start=1):
+            migration(connection) if callable(migration) else connection.execute(migration)  # type: ignore[arg-type]
+            connection.execute("INSERT INTO memsearch_schema (version) VALUES (%s)", (number,))
+        # what schema 2 wrote for each memory: the row, its postings, the token total
+        tokenized = postgres_module._tokenizer.rows([postgres_module.PostgresStore._fts_texts(m) for m in memories])
+        for number, (memory, tokens) in enumerate(zip(memories, tokenized, strict=True), start=1):
+            connection.execute(
+                "INSERT INTO memories (id, text, content_hash, created_at, last_accessed_at, tags, project, kind, "
+                "conversation, session, role, position, fts_length, lexical_views) "
+                "VALUES (%s, %s, '', %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                (number, memory.text, T0, T0, list(memory.tags), memory.project, memory.kind, memory.conversation,
+                 memory.session, memory.role, memory.position, tokens.length,
+                 json.dumps({v: memory.views[v] for v in ("context", "prev") if v in memory.views})),
+            )  # fmt: skip
+            for (column, term), offsets in tokens.positions.items():
+                connection.execute(
+                    "INSERT INTO postings (term, col, memory_id, positions) VALUES (%s, %s, %s, %s)",
+                    (term, column, number, offsets),
+                )
+            connection.execute("UPDATE fts_totals SET tokens = tokens + %s WHERE shard = 0", (tokens.length,))
+        connection.execute("SELECT setval(pg_get_serial_sequence('memories', 'id'), %s)", (len(memories),))
+    old.close()
+    upgraded = open_store(pg_url)
+    assert upgraded.schema_version == postgres_schema_version()  # type: ignore[attr-defined]
+    _statistics_are_exact(upgraded)
+    sqlite = open_store(tmp_path / "same.db", create=True)
+    sqlite.insert(memories, None, None, T0)
+    for query in QUERIES:
+        for limit in (2, 50):
+            expected = sqlite.lexical_search(query, EVERYTHING, limit)
+            found = upgraded.lexical_search(query, EVERYTHING, limit)
+            assert [i for i, _ in found] == [i for i, _ in expected], query
+            assert np.allclose([s for _, s in found], [s for _, s in expected], rtol=0, atol=1e-9)
+    upgraded.insert([NewMemory("after the upgrade")], None, None, T0)
+    _statistics_are_exact(upgraded)
+    sqlite.close()
+    upgraded.close()
 
 
 def postgres_schema_version() -> int:
