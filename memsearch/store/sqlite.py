@@ -35,10 +35,22 @@ from memsearch.models import (
     content_hash,
 )
 from memsearch.paths import make_private_dirs, read_only_requested
-from memsearch.store.base import EVERYTHING, EmbeddingModelInfo, ExportedMemory, Hits, Rewrite, Scope, StoreHealth
+from memsearch.store import ann
+from memsearch.store.ann import AnnIndex, ann_threshold
+from memsearch.store.base import (
+    EVERYTHING,
+    EmbeddingModelInfo,
+    ExportedMemory,
+    Hits,
+    Rewrite,
+    Scope,
+    StoreHealth,
+    VectorHits,
+)
 from memsearch.store.fts import FTS_COLUMNS, GRAM_COLUMNS, fts_row, gram_expression, gram_text, match_expression
 from memsearch.store.migrations import MIGRATIONS, SCHEMA_VERSION
-from memsearch.store.vectors import VectorIndex, vector_top
+from memsearch.store.vector_cache import VectorCache, WrongDimension, batches, cache_folder
+from memsearch.store.vectors import VectorIndex, approximate_top, vector_top
 from memsearch.timeutil import from_iso, to_iso
 
 if TYPE_CHECKING:
@@ -59,6 +71,9 @@ _MEMORY_COLUMNS = (
 
 # The vector-index key of every long note's chunk vectors (views chunk_2, chunk_3, …; ids repeat).
 _CHUNKS = "chunks"
+# The store's id names its vector cache files (with the generation): a file never serves another store.
+_NEW_STORE_ID = "INSERT OR IGNORE INTO meta (key, value) VALUES ('store_id', lower(hex(randomblob(8))))"
+_CACHE_NAMES = {None: "own", _CHUNKS: "chunks"}  # a view's name in the vector cache files
 _CHUNK_VIEWS_LIKE = CHUNK_VIEW_PREFIX.replace("_", "!_") + "%"
 
 _FTS_INSERT = (
@@ -229,7 +244,10 @@ class SQLiteStore:
         self._connections: builtins.list[sqlite3.Connection] = []
         self._lock = threading.Lock()
         self._access_lock = threading.Lock()
-        self._vector_cache: dict[str | None, tuple[int, VectorIndex]] = {}
+        self._vector_cache: dict[str | None, tuple[int, VectorIndex, str]] = {}  # view → (generation, …, file name)
+        self._ann_cache: dict[str, tuple[VectorIndex, AnnIndex]] = {}
+        # Scopes of at least this many memories are searched through the approximate index.
+        self.ann_threshold = ann_threshold()
         self._write_refusal: MemsearchError | None = None  # set when only reading works (a full disk)
         self._access_skipped = False  # the note that access was not recorded is given once
         if read_only:
@@ -419,11 +437,13 @@ class SQLiteStore:
         )
 
     def _bump_generation(self) -> None:
-        """Every write moves the generation on, so cached vector matrices know they are stale."""
+        """Every write moves the generation on, so cached vector matrices (in memory and in the
+        vector cache files, which also carry the store's id) know they are stale."""
         self._db.execute(
             "INSERT INTO meta (key, value) VALUES ('generation', '1') "
             "ON CONFLICT (key) DO UPDATE SET value = CAST(value AS INTEGER) + 1"
         )
+        self._db.execute(_NEW_STORE_ID)
 
     def generation(self) -> int:
         return int(self._meta("generation") or 0)
@@ -843,45 +863,125 @@ class SQLiteStore:
 
     def vector_index(self, view: str | None = None) -> VectorIndex:
         """The stored vectors (of the memories' own texts, or of one view) as one matrix, cached
-        until the store's next write."""
-        import numpy as np
-
+        until the store's next write: memory-mapped from the vector cache beside the store (see
+        memsearch.store.vector_cache), which the first process to need it writes."""
         generation = self.generation()
         cached = self._vector_cache.get(view)
         if cached is not None and cached[0] == generation:
             return cached[1]
-        model = self.embedding_model()
-        dim = model.dim if model else 0
+        if view in OWN_TEXT_VIEWS and not self._has_view_vectors(view):
+            # Every memory is searched by its own vector here: the same matrix, one product a query.
+            self.vector_index(None)
+            generation, index, name = self._vector_cache[None]
+        else:
+            name = _CACHE_NAMES.get(view, view or "own")
+            generation, index = self._read_vectors(view, name)
+        self._vector_cache[view] = (generation, index, name)
+        return index
+
+    def _has_view_vectors(self, view: str) -> bool:
+        sql = "SELECT 1 FROM views WHERE view = ? AND vector IS NOT NULL LIMIT 1"
+        return self._db.execute(sql, (view,)).fetchone() is not None
+
+    def _vector_rows_sql(self, view: str | None) -> tuple[str, tuple[Any, ...]]:
         if view is None:
-            rows = self._db.execute("SELECT memory_id, vector FROM vectors ORDER BY memory_id").fetchall()
-        elif view == _CHUNKS:
-            rows = self._db.execute(
+            return "SELECT memory_id, vector FROM vectors ORDER BY memory_id", ()
+        if view == _CHUNKS:
+            return (
                 "SELECT memory_id, vector FROM views WHERE view LIKE ? ESCAPE '!' ORDER BY memory_id",
                 (_CHUNK_VIEWS_LIKE,),
-            ).fetchall()
-        elif view in OWN_TEXT_VIEWS:  # a memory without a vector of this view is searched by its own
-            rows = self._db.execute(
+            )
+        if view in OWN_TEXT_VIEWS:  # a memory without a vector of this view is searched by its own
+            return (
                 "SELECT memory_id, vector FROM views WHERE view = ? AND vector IS NOT NULL "
                 "UNION ALL SELECT memory_id, vector FROM vectors v WHERE NOT EXISTS "
                 "(SELECT 1 FROM views w WHERE w.memory_id = v.memory_id AND w.view = ? AND w.vector IS NOT NULL) "
                 "ORDER BY memory_id",
                 (view, view),
-            ).fetchall()
-        else:
-            rows = self._db.execute(
-                "SELECT memory_id, vector FROM views WHERE view = ? ORDER BY memory_id", (view,)
-            ).fetchall()
+            )
+        return "SELECT memory_id, vector FROM views WHERE view = ? ORDER BY memory_id", (view,)
+
+    def _read_vectors(self, view: str | None, name: str) -> tuple[int, VectorIndex]:
+        """(generation, the view's vectors) read in one snapshot: from the cache files when they
+        are there, else out of SQLite (written to the cache files on the way when it can be)."""
+        import numpy as np
+
+        db = self._db
+        own_snapshot = not db.in_transaction  # inside a write, the rows are not yet a generation's
+        cache = self._files() if own_snapshot else None
+        if own_snapshot:
+            db.execute("BEGIN")
+        try:
+            generation = self.generation()
+            model = self.embedding_model()
+            dim = model.dim if model else 0
+            files = cache if dim else None
+            if files is not None and (loaded := files.load(generation, name, dim)) is not None:
+                return generation, loaded
+            sql, params = self._vector_rows_sql(view)
+            (count,) = db.execute(f"SELECT count(*) FROM ({sql})", params).fetchone() if files else (0,)
+            if files is not None and count:  # (an empty view has nothing worth a file)
+                try:
+                    return generation, files.write(
+                        generation, name, dim, count, batches(db.execute(sql, params).fetchmany)
+                    )
+                except WrongDimension as mismatch:
+                    raise self._wrong_vectors(mismatch.count, dim) from None
+                except OSError as error:  # a full disk, a folder that cannot be written: read them here
+                    log.info("vector cache not written (%s)", error)
+            rows = db.execute(sql, params).fetchall()
+        finally:
+            if own_snapshot:
+                db.execute("COMMIT")
         ids = np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
         wrong = sum(1 for row in rows if len(row[1]) != 4 * dim)
         if wrong:
-            raise StoreCorruptError(
-                f"{self.path}: {wrong} stored vectors are not the {dim} numbers the store's model makes; "
-                "re-embed the store (reindex) to repair them"
-            )
+            raise self._wrong_vectors(wrong, dim)
         matrix = np.frombuffer(b"".join(row[1] for row in rows), dtype="<f4").astype(np.float32, copy=False)
-        index = VectorIndex(ids=ids, matrix=matrix.reshape(len(rows), dim) if rows else np.zeros((0, dim), np.float32))
-        self._vector_cache[view] = (generation, index)
-        return index
+        return generation, VectorIndex(
+            ids=ids, matrix=matrix.reshape(len(rows), dim) if rows else np.zeros((0, dim), np.float32)
+        )
+
+    def _wrong_vectors(self, count: int, dim: int) -> StoreCorruptError:
+        return StoreCorruptError(
+            f"{self.path}: {count} stored vectors are not the {dim} numbers the store's model makes; "
+            "re-embed the store (reindex) to repair them"
+        )
+
+    def _files(self) -> VectorCache | None:
+        """The vector cache beside the store; None for a store that is only read here (or whose
+        id cannot be recorded)."""
+        if self.read_only or self._write_refusal is not None:
+            return None
+        store_id = self._meta("store_id")
+        if store_id is None:  # a store last written by an older memsearch: give it its id
+            try:
+                with self.transaction(ACCESS_TIMEOUT_MS):
+                    self._db.execute(_NEW_STORE_ID)
+            except StoreUnavailableError:
+                return None
+            store_id = self._meta("store_id")
+        return VectorCache(cache_folder(self.path), str(store_id))
+
+    def _approximate(self, view: str | None, index: VectorIndex, admitted: int) -> AnnIndex | None:
+        """The view's approximate index when the scope is large enough to want one (made when
+        missing; None without the index library, or where the cache cannot be written)."""
+        if admitted < self.ann_threshold or index.ids.size < self.ann_threshold or not ann.available():
+            return None
+        generation, _, name = self._vector_cache[view]
+        cached = self._ann_cache.get(name)
+        if cached is not None and cached[0] is index:
+            return cached[1]
+        files = self._files()
+        if files is None:
+            return None
+        try:
+            built = files.index(generation, name, index)
+        except OSError as error:
+            log.warning("approximate vector index not available (%s): searching exactly", error)
+            return None
+        self._ann_cache[name] = (index, built)
+        return built
 
     def _scope_mask(self, index: VectorIndex, scope: Scope) -> np.ndarray | None:
         """Which rows of the index are in scope; None for all. A scope that only leaves out some
@@ -894,13 +994,24 @@ class SQLiteStore:
             return ~np.isin(index.ids, np.asarray(self._ids_of_other_kinds(scope.kinds), np.int64))
         return np.isin(index.ids, np.asarray(self._scoped_ids(scope), np.int64))
 
-    def vector_search(self, vector: np.ndarray, scope: Scope, limit: int | None, view: str | None = None) -> Hits:
-        """Exact search: the query against every stored vector of the view, in process. A long
-        note scores by its best chunk where its own vector stands (the own-text views)."""
+    def vector_search(self, vector: np.ndarray, scope: Scope, limit: int | None, view: str | None = None) -> VectorHits:
+        """The query against the stored vectors of the view, in process: exactly, or, for a scope
+        of at least `ann_threshold` memories, through the approximate index. A long note scores by
+        its best chunk where its own vector stands (the own-text views)."""
+        import numpy as np
+
         index = self.vector_index(view)
         chunks = self.vector_index(_CHUNKS) if view is None or view in OWN_TEXT_VIEWS else None
+        mask = self._scope_mask(index, scope)
+        if limit is not None:
+            admitted = index.ids.size if mask is None else int(np.count_nonzero(mask))
+            approximate = self._approximate(view, index, admitted)
+            if approximate is not None:
+                hits = approximate_top(index, approximate, vector, limit, mask, chunks)
+                if hits is not None:
+                    return VectorHits(hits, engine="index")
         pool = index.ids.size if limit is None else limit
-        return vector_top(index, vector, pool, self._scope_mask(index, scope), chunks)
+        return VectorHits(vector_top(index, vector, pool, mask, chunks), engine="exact")
 
     def cosines(self, vector: np.ndarray, ids: Sequence[int]) -> dict[int, float]:
         """Each memory's cosine as the vector leg scores it: a long note's is its best chunk's."""
@@ -1001,7 +1112,7 @@ class SQLiteStore:
             fts_rows=db.execute("SELECT count(*) FROM memories_fts").fetchone()[0],
             view_vectors=db.execute("SELECT count(*) FROM views WHERE vector IS NOT NULL").fetchone()[0],
             integrity="; ".join(problems),
-            ann_index=False,
+            ann_index=self.vector_count() >= self.ann_threshold and ann.available(),
             wal_bytes=wal.stat().st_size if wal.exists() else 0,
             size_bytes=self.path.stat().st_size,
         )
