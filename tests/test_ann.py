@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from memsearch.models import EmbeddingModelInfo, NewMemory
 from memsearch.store import Scope
+from memsearch.store import ann as memsearch_ann
 from memsearch.store.sqlite import SQLiteStore
 from memsearch.store.vector_cache import cache_folder
 from memsearch.store.vectors import vector_top
@@ -111,9 +112,19 @@ def test_a_read_only_store_reads_its_vectors_without_a_cache(db_path: Path, monk
 
 # -- the approximate index --------------------------------------------------------------------
 
-usearch = pytest.importorskip("usearch")
+
+def test_the_index_library_and_the_encoder_load_in_either_order() -> None:
+    """usearch 2.26 made a process that imports onnxruntime after it crash."""
+    for first, second in (("usearch.index", "onnxruntime"), ("onnxruntime", "usearch.index")):
+        if memsearch_ann.available():  # (which imports onnxruntime first itself)
+            done = subprocess.run([sys.executable, "-c", f"import {first}; import {second}"], check=False)
+            assert done.returncode == 0, f"importing {second} after {first} failed ({done.returncode})"
 
 
+needs_index = pytest.mark.skipif(not memsearch_ann.available(), reason="usearch is not installed")
+
+
+@needs_index
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     n=st.integers(1, 120),
@@ -141,6 +152,7 @@ def test_search_equals_exact_search_below_the_threshold_and_in_small_scopes(
     assert np.allclose([s for _, s in through], [s for _, s in below], atol=1e-6)
 
 
+@needs_index
 def test_the_index_is_never_stale_after_writes_of_another_process(db_path: Path) -> None:
     store = filled(db_path, 200)
     store.ann_threshold = 100
@@ -168,6 +180,7 @@ store.insert([NewMemory("memory 3", key=None)], -query[None, :], EmbeddingModelI
     assert len(cache_files(db_path, ".hnsw")) == 1  # updated into the new generation's file
 
 
+@needs_index
 def test_a_replaced_memory_is_found_by_its_new_vector(db_path: Path) -> None:
     store = SQLiteStore.open(db_path, create=True)
     rows = unit_rows(150, 3)
@@ -180,6 +193,7 @@ def test_a_replaced_memory_is_found_by_its_new_vector(db_path: Path) -> None:
     assert hits.engine == "index" and hits[0][0] == replaced and hits == exact(store, query, Scope(), 5)
 
 
+@needs_index
 @pytest.mark.parametrize("damage", ["missing", "garbage", "truncated"])
 def test_a_missing_or_damaged_index_is_rebuilt_not_an_error(db_path: Path, damage: str) -> None:
     store = filled(db_path, 150)
@@ -200,6 +214,7 @@ def test_a_missing_or_damaged_index_is_rebuilt_not_an_error(db_path: Path, damag
     assert hits.engine == "index" and hits == expected
 
 
+@needs_index
 def test_health_says_whether_an_index_serves(db_path: Path) -> None:
     store = filled(db_path, 30)
     assert not store.health().ann_index

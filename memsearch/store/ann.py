@@ -16,6 +16,7 @@ this module; `SQLiteStore.vector_search` decides when it answers (VectorHits.eng
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from pathlib import Path
@@ -50,6 +51,12 @@ def ann_threshold() -> int:
 def available() -> bool:
     """Whether the index library is installed (without it every search is exact)."""
     try:
+        # usearch 2.26 makes a later import of onnxruntime crash the process (the pin in
+        # pyproject.toml keeps it out; this keeps an installed one harmless): onnxruntime first.
+        # A search through the index embeds its query anyway.
+        with contextlib.suppress(ImportError):
+            import onnxruntime  # noqa: F401
+
         import usearch.index  # noqa: F401
     except ImportError:
         return False

@@ -73,6 +73,8 @@ _MEMORY_COLUMNS = (
 _CHUNKS = "chunks"
 # The store's id names its vector cache files (with the generation): a file never serves another store.
 _NEW_STORE_ID = "INSERT OR IGNORE INTO meta (key, value) VALUES ('store_id', lower(hex(randomblob(8))))"
+# Meta key: "same" while every memory's lexical views hold the same text, "differ" once one does not.
+_LEXICAL_VIEWS = "lexical_views"
 _CACHE_NAMES = {None: "own", _CHUNKS: "chunks"}  # a view's name in the vector cache files
 _CHUNK_VIEWS_LIKE = CHUNK_VIEW_PREFIX.replace("_", "!_") + "%"
 
@@ -246,6 +248,7 @@ class SQLiteStore:
         self._access_lock = threading.Lock()
         self._vector_cache: dict[str | None, tuple[int, VectorIndex, str]] = {}  # view → (generation, …, file name)
         self._ann_cache: dict[str, tuple[VectorIndex, AnnIndex]] = {}
+        self._lexical_memo: tuple[tuple[Any, ...], Hits] | None = None  # the last lexical view query
         # Scopes of at least this many memories are searched through the approximate index.
         self.ann_threshold = ann_threshold()
         self._write_refusal: MemsearchError | None = None  # set when only reading works (a full disk)
@@ -399,6 +402,8 @@ class SQLiteStore:
                     self._db.execute(statement)
                 self._db.execute(f"PRAGMA user_version = {number}")
             self._db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+            if version == 0:
+                self._set_meta(_LEXICAL_VIEWS, "same")
 
     def close(self) -> None:
         with self._lock:
@@ -529,9 +534,7 @@ class SQLiteStore:
                         (*values, created),
                     )
                     memory_id = int(cursor.lastrowid or 0)
-                self._db.execute(
-                    _FTS_INSERT, (memory_id, *fts_row(memory.text, memory.tags, memory.kind, memory.views))
-                )
+                self._index_text(memory_id, fts_row(memory.text, memory.tags, memory.kind, memory.views))
                 if vectors is not None:
                     self._db.execute(
                         "INSERT INTO vectors (memory_id, vector) VALUES (?, ?) "
@@ -581,6 +584,33 @@ class SQLiteStore:
             (rewrite.id, rewrite.vector.astype("<f4").tobytes()),
         )
 
+    def _index_text(self, memory_id: int, row: Sequence[str]) -> None:
+        """Write a memory's full-text row; one whose lexical views differ marks the store so (see
+        `_lexical_views_alike`)."""
+        self._db.execute(_FTS_INSERT, (memory_id, *row))
+        views = [row[FTS_COLUMNS.index(view)] for view in LEXICAL_VIEWS]
+        if any(text != views[0] for text in views) and self._meta(_LEXICAL_VIEWS) != "differ":
+            self._set_meta(_LEXICAL_VIEWS, "differ")
+
+    def _lexical_views_alike(self) -> bool:
+        """Whether every memory's lexical views hold the same text (a store of notes, which are
+        their own views), as the store keeps track since it was made; a store made by an older
+        memsearch is read once to know (when it can be written, to keep the answer)."""
+        state = self._meta(_LEXICAL_VIEWS)
+        if state is None and not self.read_only and self._write_refusal is None:
+            differs = " OR ".join(f"{view} IS NOT {LEXICAL_VIEWS[0]}" for view in LEXICAL_VIEWS[1:])
+            found = self._db.execute(f"SELECT 1 FROM memories_fts WHERE {differs} LIMIT 1").fetchone()
+            try:
+                with self.transaction(ACCESS_TIMEOUT_MS):
+                    self._db.execute(
+                        "INSERT OR IGNORE INTO meta (key, value) VALUES (?, ?)",
+                        (_LEXICAL_VIEWS, "differ" if found else "same"),
+                    )
+            except StoreUnavailableError:
+                return False
+            state = self._meta(_LEXICAL_VIEWS)
+        return state == "same"
+
     def _delete_views(self, memory_id: int) -> None:
         self._db.execute("DELETE FROM views WHERE memory_id = ?", (memory_id,))
 
@@ -597,7 +627,7 @@ class SQLiteStore:
         named = {view: value for view, value in views.items() if view in LEXICAL_VIEWS and value is not None}
         self._db.execute("DELETE FROM memories_fts WHERE rowid = ?", (memory_id,))
         row = fts_row(text, memory.tags if tags is None else tags, memory.kind, {**kept, **named})
-        self._db.execute(_FTS_INSERT, (memory_id, *row))
+        self._index_text(memory_id, row)
 
     def touch(self, ids: Sequence[int], now: datetime) -> None:
         """Record that a search returned these memories; increments are atomic in SQL, so
@@ -726,7 +756,7 @@ class SQLiteStore:
                 )  # fmt: skip
                 if m.superseded_by is not None or m.parent_id is not None:
                     links.append((m.superseded_by, m.parent_id, m.id))
-                self._db.execute(_FTS_INSERT, (m.id, *fts_row(m.text, m.tags, m.kind, exported.lexical_views)))
+                self._index_text(m.id, fts_row(m.text, m.tags, m.kind, exported.lexical_views))
                 if exported.vector is not None:
                     self._db.execute(
                         "INSERT INTO vectors (memory_id, vector) VALUES (?, ?)",
@@ -807,6 +837,19 @@ class SQLiteStore:
         check_text("the query", query)  # SQLite binds only valid Unicode
         if view is not None and view not in LEXICAL_VIEWS:
             raise ValueError(f"no full-text view {view!r}")
+        if view is not None and self._lexical_views_alike():
+            # Every memory's views hold the same text: one view's ranking is every view's, so the
+            # legs over them run one query (the last one's hits are kept for the next leg).
+            key = (self.generation(), query, scope, limit)
+            last = self._lexical_memo
+            if last is not None and last[0] == key:
+                return list(last[1])
+            hits = self._lexical_query(query, scope, limit, LEXICAL_VIEWS[0])
+            self._lexical_memo = (key, hits)
+            return list(hits)
+        return self._lexical_query(query, scope, limit, view)
+
+    def _lexical_query(self, query: str, scope: Scope, limit: int, view: str | None) -> Hits:
         match = match_expression(query)
         grams = gram_expression(query)
         if match is None and grams is None:
