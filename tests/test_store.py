@@ -173,3 +173,11 @@ def test_lexical_views_that_differ_are_searched_apart(store: SQLiteStore, db_pat
     reopened = SQLiteStore.open(db_path)
     assert reopened.lexical_search("context", Scope(), 10, "prev") == []
     assert reopened._meta("lexical_views") == "differ"
+
+
+def test_roles_follow_writes_of_another_process(store: SQLiteStore, db_path: Path) -> None:
+    store.insert([NewMemory("hi", role="Ana", kind="turn", session="s1")], vectors(1), MODEL, T0)
+    assert store.roles(Scope()) == ["Ana"]
+    other = SQLiteStore.open(db_path)
+    other.insert([NewMemory("hello", role="Ben", kind="turn", session="s1")], vectors(1), MODEL, T0)
+    assert store.roles(Scope()) == ["Ana", "Ben"]
