@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from memsearch.models import EmbeddingModelInfo, NewMemory
 from memsearch.store import Scope
-from memsearch.store import ann as memsearch_ann
+from memsearch.store.ann import index_library_available
 from memsearch.store.sqlite import SQLiteStore
 from memsearch.store.vector_cache import cache_folder
 from memsearch.store.vectors import vector_top
@@ -116,12 +116,12 @@ def test_a_read_only_store_reads_its_vectors_without_a_cache(db_path: Path, monk
 def test_the_index_library_and_the_encoder_load_in_either_order() -> None:
     """usearch 2.26 made a process that imports onnxruntime after it crash."""
     for first, second in (("usearch.index", "onnxruntime"), ("onnxruntime", "usearch.index")):
-        if memsearch_ann.available():  # (which imports onnxruntime first itself)
+        if index_library_available():  # (which imports onnxruntime first itself)
             done = subprocess.run([sys.executable, "-c", f"import {first}; import {second}"], check=False)
             assert done.returncode == 0, f"importing {second} after {first} failed ({done.returncode})"
 
 
-needs_index = pytest.mark.skipif(not memsearch_ann.available(), reason="usearch is not installed")
+needs_index = pytest.mark.skipif(not index_library_available(), reason="usearch is not installed")
 
 
 @needs_index

@@ -12,7 +12,7 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from memsearch.cli.app import app
-from memsearch.store import ann
+from memsearch.store.ann import index_library_available
 
 runner = CliRunner()
 
@@ -85,7 +85,7 @@ def test_search_table_with_explain_and_raw(filled: None) -> None:
 def test_explain_says_which_engine_answered_the_vector_legs(filled: None, monkeypatch: pytest.MonkeyPatch) -> None:
     out = run("search", "parseConfig", "--explain", "--mode", "hybrid", "-k", "1", env=terminal()).stdout
     assert "vector legs answered by vector: exact search, vector_context: exact search" in unstyled(out)
-    if not ann.available():
+    if not index_library_available():
         return
     monkeypatch.setenv("MEMSEARCH_ANN_THRESHOLD", "2")  # three memories: through the index
     document = json.loads(run("search", "parseConfig", "-f", "json", "--mode", "hybrid").stdout)

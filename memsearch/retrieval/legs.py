@@ -126,7 +126,7 @@ class Recall:
         scope = replace(self.scope, roles=(leg.role,)) if leg.role else self.scope
         exhaustive = self.profile.exhaustive and leg.view is None and leg.role is None
         ranking = self.store.vector_search(self.vector(), scope, None if exhaustive else self.pool, leg.view)
-        self.engines[spec] = ranking.engine
+        self.engines[spec] = getattr(ranking, "engine", "exact")  # (a backend may return a plain list)
         if exhaustive:
             self.exhaustive_ranking = ranking
         return rank_hits(ranking[: self.pool])
@@ -150,7 +150,7 @@ class Recall:
                 continue
             hits = self.store.vector_search(self.vector(), within, self.pool, None)
             if self.engines.get("time") != "index":  # any date through the index: the leg was
-                self.engines["time"] = hits.engine
+                self.engines["time"] = getattr(hits, "engine", "exact")
             for memory_id, cosine in hits:
                 best[memory_id] = max(cosine, best.get(memory_id, -1.0))
         return rank_hits(sorted(best.items(), key=lambda hit: -hit[1]))

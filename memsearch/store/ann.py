@@ -48,7 +48,7 @@ def ann_threshold() -> int:
     return int(value) if value.isdigit() else DEFAULT_THRESHOLD
 
 
-def available() -> bool:
+def index_library_available() -> bool:
     """Whether the index library is installed (without it every search is exact)."""
     try:
         # usearch 2.26 makes a later import of onnxruntime crash the process (the pin in

@@ -35,8 +35,7 @@ from memsearch.models import (
     content_hash,
 )
 from memsearch.paths import make_private_dirs, read_only_requested
-from memsearch.store import ann
-from memsearch.store.ann import AnnIndex, ann_threshold
+from memsearch.store.ann import AnnIndex, ann_threshold, index_library_available
 from memsearch.store.base import (
     EVERYTHING,
     EmbeddingModelInfo,
@@ -1020,7 +1019,7 @@ class SQLiteStore:
     def _approximate(self, view: str | None, index: VectorIndex, admitted: int) -> AnnIndex | None:
         """The view's approximate index when the scope is large enough to want one (made when
         missing; None without the index library, or where the cache cannot be written)."""
-        if admitted < self.ann_threshold or index.ids.size < self.ann_threshold or not ann.available():
+        if admitted < self.ann_threshold or index.ids.size < self.ann_threshold or not index_library_available():
             return None
         generation, _, name = self._vector_cache[view]
         cached = self._ann_cache.get(name)
@@ -1166,7 +1165,7 @@ class SQLiteStore:
             fts_rows=db.execute("SELECT count(*) FROM memories_fts").fetchone()[0],
             view_vectors=db.execute("SELECT count(*) FROM views WHERE vector IS NOT NULL").fetchone()[0],
             integrity="; ".join(problems),
-            ann_index=self.vector_count() >= self.ann_threshold and ann.available(),
+            ann_index=self.vector_count() >= self.ann_threshold and index_library_available(),
             wal_bytes=wal.stat().st_size if wal.exists() else 0,
             size_bytes=self.path.stat().st_size,
         )

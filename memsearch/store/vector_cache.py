@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from memsearch.paths import make_private_dirs
-from memsearch.store import ann
+from memsearch.store.ann import AnnIndex, build_index, open_index
 from memsearch.store.vectors import VectorIndex
 
 log = logging.getLogger(__name__)
@@ -94,16 +94,16 @@ class VectorCache:
         self._remove_older(generation, view, keep_index=True)
         return loaded
 
-    def index(self, generation: int, view: str, vectors: VectorIndex) -> ann.AnnIndex:
+    def index(self, generation: int, view: str, vectors: VectorIndex) -> AnnIndex:
         """The view's approximate index of this generation: mapped if saved, else updated from the
         newest saved generation's (when its vectors are still there to compare), else built."""
         path = self._path(generation, view, "hnsw")
-        opened = ann.open_index(path, vectors.ids)
+        opened = open_index(path, vectors.ids)
         if opened is not None:
             return opened
         previous = self._previous_index(generation, view, vectors.matrix.shape[1])
         log.info("building the approximate vector index of %s (%d vectors)", self.folder, vectors.ids.size)
-        built = ann.build_index(path, vectors, previous)
+        built = build_index(path, vectors, previous)
         self._remove_older(generation, view, keep_index=False)
         return built
 
