@@ -1014,15 +1014,19 @@ def build_generated_store(size: int, seed: int, out: Path, now: datetime) -> tup
     return path, elapsed
 
 
+# VmHWM, not ru_maxrss: Linux carries ru_maxrss over an exec, so a child of this (large) process
+# would report the parent's size.
 PEAK_SCRIPT = """
-import resource, sys
+import sys
 from memsearch.api import Memsearch
 from memsearch.retrieval.pipeline import SearchRequest
+def peak():
+    return int(open("/proc/self/status").read().split("VmHWM:")[1].split()[0]) * 1024
 with Memsearch(sys.argv[1]) as ms:
     ms.encoder().encode(["warm-up"])
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    before = peak()
     ms.search(SearchRequest(sys.argv[2], k=10, mode="hybrid"))
-print(before * 1024, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+print(before, peak())
 """
 
 

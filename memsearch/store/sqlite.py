@@ -249,6 +249,7 @@ class SQLiteStore:
         self._ann_cache: dict[str, tuple[VectorIndex, AnnIndex]] = {}
         self._lexical_memo: tuple[tuple[Any, ...], Hits] | None = None  # the last lexical view query
         self._roles_memo: dict[Scope, tuple[int, builtins.list[str]]] = {}  # scope → (generation, roles)
+        self._vector_memo: tuple[tuple[Any, ...], VectorIndex, VectorHits] | None = None  # the last vector search
         # Scopes of at least this many memories are searched through the approximate index.
         self.ann_threshold = ann_threshold()
         self._write_refusal: MemsearchError | None = None  # set when only reading works (a full disk)
@@ -1055,6 +1056,26 @@ class SQLiteStore:
 
         index = self.vector_index(view)
         chunks = self.vector_index(_CHUNKS) if view is None or view in OWN_TEXT_VIEWS else None
+        # Legs over views that share a matrix ask the same question: the last answer is kept.
+        key = (id(index), id(chunks), vector.astype(np.float32, copy=False).tobytes(), scope, limit)
+        last = self._vector_memo
+        if last is not None and last[0] == key and last[1] is index:
+            return VectorHits(last[2], last[2].engine)
+        hits = self._vector_search(view, index, chunks, vector, scope, limit)
+        self._vector_memo = (key, index, hits)
+        return VectorHits(hits, hits.engine)
+
+    def _vector_search(
+        self,
+        view: str | None,
+        index: VectorIndex,
+        chunks: VectorIndex | None,
+        vector: np.ndarray,
+        scope: Scope,
+        limit: int | None,
+    ) -> VectorHits:
+        import numpy as np
+
         mask = self._scope_mask(index, scope)
         if limit is not None:
             admitted = index.ids.size if mask is None else int(np.count_nonzero(mask))
