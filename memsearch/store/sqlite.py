@@ -1057,7 +1057,7 @@ class SQLiteStore:
         index = self.vector_index(view)
         chunks = self.vector_index(_CHUNKS) if view is None or view in OWN_TEXT_VIEWS else None
         # Legs over views that share a matrix ask the same question: the last answer is kept.
-        key = (id(index), id(chunks), vector.astype(np.float32, copy=False).tobytes(), scope, limit)
+        key = (id(index), id(chunks), vector.astype(np.float32, copy=False).tobytes(), scope, limit, self.ann_threshold)
         last = self._vector_memo
         if last is not None and last[0] == key and last[1] is index:
             return VectorHits(last[2], last[2].engine)
