@@ -44,6 +44,18 @@ def exact(store: SQLiteStore, query: np.ndarray, scope: Scope, limit: int) -> li
     return vector_top(index, query, limit, mask)
 
 
+def close_to_exact(store: SQLiteStore, hits: list[tuple[int, float]], query: np.ndarray, limit: int) -> bool:
+    """What an approximate search must give: exact scores in order, and nearly every one of the
+    exact search's memories (an HNSW graph may leave a node out of reach: its recall is measured
+    by bench/bench.py --million)."""
+    reference = exact(store, query, Scope(), limit)
+    scores = dict(exact(store, query, Scope(), store.count()))
+    in_order = [s for _, s in hits] == sorted((s for _, s in hits), reverse=True)
+    scored = all(abs(scores[i] - s) < 1e-6 for i, s in hits)
+    found = len({i for i, _ in hits} & {i for i, _ in reference})
+    return in_order and scored and len(hits) == len(reference) and found >= 0.8 * len(reference)
+
+
 def cache_files(path: Path, suffix: str) -> list[Path]:
     return sorted(cache_folder(path).glob(f"*{suffix}"))
 
@@ -183,7 +195,7 @@ store.insert([NewMemory("memory 3", key=None)], -query[None, :], EmbeddingModelI
     subprocess.run([sys.executable, "-c", script], check=True, cwd=Path(__file__).parent.parent)
     hits = store.vector_search(query, Scope(), 10)
     assert hits.engine == "index"
-    assert hits == exact(store, query, Scope(), 10)
+    assert close_to_exact(store, hits, query, 10)
     assert best not in [i for i, _ in hits] and hits[0][1] == pytest.approx(1.0)
     assert len(cache_files(db_path, ".hnsw")) == 1  # updated into the new generation's file
 
@@ -198,7 +210,7 @@ def test_a_replaced_memory_is_found_by_its_new_vector(db_path: Path) -> None:
     store.vector_search(query, Scope(), 5)
     (replaced,) = store.insert([NewMemory("m7 again", key="k7")], query[None, :], MODEL, T0, replace=True)
     hits = store.vector_search(query, Scope(), 5)
-    assert hits.engine == "index" and hits[0][0] == replaced and hits == exact(store, query, Scope(), 5)
+    assert hits.engine == "index" and hits[0][0] == replaced and close_to_exact(store, hits, query, 5)
 
 
 @needs_index
@@ -207,7 +219,7 @@ def test_a_missing_or_damaged_index_is_rebuilt_not_an_error(db_path: Path, damag
     store = filled(db_path, 150)
     store.ann_threshold = 100
     query = unit_rows(1, 4)[0]
-    expected = store.vector_search(query, Scope(), 10)
+    assert store.vector_search(query, Scope(), 10).engine == "index"
     store.close()
     (index_file,) = cache_files(db_path, ".hnsw")
     if damage == "missing":
@@ -219,7 +231,7 @@ def test_a_missing_or_damaged_index_is_rebuilt_not_an_error(db_path: Path, damag
     fresh = SQLiteStore.open(db_path)
     fresh.ann_threshold = 100
     hits = fresh.vector_search(query, Scope(), 10)
-    assert hits.engine == "index" and hits == expected
+    assert hits.engine == "index" and close_to_exact(fresh, hits, query, 10)
 
 
 @needs_index
