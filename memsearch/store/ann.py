@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -49,6 +50,15 @@ def ann_threshold() -> int:
     MEMSEARCH_ANN_THRESHOLD, else DEFAULT_THRESHOLD."""
     value = os.environ.get("MEMSEARCH_ANN_THRESHOLD", "").strip()
     return int(value) if value.isdigit() else DEFAULT_THRESHOLD
+
+
+def private_temporary(path: Path) -> Path:
+    """A new empty file beside `path`, readable by the owner only (as the store), to be renamed to
+    `path`: threads of one process, or processes, that write the same file at once each write
+    their own and rename a whole file into place."""
+    descriptor, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(descriptor)
+    return Path(name)
 
 
 def index_library_available() -> bool:
@@ -121,9 +131,8 @@ def build_index(path: Path, current: VectorIndex, previous: tuple[Path, VectorIn
             index.add(
                 current.ids.astype(np.uint64), np.asarray(current.matrix, np.float32), threads=os.cpu_count() or 1
             )
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    temporary = private_temporary(path)
     try:
-        os.close(os.open(temporary, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600))  # private, as the store
         index.save(str(temporary))
         os.replace(temporary, path)
     finally:

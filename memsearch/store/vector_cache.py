@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from memsearch.paths import make_private_dirs
-from memsearch.store.ann import AnnIndex, build_index, open_index
+from memsearch.store.ann import AnnIndex, build_index, open_index, private_temporary
 from memsearch.store.vectors import VectorIndex
 
 log = logging.getLogger(__name__)
@@ -61,9 +61,10 @@ class VectorCache:
         stream into the file a batch at a time: a process never holds the matrix twice."""
         make_private_dirs(self.folder)
         matrix_path, ids_path = self._path(generation, view, "f32.npy"), self._path(generation, view, "ids.npy")
-        matrix_tmp, ids_tmp = (path.with_name(f".{path.name}.{os.getpid()}.tmp") for path in (matrix_path, ids_path))
+        # Temporary files of their own (private, as the store): threads of one process, or other
+        # processes, may write the same generation at once; each renames a whole file into place.
+        matrix_tmp, ids_tmp = (private_temporary(path) for path in (matrix_path, ids_path))
         try:
-            os.close(os.open(matrix_tmp, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600))  # private, as the store
             matrix = np.lib.format.open_memmap(matrix_tmp, mode="w+", dtype=np.float32, shape=(count, dim))
             ids = np.zeros(count, np.int64)
             filled = 0
@@ -81,7 +82,7 @@ class VectorCache:
                 raise ValueError("fewer vectors than counted")
             matrix.flush()
             del matrix
-            with open(os.open(ids_tmp, os.O_CREAT | os.O_WRONLY | os.O_TRUNC, 0o600), "wb") as file:
+            with open(ids_tmp, "wb") as file:
                 np.save(file, ids)
             os.replace(matrix_tmp, matrix_path)
             os.replace(ids_tmp, ids_path)  # last: the pair is whole once the ids are there
