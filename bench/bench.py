@@ -1090,6 +1090,197 @@ def bench_conversation_import(locomo: Path, runs: int, out: Path) -> Figure:
     )
 
 
+# -- scale: a generated store of a million memories (--million) -----------------------------------
+
+
+def clustered_vectors(n: int, dim: int, seed: int) -> np.ndarray:
+    """Unit vectors around 1,000 fixed centres (as bench_postgres.py's scale run): neighbourhoods
+    like those of real embeddings. Data and queries share the centres; `seed` draws the points."""
+    centres = np.random.default_rng(7).normal(size=(1000, dim)).astype(np.float32)
+    rng = np.random.default_rng(seed)
+    out = np.empty((n, dim), np.float32)
+    for start in range(0, n, 100_000):  # in slices: a million rows of noise at once is 3 GB
+        count = min(100_000, n - start)
+        rows = centres[rng.integers(0, 1000, count)] + 0.6 * rng.normal(size=(count, dim)).astype(np.float32)
+        out[start : start + count] = rows / np.linalg.norm(rows, axis=1, keepdims=True)
+    return out
+
+
+def build_generated_store(size: int, seed: int, out: Path, now: datetime) -> tuple[Path, float | None]:
+    """The cached store of `size` memories with generated vectors: the texts are the 10k corpus's,
+    repeated with a serial number (the corpus generator is too slow for a million); every tenth
+    memory is in project `tenth` (a scope the vector legs search through the index too)."""
+    from memsearch.embedding import load_encoder, resolve_model
+    from memsearch.models import NewMemory
+    from memsearch.store.sqlite import SQLiteStore
+
+    folder = out / "stores"
+    path = folder / f"generated-g{GENERATOR_VERSION}-s{seed}-n{size}-{schema_key()}.db"
+    if path.is_file():
+        return path, None
+    folder.mkdir(parents=True, exist_ok=True)
+    log(f"building the generated {size}-memory store {path} (cached for later runs)")
+    started = time.perf_counter()
+    base = corpus(10_000, seed, now)
+    model = load_encoder(resolve_model()).info
+    vectors = clustered_vectors(size, model.dim, seed=17)
+    staging = path.with_suffix(".building.db")
+    for leftover in (staging, Path(f"{staging}-wal"), Path(f"{staging}-shm")):
+        leftover.unlink(missing_ok=True)
+    store = SQLiteStore.open(staging, create=True)
+    batch = 20_000
+    for start in range(0, size, batch):
+        memories = []
+        for i in range(start, min(size, start + batch)):
+            record = dict(base[i % len(base)])
+            record["text"] = f"{record['text']} (#{i})"
+            if record.get("key"):
+                record["key"] = f"{record['key']}-{i}"
+            record["project"] = "tenth" if i % 10 == 0 else record.get("project") or "common"
+            memories.append(NewMemory.from_json(record))
+        store.insert(memories, vectors[start : start + len(memories)], model, now)
+        log(f"  stored {min(start + batch, size)}/{size}")
+    store.close()
+    staging.replace(path)
+    for suffix in ("-wal", "-shm"):
+        Path(f"{staging}{suffix}").unlink(missing_ok=True)
+    elapsed = time.perf_counter() - started
+    log(f"built {path.name} in {elapsed:.0f} s")
+    return path, elapsed
+
+
+# VmHWM, not ru_maxrss: Linux carries ru_maxrss over an exec, so a child of this (large) process
+# would report the parent's size.
+PEAK_SCRIPT = """
+import sys
+from memsearch.api import Memsearch
+from memsearch.retrieval.pipeline import SearchRequest
+def peak():
+    return int(open("/proc/self/status").read().split("VmHWM:")[1].split()[0]) * 1024
+with Memsearch(sys.argv[1]) as ms:
+    ms.encoder().encode(["warm-up"])
+    before = peak()
+    ms.search(SearchRequest(sys.argv[2], k=10, mode="hybrid"))
+print(before, peak())
+"""
+
+
+def bench_peak_memory(store: Path, qs: Sequence[str], env: dict[str, str], label: str, matrix_bytes: int) -> Figure:
+    """Peak resident memory of a fresh search process, and how much of it the search added to a
+    process with the encoder loaded: each against the bytes of the vector matrix."""
+    peaks, added = [], []
+    for query in qs:
+        _, done = run_process([sys.executable, "-c", PEAK_SCRIPT, str(store), query], env)
+        before, peak = (int(x) for x in done.stdout.decode().split()[-2:])
+        peaks.append(peak / 2**20)
+        added.append((peak - before) / 2**20)
+    matrix = matrix_bytes / 2**20
+    return Figure(
+        f"  peak memory of a search process ({label})",
+        "MB",
+        peaks,
+        note=f"max RSS; the search itself added a median {statistics.median(added):.0f} MB to a process with the "
+        f"encoder loaded; vector matrix {matrix:.0f} MB (target: peak ≤ 2× matrix = {2 * matrix:.0f} MB)",
+        extra={"added_mb_median": statistics.median(added), "matrix_mb": matrix},
+    )
+
+
+def bench_million(
+    size: int, seed: int, out: Path, qs: Sequence[str], env: dict[str, str], now: datetime
+) -> list[Figure]:
+    """In-process hybrid search on a generated store of `size` memories (the vector legs through
+    the approximate index above its threshold), recall@10 of the vector search against exact
+    search, the cache and index build times and sizes, and a search process's peak memory."""
+    from memsearch.api import Memsearch
+    from memsearch.retrieval.pipeline import SearchRequest
+    from memsearch.store import Scope
+    from memsearch.store.sqlite import SQLiteStore
+    from memsearch.store.vector_cache import cache_folder
+    from memsearch.store.vectors import vector_top
+
+    path, built = build_generated_store(size, seed, out, now)
+    name = label(size)
+    figures = [] if built is None else [Figure(f"store build, {name} generated memories (one-off)", "s", [built])]
+    cache = cache_folder(path)
+    builds_file = path.with_name(path.name + ".builds.json")
+    store = SQLiteStore.open(path)
+    started = time.perf_counter()
+    index = store.vector_index()
+    cache_seconds = time.perf_counter() - started
+    probe = clustered_vectors(1, index.matrix.shape[1], seed=3)[0]
+    started = time.perf_counter()
+    engine = store.vector_search(probe, Scope(), 10).engine
+    index_seconds = time.perf_counter() - started
+    if not builds_file.is_file():  # the first run on this store wrote the cache: keep its figures for later runs
+        builds_file.write_text(json.dumps({"cache_s": cache_seconds, "index_s": index_seconds}), encoding="utf-8")
+    builds = json.loads(builds_file.read_text(encoding="utf-8")) if builds_file.is_file() else {}
+    sizes = {suffix: sum(f.stat().st_size for f in cache.glob(f"*{suffix}")) for suffix in (".f32.npy", ".hnsw")}
+    figures += [
+        Figure(
+            f"  vector cache written, {name} (one-off per store generation)",
+            "s",
+            [builds.get("cache_s", cache_seconds)],
+            note=f"the matrix out of SQLite into {sizes['.f32.npy'] / 2**20:.0f} MB of .npy beside the store",
+        ),
+    ]
+    if engine == "index":
+        figures.append(
+            Figure(
+                f"  approximate index build, {name} (one-off; later writes update it)",
+                "s",
+                [builds.get("index_s", index_seconds)],
+                note=f"usearch HNSW, f16, M=16: {sizes['.hnsw'] / 2**20:.0f} MB",
+            )
+        )
+    # Recall@10 of the vector search against exact search, over everything and a tenth of it.
+    queries_v = clustered_vectors(200, index.matrix.shape[1], seed=9)
+    tenth = Scope(project="tenth")
+    for scope, what in ((Scope(), "all"), (tenth, "a 10% scope")):
+        mask = store._scope_mask(index, scope)
+        recalls, latencies = [], []
+        for query in queries_v:
+            tick = time.perf_counter()
+            hits = store.vector_search(query, scope, 10)
+            latencies.append((time.perf_counter() - tick) * 1000)
+            truth = {i for i, _ in vector_top(index, query, 10, mask)}  # after: it keeps the query's scores
+            recalls.append(len(truth & {i for i, _ in hits}) / 10)
+        figures.append(
+            Figure(
+                f"  vector search k=10, {what}, {name} ({hits.engine})",
+                "ms",
+                latencies,
+                note=f"recall@10 against exact search {statistics.mean(recalls):.4f} over {len(recalls)} "
+                "generated queries (target ≥ 0.95)",
+                extra={"recall_at_10": statistics.mean(recalls)},
+            )
+        )
+    matrix_bytes = int(index.matrix.nbytes)
+    store.close()
+    times: list[float] = []
+    with Memsearch(path) as ms:
+        ms.search(SearchRequest("warm-up: where is the deploy config", k=10, mode="hybrid"))
+        for query in qs:
+            tick = time.perf_counter()
+            outcome = ms.search(SearchRequest(query, k=10, mode="hybrid"))
+            times.append((time.perf_counter() - tick) * 1000)
+            if not outcome.results:
+                raise RuntimeError(f"no results for {query!r}")
+    ordered = sorted(times)
+    figures.insert(
+        0,
+        Figure(
+            f"API search hybrid k=10, {name} generated (per query)",
+            "ms",
+            times,
+            40.0 if size >= 1_000_000 else None,
+            note=f"p95 {ordered[int(0.95 * (len(ordered) - 1))]:.1f} ms; {len(qs)} distinct queries; vector legs: "
+            + ", ".join(f"{leg} {engine}" for leg, engine in outcome.vector_engines.items()),
+        ),
+    )
+    figures.append(bench_peak_memory(path, qs[:5], env, name, matrix_bytes))
+    return figures
+
+
 def compute_floor() -> float:
     """Seconds for a fixed single-threaded Python loop: on a shared machine, a rate times this
     floor (memories per floor) moves far less with the load than the rate itself. (A numpy
@@ -1114,6 +1305,8 @@ def fmt_value(value: float, unit: str) -> str:
         return f"{value:.3f} s"
     if unit == "ms":
         return f"{value:.1f} ms"
+    if unit == "MB":
+        return f"{value:.0f} MB"
     return f"{value:.1f} /s"
 
 
@@ -1223,6 +1416,15 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         default=0.0,
         help="before each group of figures, wait up to this many seconds for other processes to leave the CPUs "
         "idle, and take a group again (up to twice) if they got busy meanwhile",
+    )
+    parser.add_argument(
+        "--million",
+        action="store_true",
+        help="also the scale figures on a generated store (vectors generated): hybrid search p50/p95, recall@10 of "
+        "the vector search against exact, index build time and size, a search process's peak memory",
+    )
+    parser.add_argument(
+        "--million-size", type=int, default=1_000_000, help="memories of the --million store (default 1000000)"
     )
     parser.add_argument("--build-only", action="store_true", help="only build (and cache) the stores, then exit")
     parser.add_argument("--json", action="store_true", help="print the results as JSON instead of the table")
@@ -1365,6 +1567,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"{len(api_queries)} API searches on the {size} store",
                 lambda size=size, target=target: bench_api_search(stores[size], api_queries, label(size), target),
             )
+
+    if args.million:
+        scale_queries = queries(args.queries, args.seed + 7, corpus(10_000, args.seed, now))
+        figures += measured(
+            f"the scale figures on a generated {args.million_size} store",
+            lambda: bench_million(args.million_size, args.seed, out, scale_queries, env, now),
+        )
 
     if "import" not in args.skip:
         figures += measured(

@@ -146,8 +146,9 @@ def store_findings(health: StoreHealth, model: ModelState | None) -> list[Findin
             Finding(
                 "vector search",
                 WARNING,
-                f"exact search over {health.vectors} vectors on every query; a PostgreSQL store "
-                "(memsearch copy) searches them through an HNSW index",
+                f"exact search over {health.vectors} vectors on every query; with usearch installed (pip install "
+                "usearch) the store searches them through an approximate index beside it, as a PostgreSQL store "
+                "(memsearch copy) does through HNSW",
             )
         )
     if health.wal_bytes is not None and health.wal_bytes > LARGE_WAL_BYTES:

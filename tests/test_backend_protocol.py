@@ -19,7 +19,7 @@ from memsearch.api import Memsearch
 from memsearch.models import EmbeddingModelInfo, Memory, NewMemory, content_hash
 from memsearch.profiles import available, load_profile
 from memsearch.retrieval.pipeline import GRANULARITIES, MODES, SearchRequest, run_search
-from memsearch.store.base import EVERYTHING, Hits, Scope, SearchBackend
+from memsearch.store.base import EVERYTHING, Hits, Scope, SearchBackend, VectorHits
 from memsearch.text import WORD, query_terms
 from tests.conftest import T0
 
@@ -80,14 +80,14 @@ class FakeBackend:
         found = sum(word.lower() in query_terms(self._text(m, None) or "") for m in self._in(scope))
         return min(found, at_most)
 
-    def vector_search(self, vector: np.ndarray, scope: Scope, limit: int | None, view: str | None = None) -> Hits:
+    def vector_search(self, vector: np.ndarray, scope: Scope, limit: int | None, view: str | None = None) -> VectorHits:
         hits = []
         for memory in self._in(scope):
             text = self._text(memory, view) if view else memory.text
             if text is not None:
                 hits.append((memory.id, float(hashed_vector(text) @ vector)))
         hits.sort(key=lambda h: (-h[1], h[0]))
-        return hits if limit is None else hits[:limit]
+        return VectorHits(hits if limit is None else hits[:limit], "exact")
 
     def cosines(self, vector: np.ndarray, ids: Sequence[int]) -> dict[int, float]:
         return {i: float(hashed_vector(self.memories[i].text) @ vector) for i in ids if i in self.memories}

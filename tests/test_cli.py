@@ -12,6 +12,7 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from memsearch.cli.app import app
+from memsearch.store.ann import index_library_available
 
 runner = CliRunner()
 
@@ -79,6 +80,18 @@ def test_search_table_with_explain_and_raw(filled: None) -> None:
     assert "parseConfig" in out and "exact tokens" in out
     assert "lexical leg" in out and "vector leg" in out and "rrf (k=10)" in out and "× decay" in out and "final" in out
     assert "all 3 candidates before filtering" in out and "limit" in out
+
+
+def test_explain_says_which_engine_answered_the_vector_legs(filled: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    out = run("search", "parseConfig", "--explain", "--mode", "hybrid", "-k", "1", env=terminal()).stdout
+    assert "vector legs answered by vector: exact search, vector_context: exact search" in unstyled(out)
+    if not index_library_available():
+        return
+    monkeypatch.setenv("MEMSEARCH_ANN_THRESHOLD", "2")  # three memories: through the index
+    document = json.loads(run("search", "parseConfig", "-f", "json", "--mode", "hybrid").stdout)
+    assert document["vector_search"] == {"vector": "index", "vector_context": "index"}
+    plain = run("search", "parseConfig", "--explain", "--mode", "hybrid").stdout  # not a terminal: plain lines
+    assert "vector legs answered by vector: the approximate index" in plain
 
 
 def test_raw_json_lists_every_candidate_with_a_reason(filled: None) -> None:

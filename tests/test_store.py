@@ -144,3 +144,40 @@ def test_scope_filters(store: SQLiteStore) -> None:
     assert texts(Scope(since=T0 - timedelta(days=1))) == ["deploy two"]
     assert texts(Scope(until=T0 - timedelta(days=1))) == ["deploy one"]
     assert [i for i, _ in store.lexical_search('"deploy"', Scope(project="api"), 5)] == [2]
+
+
+def _match_queries(store: SQLiteStore) -> list[str]:
+    statements: list[str] = []
+    store._db.set_trace_callback(statements.append)
+    return statements
+
+
+def test_lexical_legs_over_alike_views_run_one_query(store: SQLiteStore) -> None:
+    """In a store of notes every lexical view holds the note's own text: the `context` and `prev`
+    legs rank alike, so the second leg reuses the first's query."""
+    store.insert([NewMemory("deploy the web app"), NewMemory("deploy notes")], vectors(2), MODEL, T0)
+    statements = _match_queries(store)
+    context = store.lexical_search("deploy web", Scope(), 10, "context")
+    prev = store.lexical_search("deploy web", Scope(), 10, "prev")
+    assert context == prev and len(context) == 2
+    assert sum("MATCH" in s for s in statements) == 1
+
+
+def test_lexical_views_that_differ_are_searched_apart(store: SQLiteStore, db_path: Path) -> None:
+    store.insert([NewMemory("deploy notes")], vectors(1), MODEL, T0)
+    store.insert([NewMemory("other", views={"context": "a deploy in context"})], vectors(1), MODEL, T0)
+    assert [i for i, _ in store.lexical_search("context", Scope(), 10, "context")] == [2]
+    assert store.lexical_search("context", Scope(), 10, "prev") == []
+    # A store made before memsearch kept track is read once to know.
+    sqlite3.connect(db_path).execute("DELETE FROM meta WHERE key = 'lexical_views'").connection.commit()
+    reopened = SQLiteStore.open(db_path)
+    assert reopened.lexical_search("context", Scope(), 10, "prev") == []
+    assert reopened._meta("lexical_views") == "differ"
+
+
+def test_roles_follow_writes_of_another_process(store: SQLiteStore, db_path: Path) -> None:
+    store.insert([NewMemory("hi", role="Ana", kind="turn", session="s1")], vectors(1), MODEL, T0)
+    assert store.roles(Scope()) == ["Ana"]
+    other = SQLiteStore.open(db_path)
+    other.insert([NewMemory("hello", role="Ben", kind="turn", session="s1")], vectors(1), MODEL, T0)
+    assert store.roles(Scope()) == ["Ana", "Ben"]

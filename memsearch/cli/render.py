@@ -290,9 +290,20 @@ def _search_tables(console: Console, document: dict[str, Any], *, raw: bool, exp
             console.print(Text("re-ranking moved: " + ", ".join(moves)))
 
 
+ENGINE_WORDS = {"exact": "exact search", "index": "the approximate index"}
+
+
+def engine_summary(engines: dict[str, str]) -> str:
+    """`vector: the approximate index, vector_context: exact search`."""
+    return ", ".join(f"{leg}: {ENGINE_WORDS.get(engine, engine)}" for leg, engine in engines.items())
+
+
 def stage_lines(document: dict[str, Any]) -> list[str]:
-    """The LLM stages' trace (`expansion: skipped (timeout after 2.0 s)`) and each expansion's text."""
+    """How the vector legs were searched, the LLM stages' trace (`expansion: skipped (timeout
+    after 2.0 s)`) and each expansion's text."""
     lines = []
+    if engines := document.get("vector_search"):
+        lines.append(f"vector legs answered by {engine_summary(engines)}")
     for stage in document.get("stages", ()):
         name = "expansion" if stage["stage"] == "synthesis" else stage["stage"]
         if stage["status"] == "skipped":

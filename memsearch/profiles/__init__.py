@@ -211,6 +211,20 @@ def available() -> dict[str, Path]:
 
 
 def load_profile(name: str) -> Profile:
+    """The named profile; built once per version of the profile files (a search loads it each
+    time, and building one checks every field's type: milliseconds)."""
+    paths = available()
+    versions = []
+    for path in paths.values():
+        try:
+            versions.append((path, path.stat().st_mtime_ns))
+        except OSError:  # gone meanwhile: _load says so
+            versions.append((path, -1))
+    return _load_version(name, tuple(versions))
+
+
+@functools.lru_cache(maxsize=64)
+def _load_version(name: str, versions: tuple[tuple[Path, int], ...]) -> Profile:
     return _load(name, seen=())
 
 

@@ -39,6 +39,8 @@ class SearchOutcome:
     embedded_query: str | None = None  # the text embedded for the vector legs (None: not embedded)
     stages: list[dict[str, Any]] = field(default_factory=list)  # the LLM stages' trace (thinking.StageTrace)
     expansions: list[Expansion] = field(default_factory=list)
+    # How each vector leg was searched: "exact" (every vector in scope) or "index" (approximate).
+    vector_engines: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def results(self) -> list[Candidate]:
@@ -58,6 +60,7 @@ class SearchOutcome:
             "embedded_query": self.embedded_query,
             "stages": list(self.stages),
             "expansions": [expansion.to_dict() for expansion in self.expansions],
+            "vector_search": dict(self.vector_engines),
             "results": [
                 {"rank": rank, **candidate_dict(candidate, self.profile)}
                 for rank, candidate in enumerate(self.results, start=1)

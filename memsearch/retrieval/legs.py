@@ -102,6 +102,7 @@ class Recall:
     exhaustive_ranking: list[tuple[int, float]] = field(default_factory=list)
     today: date | None = None  # resolves months named without a year
     embedded_text: str | None = None  # the text the query vector was made from, once made
+    engines: dict[str, str] = field(default_factory=dict)  # vector leg spec → "exact" or "index"
     _vector: np.ndarray | None = None
 
     @property
@@ -125,6 +126,7 @@ class Recall:
         scope = replace(self.scope, roles=(leg.role,)) if leg.role else self.scope
         exhaustive = self.profile.exhaustive and leg.view is None and leg.role is None
         ranking = self.store.vector_search(self.vector(), scope, None if exhaustive else self.pool, leg.view)
+        self.engines[spec] = getattr(ranking, "engine", "exact")  # (a backend may return a plain list)
         if exhaustive:
             self.exhaustive_ranking = ranking
         return rank_hits(ranking[: self.pool])
@@ -146,7 +148,10 @@ class Recall:
                 in_scope = self.store.count(self.scope)
             if self.store.count(within) >= in_scope:
                 continue
-            for memory_id, cosine in self.store.vector_search(self.vector(), within, self.pool, None):
+            hits = self.store.vector_search(self.vector(), within, self.pool, None)
+            if self.engines.get("time") != "index":  # any date through the index: the leg was
+                self.engines["time"] = getattr(hits, "engine", "exact")
+            for memory_id, cosine in hits:
                 best[memory_id] = max(cosine, best.get(memory_id, -1.0))
         return rank_hits(sorted(best.items(), key=lambda hit: -hit[1]))
 

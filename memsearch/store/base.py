@@ -65,6 +65,15 @@ EVERYTHING = Scope()
 Hits = list[tuple[int, float]]  # (memory id, score), best first
 
 
+class VectorHits(list[tuple[int, float]]):
+    """A vector search's hits with the engine that found them: `exact` (every vector in scope
+    scored) or `index` (an approximate index proposed the candidates; their scores are exact)."""
+
+    def __init__(self, hits: Iterable[tuple[int, float]] = (), engine: str = "exact") -> None:
+        super().__init__(hits)
+        self.engine = engine
+
+
 @dataclass(frozen=True)
 class StoreHealth:
     """What `memsearch doctor` reads from a store: its shape, its counts and its own checks."""
@@ -134,9 +143,10 @@ class SearchBackend(Protocol):
         `at_most`."""
         ...
 
-    def vector_search(self, vector: np.ndarray, scope: Scope, limit: int | None, view: str | None = None) -> Hits:
+    def vector_search(self, vector: np.ndarray, scope: Scope, limit: int | None, view: str | None = None) -> VectorHits:
         """The `limit` memories in scope whose vector (or whose `view`'s vector) is most cosine-
-        similar to `vector`, best first, ties to the smaller id; `limit=None` ranks them all."""
+        similar to `vector`, best first, ties to the smaller id; `limit=None` ranks them all
+        (exactly). A large store may answer through an approximate index (`engine`)."""
         ...
 
     def cosines(self, vector: np.ndarray, ids: Sequence[int]) -> dict[int, float]:

@@ -44,7 +44,16 @@ from memsearch.models import (
     default_view_text,
 )
 from memsearch.paths import read_only_requested, shown_location
-from memsearch.store.base import EVERYTHING, EmbeddingModelInfo, ExportedMemory, Hits, Rewrite, Scope, StoreHealth
+from memsearch.store.base import (
+    EVERYTHING,
+    EmbeddingModelInfo,
+    ExportedMemory,
+    Hits,
+    Rewrite,
+    Scope,
+    StoreHealth,
+    VectorHits,
+)
 from memsearch.store.fts import FTS_COLUMNS, GRAM_COLUMNS, fts_row, match_phrases
 from memsearch.store.postgres_text import K1, B, Fts5Tokenizer, idf, phrase_count
 from memsearch.text import query_grams
@@ -1218,7 +1227,7 @@ class PostgresStore:
 
     # -- vectors ----------------------------------------------------------------------------
 
-    def vector_search(self, vector: np.ndarray, scope: Scope, limit: int | None, view: str | None = None) -> Hits:
+    def vector_search(self, vector: np.ndarray, scope: Scope, limit: int | None, view: str | None = None) -> VectorHits:
         """The memories in scope nearest to `vector` by cosine, in SQL: exact below
         EXACT_SEARCH_BELOW stored vectors (or for `limit=None`), else through the HNSW index with
         an iterative scan so filters keep recall. Scores are float32 dot products, as in SQLite."""
@@ -1226,16 +1235,16 @@ class PostgresStore:
             raise ValueError(f"no vector view {view!r}")
         query = _f32(vector)
         if limit is not None and limit <= 0:
-            return []
-        hits = self._nearest_sql(query, scope, limit, view, exclude=())
+            return VectorHits()
+        hits, engine = self._nearest_sql(query, scope, limit, view, exclude=())
         if view is not None and view not in OWN_TEXT_VIEWS:
-            return hits
+            return VectorHits(hits, engine)
         # A long note scores by its best chunk where its own vector stands (as in SQLite).
         best = dict(hits)
         for memory_id, score in self._best_chunks(query, scope, limit):
             best[memory_id] = max(best.get(memory_id, score), score)
         ranked = sorted(best.items(), key=lambda hit: (-hit[1], hit[0]))
-        return ranked if limit is None else ranked[:limit]
+        return VectorHits(ranked if limit is None else ranked[:limit], engine)
 
     def _best_chunks(self, query: np.ndarray, scope: Scope, limit: int | None) -> Hits:
         """The long notes in scope by their best chunk vector (views chunk_2, …), nearest first."""
@@ -1250,9 +1259,20 @@ class PostgresStore:
         ).fetchall()
         return [(int(memory_id), float(_f32(embedding) @ query)) for memory_id, embedding in rows]
 
+    def _through_index(self, limit: int | None, view: str | None, where: str, params: builtins.list[Any]) -> bool:
+        """Whether a vector search goes through the HNSW indexes (else it is exact)."""
+        table = "vectors" if view is None or view in OWN_TEXT_VIEWS else "views"
+        return (
+            limit is not None
+            and self._search_model() is not None
+            and self._approximate_count(table, view) >= EXACT_SEARCH_BELOW
+            and not self._few_in_scope(where, params)
+        )
+
     def _nearest_sql(
         self, query: np.ndarray, scope: Scope, limit: int | None, view: str | None, exclude: Collection[int]
-    ) -> Hits:
+    ) -> tuple[Hits, str]:
+        """The nearest memories, and which engine answered."""
         where, params = _where(scope)
         table, view_clause, view_params = ("vectors", "true", []) if view is None else ("views", "v.view = %s", [view])
         source: str = table
@@ -1266,12 +1286,7 @@ class PostgresStore:
         exclusion = "NOT (v.memory_id = ANY(%s))" if exclude else "true"
         exclusion_params = [sorted(exclude)] if exclude else []
         model = self._search_model()
-        approximate = (
-            limit is not None
-            and model is not None
-            and self._approximate_count("vectors" if view in OWN_TEXT_VIEWS else table, view) >= EXACT_SEARCH_BELOW
-            and not self._few_in_scope(where, params)
-        )
+        approximate = self._through_index(limit, view, where, params)
         base = (
             f"SELECT v.memory_id, v.embedding FROM {source} v JOIN memories m ON m.id = v.memory_id "
             f"WHERE v.embedding IS NOT NULL AND {view_clause} AND {exclusion} AND {where}"
@@ -1305,14 +1320,15 @@ class PostgresStore:
                 [*args, query, limit + RESCORE_MARGIN],
                 binary=True,
             ).fetchall()
+        engine = "index" if approximate else "exact"
         if not rows:
-            return []
+            return [], engine
         ids = np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
         scores = np.stack([_f32(row[1]) for row in rows]) @ query
         order = np.lexsort((ids, -scores))
         if limit is not None:
             order = order[:limit]
-        return [(int(ids[i]), float(scores[i])) for i in order]
+        return [(int(ids[i]), float(scores[i])) for i in order], engine
 
     def _few_in_scope(self, where: str, params: builtins.list[Any]) -> bool:
         """Whether a filter leaves fewer than EXACT_SEARCH_BELOW memories: they are searched
@@ -1403,7 +1419,7 @@ class PostgresStore:
     def nearest(self, vectors: np.ndarray, exclude: Collection[int] = ()) -> builtins.list[tuple[int, float] | None]:
         found: builtins.list[tuple[int, float] | None] = []
         for vector in vectors:
-            hits = self._nearest_sql(_f32(vector), EVERYTHING, 1, None, exclude)
+            hits, _ = self._nearest_sql(_f32(vector), EVERYTHING, 1, None, exclude)
             found.append(hits[0] if hits else None)
         return found
 

@@ -35,10 +35,21 @@ from memsearch.models import (
     content_hash,
 )
 from memsearch.paths import make_private_dirs, read_only_requested
-from memsearch.store.base import EVERYTHING, EmbeddingModelInfo, ExportedMemory, Hits, Rewrite, Scope, StoreHealth
+from memsearch.store.ann import AnnIndex, ann_threshold, index_library_available
+from memsearch.store.base import (
+    EVERYTHING,
+    EmbeddingModelInfo,
+    ExportedMemory,
+    Hits,
+    Rewrite,
+    Scope,
+    StoreHealth,
+    VectorHits,
+)
 from memsearch.store.fts import FTS_COLUMNS, GRAM_COLUMNS, fts_row, gram_expression, gram_text, match_expression
 from memsearch.store.migrations import MIGRATIONS, SCHEMA_VERSION
-from memsearch.store.vectors import VectorIndex, vector_top
+from memsearch.store.vector_cache import VectorCache, WrongDimension, batches, cache_folder
+from memsearch.store.vectors import VectorIndex, approximate_top, vector_top
 from memsearch.timeutil import from_iso, to_iso
 
 if TYPE_CHECKING:
@@ -59,6 +70,11 @@ _MEMORY_COLUMNS = (
 
 # The vector-index key of every long note's chunk vectors (views chunk_2, chunk_3, …; ids repeat).
 _CHUNKS = "chunks"
+# The store's id names its vector cache files (with the generation): a file never serves another store.
+_NEW_STORE_ID = "INSERT OR IGNORE INTO meta (key, value) VALUES ('store_id', lower(hex(randomblob(8))))"
+# Meta key: "same" while every memory's lexical views hold the same text, "differ" once one does not.
+_LEXICAL_VIEWS = "lexical_views"
+_CACHE_NAMES = {None: "own", _CHUNKS: "chunks"}  # a view's name in the vector cache files
 _CHUNK_VIEWS_LIKE = CHUNK_VIEW_PREFIX.replace("_", "!_") + "%"
 
 _FTS_INSERT = (
@@ -229,7 +245,13 @@ class SQLiteStore:
         self._connections: builtins.list[sqlite3.Connection] = []
         self._lock = threading.Lock()
         self._access_lock = threading.Lock()
-        self._vector_cache: dict[str | None, tuple[int, VectorIndex]] = {}
+        self._vector_cache: dict[str | None, tuple[int, VectorIndex, str]] = {}  # view → (generation, …, file name)
+        self._ann_cache: dict[str, tuple[VectorIndex, AnnIndex]] = {}
+        self._lexical_memo: tuple[tuple[Any, ...], Hits] | None = None  # the last lexical view query
+        self._roles_memo: dict[Scope, tuple[int, builtins.list[str]]] = {}  # scope → (generation, roles)
+        self._vector_memo: tuple[tuple[Any, ...], VectorIndex, VectorHits] | None = None  # the last vector search
+        # Scopes of at least this many memories are searched through the approximate index.
+        self.ann_threshold = ann_threshold()
         self._write_refusal: MemsearchError | None = None  # set when only reading works (a full disk)
         self._access_skipped = False  # the note that access was not recorded is given once
         if read_only:
@@ -381,6 +403,8 @@ class SQLiteStore:
                     self._db.execute(statement)
                 self._db.execute(f"PRAGMA user_version = {number}")
             self._db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+            if version == 0:
+                self._set_meta(_LEXICAL_VIEWS, "same")
 
     def close(self) -> None:
         with self._lock:
@@ -419,11 +443,13 @@ class SQLiteStore:
         )
 
     def _bump_generation(self) -> None:
-        """Every write moves the generation on, so cached vector matrices know they are stale."""
+        """Every write moves the generation on, so cached vector matrices (in memory and in the
+        vector cache files, which also carry the store's id) know they are stale."""
         self._db.execute(
             "INSERT INTO meta (key, value) VALUES ('generation', '1') "
             "ON CONFLICT (key) DO UPDATE SET value = CAST(value AS INTEGER) + 1"
         )
+        self._db.execute(_NEW_STORE_ID)
 
     def generation(self) -> int:
         return int(self._meta("generation") or 0)
@@ -509,9 +535,7 @@ class SQLiteStore:
                         (*values, created),
                     )
                     memory_id = int(cursor.lastrowid or 0)
-                self._db.execute(
-                    _FTS_INSERT, (memory_id, *fts_row(memory.text, memory.tags, memory.kind, memory.views))
-                )
+                self._index_text(memory_id, fts_row(memory.text, memory.tags, memory.kind, memory.views))
                 if vectors is not None:
                     self._db.execute(
                         "INSERT INTO vectors (memory_id, vector) VALUES (?, ?) "
@@ -561,6 +585,33 @@ class SQLiteStore:
             (rewrite.id, rewrite.vector.astype("<f4").tobytes()),
         )
 
+    def _index_text(self, memory_id: int, row: Sequence[str]) -> None:
+        """Write a memory's full-text row; one whose lexical views differ marks the store so (see
+        `_lexical_views_alike`)."""
+        self._db.execute(_FTS_INSERT, (memory_id, *row))
+        views = [row[FTS_COLUMNS.index(view)] for view in LEXICAL_VIEWS]
+        if any(text != views[0] for text in views) and self._meta(_LEXICAL_VIEWS) != "differ":
+            self._set_meta(_LEXICAL_VIEWS, "differ")
+
+    def _lexical_views_alike(self) -> bool:
+        """Whether every memory's lexical views hold the same text (a store of notes, which are
+        their own views), as the store keeps track since it was made; a store made by an older
+        memsearch is read once to know (when it can be written, to keep the answer)."""
+        state = self._meta(_LEXICAL_VIEWS)
+        if state is None and not self.read_only and self._write_refusal is None:
+            differs = " OR ".join(f"{view} IS NOT {LEXICAL_VIEWS[0]}" for view in LEXICAL_VIEWS[1:])
+            found = self._db.execute(f"SELECT 1 FROM memories_fts WHERE {differs} LIMIT 1").fetchone()
+            try:
+                with self.transaction(ACCESS_TIMEOUT_MS):
+                    self._db.execute(
+                        "INSERT OR IGNORE INTO meta (key, value) VALUES (?, ?)",
+                        (_LEXICAL_VIEWS, "differ" if found else "same"),
+                    )
+            except StoreUnavailableError:
+                return False
+            state = self._meta(_LEXICAL_VIEWS)
+        return state == "same"
+
     def _delete_views(self, memory_id: int) -> None:
         self._db.execute("DELETE FROM views WHERE memory_id = ?", (memory_id,))
 
@@ -577,7 +628,7 @@ class SQLiteStore:
         named = {view: value for view, value in views.items() if view in LEXICAL_VIEWS and value is not None}
         self._db.execute("DELETE FROM memories_fts WHERE rowid = ?", (memory_id,))
         row = fts_row(text, memory.tags if tags is None else tags, memory.kind, {**kept, **named})
-        self._db.execute(_FTS_INSERT, (memory_id, *row))
+        self._index_text(memory_id, row)
 
     def touch(self, ids: Sequence[int], now: datetime) -> None:
         """Record that a search returned these memories; increments are atomic in SQL, so
@@ -706,7 +757,7 @@ class SQLiteStore:
                 )  # fmt: skip
                 if m.superseded_by is not None or m.parent_id is not None:
                     links.append((m.superseded_by, m.parent_id, m.id))
-                self._db.execute(_FTS_INSERT, (m.id, *fts_row(m.text, m.tags, m.kind, exported.lexical_views)))
+                self._index_text(m.id, fts_row(m.text, m.tags, m.kind, exported.lexical_views))
                 if exported.vector is not None:
                     self._db.execute(
                         "INSERT INTO vectors (memory_id, vector) VALUES (?, ?)",
@@ -787,6 +838,19 @@ class SQLiteStore:
         check_text("the query", query)  # SQLite binds only valid Unicode
         if view is not None and view not in LEXICAL_VIEWS:
             raise ValueError(f"no full-text view {view!r}")
+        if view is not None and self._lexical_views_alike():
+            # Every memory's views hold the same text: one view's ranking is every view's, so the
+            # legs over them run one query (the last one's hits are kept for the next leg).
+            key = (self.generation(), query, scope, limit)
+            last = self._lexical_memo
+            if last is not None and last[0] == key:
+                return list(last[1])
+            hits = self._lexical_query(query, scope, limit, LEXICAL_VIEWS[0])
+            self._lexical_memo = (key, hits)
+            return list(hits)
+        return self._lexical_query(query, scope, limit, view)
+
+    def _lexical_query(self, query: str, scope: Scope, limit: int, view: str | None) -> Hits:
         match = match_expression(query)
         grams = gram_expression(query)
         if match is None and grams is None:
@@ -829,9 +893,19 @@ class SQLiteStore:
         return self._db.execute(sql, params).fetchone()[0]
 
     def roles(self, scope: Scope) -> builtins.list[str]:
+        """The speakers in scope; kept until the next write (every search asks, and finding them
+        reads every memory: ~1 ms at 10k memories, far more at a million)."""
+        generation = self.generation()
+        known = self._roles_memo.get(scope)
+        if known is not None and known[0] == generation:
+            return list(known[1])
         where, params = _where(scope)
         sql = f"SELECT DISTINCT m.role FROM memories m WHERE m.role IS NOT NULL AND {where} ORDER BY 1"
-        return [row[0] for row in self._db.execute(sql, params)]
+        found = [row[0] for row in self._db.execute(sql, params)]
+        if len(self._roles_memo) >= 64:
+            self._roles_memo.clear()
+        self._roles_memo[scope] = (generation, found)
+        return list(found)
 
     def has_kind(self, kind: str) -> bool:
         return self._db.execute("SELECT 1 FROM memories WHERE kind = ? LIMIT 1", (kind,)).fetchone() is not None
@@ -843,45 +917,125 @@ class SQLiteStore:
 
     def vector_index(self, view: str | None = None) -> VectorIndex:
         """The stored vectors (of the memories' own texts, or of one view) as one matrix, cached
-        until the store's next write."""
-        import numpy as np
-
+        until the store's next write: memory-mapped from the vector cache beside the store (see
+        memsearch.store.vector_cache), which the first process to need it writes."""
         generation = self.generation()
         cached = self._vector_cache.get(view)
         if cached is not None and cached[0] == generation:
             return cached[1]
-        model = self.embedding_model()
-        dim = model.dim if model else 0
+        if view in OWN_TEXT_VIEWS and not self._has_view_vectors(view):
+            # Every memory is searched by its own vector here: the same matrix, one product a query.
+            self.vector_index(None)
+            generation, index, name = self._vector_cache[None]
+        else:
+            name = _CACHE_NAMES.get(view, view or "own")
+            generation, index = self._read_vectors(view, name)
+        self._vector_cache[view] = (generation, index, name)
+        return index
+
+    def _has_view_vectors(self, view: str) -> bool:
+        sql = "SELECT 1 FROM views WHERE view = ? AND vector IS NOT NULL LIMIT 1"
+        return self._db.execute(sql, (view,)).fetchone() is not None
+
+    def _vector_rows_sql(self, view: str | None) -> tuple[str, tuple[Any, ...]]:
         if view is None:
-            rows = self._db.execute("SELECT memory_id, vector FROM vectors ORDER BY memory_id").fetchall()
-        elif view == _CHUNKS:
-            rows = self._db.execute(
+            return "SELECT memory_id, vector FROM vectors ORDER BY memory_id", ()
+        if view == _CHUNKS:
+            return (
                 "SELECT memory_id, vector FROM views WHERE view LIKE ? ESCAPE '!' ORDER BY memory_id",
                 (_CHUNK_VIEWS_LIKE,),
-            ).fetchall()
-        elif view in OWN_TEXT_VIEWS:  # a memory without a vector of this view is searched by its own
-            rows = self._db.execute(
+            )
+        if view in OWN_TEXT_VIEWS:  # a memory without a vector of this view is searched by its own
+            return (
                 "SELECT memory_id, vector FROM views WHERE view = ? AND vector IS NOT NULL "
                 "UNION ALL SELECT memory_id, vector FROM vectors v WHERE NOT EXISTS "
                 "(SELECT 1 FROM views w WHERE w.memory_id = v.memory_id AND w.view = ? AND w.vector IS NOT NULL) "
                 "ORDER BY memory_id",
                 (view, view),
-            ).fetchall()
-        else:
-            rows = self._db.execute(
-                "SELECT memory_id, vector FROM views WHERE view = ? ORDER BY memory_id", (view,)
-            ).fetchall()
+            )
+        return "SELECT memory_id, vector FROM views WHERE view = ? ORDER BY memory_id", (view,)
+
+    def _read_vectors(self, view: str | None, name: str) -> tuple[int, VectorIndex]:
+        """(generation, the view's vectors) read in one snapshot: from the cache files when they
+        are there, else out of SQLite (written to the cache files on the way when it can be)."""
+        import numpy as np
+
+        db = self._db
+        own_snapshot = not db.in_transaction  # inside a write, the rows are not yet a generation's
+        cache = self._files() if own_snapshot else None
+        if own_snapshot:
+            db.execute("BEGIN")
+        try:
+            generation = self.generation()
+            model = self.embedding_model()
+            dim = model.dim if model else 0
+            files = cache if dim else None
+            if files is not None and (loaded := files.load(generation, name, dim)) is not None:
+                return generation, loaded
+            sql, params = self._vector_rows_sql(view)
+            (count,) = db.execute(f"SELECT count(*) FROM ({sql})", params).fetchone() if files else (0,)
+            if files is not None and count:  # (an empty view has nothing worth a file)
+                try:
+                    return generation, files.write(
+                        generation, name, dim, count, batches(db.execute(sql, params).fetchmany)
+                    )
+                except WrongDimension as mismatch:
+                    raise self._wrong_vectors(mismatch.count, dim) from None
+                except OSError as error:  # a full disk, a folder that cannot be written: read them here
+                    log.info("vector cache not written (%s)", error)
+            rows = db.execute(sql, params).fetchall()
+        finally:
+            if own_snapshot:
+                db.execute("COMMIT")
         ids = np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
         wrong = sum(1 for row in rows if len(row[1]) != 4 * dim)
         if wrong:
-            raise StoreCorruptError(
-                f"{self.path}: {wrong} stored vectors are not the {dim} numbers the store's model makes; "
-                "re-embed the store (reindex) to repair them"
-            )
+            raise self._wrong_vectors(wrong, dim)
         matrix = np.frombuffer(b"".join(row[1] for row in rows), dtype="<f4").astype(np.float32, copy=False)
-        index = VectorIndex(ids=ids, matrix=matrix.reshape(len(rows), dim) if rows else np.zeros((0, dim), np.float32))
-        self._vector_cache[view] = (generation, index)
-        return index
+        return generation, VectorIndex(
+            ids=ids, matrix=matrix.reshape(len(rows), dim) if rows else np.zeros((0, dim), np.float32)
+        )
+
+    def _wrong_vectors(self, count: int, dim: int) -> StoreCorruptError:
+        return StoreCorruptError(
+            f"{self.path}: {count} stored vectors are not the {dim} numbers the store's model makes; "
+            "re-embed the store (reindex) to repair them"
+        )
+
+    def _files(self) -> VectorCache | None:
+        """The vector cache beside the store; None for a store that is only read here (or whose
+        id cannot be recorded)."""
+        if self.read_only or self._write_refusal is not None:
+            return None
+        store_id = self._meta("store_id")
+        if store_id is None:  # a store last written by an older memsearch: give it its id
+            try:
+                with self.transaction(ACCESS_TIMEOUT_MS):
+                    self._db.execute(_NEW_STORE_ID)
+            except StoreUnavailableError:
+                return None
+            store_id = self._meta("store_id")
+        return VectorCache(cache_folder(self.path), str(store_id))
+
+    def _approximate(self, view: str | None, index: VectorIndex, admitted: int) -> AnnIndex | None:
+        """The view's approximate index when the scope is large enough to want one (made when
+        missing; None without the index library, or where the cache cannot be written)."""
+        if admitted < self.ann_threshold or index.ids.size < self.ann_threshold or not index_library_available():
+            return None
+        generation, _, name = self._vector_cache[view]
+        cached = self._ann_cache.get(name)
+        if cached is not None and cached[0] is index:
+            return cached[1]
+        files = self._files()
+        if files is None:
+            return None
+        try:
+            built = files.index(generation, name, index)
+        except OSError as error:
+            log.warning("approximate vector index not available (%s): searching exactly", error)
+            return None
+        self._ann_cache[name] = (index, built)
+        return built
 
     def _scope_mask(self, index: VectorIndex, scope: Scope) -> np.ndarray | None:
         """Which rows of the index are in scope; None for all. A scope that only leaves out some
@@ -894,13 +1048,44 @@ class SQLiteStore:
             return ~np.isin(index.ids, np.asarray(self._ids_of_other_kinds(scope.kinds), np.int64))
         return np.isin(index.ids, np.asarray(self._scoped_ids(scope), np.int64))
 
-    def vector_search(self, vector: np.ndarray, scope: Scope, limit: int | None, view: str | None = None) -> Hits:
-        """Exact search: the query against every stored vector of the view, in process. A long
-        note scores by its best chunk where its own vector stands (the own-text views)."""
+    def vector_search(self, vector: np.ndarray, scope: Scope, limit: int | None, view: str | None = None) -> VectorHits:
+        """The query against the stored vectors of the view, in process: exactly, or, for a scope
+        of at least `ann_threshold` memories, through the approximate index. A long note scores by
+        its best chunk where its own vector stands (the own-text views)."""
+        import numpy as np
+
         index = self.vector_index(view)
         chunks = self.vector_index(_CHUNKS) if view is None or view in OWN_TEXT_VIEWS else None
+        # Legs over views that share a matrix ask the same question: the last answer is kept.
+        key = (id(index), id(chunks), vector.astype(np.float32, copy=False).tobytes(), scope, limit, self.ann_threshold)
+        last = self._vector_memo
+        if last is not None and last[0] == key and last[1] is index:
+            return VectorHits(last[2], last[2].engine)
+        hits = self._vector_search(view, index, chunks, vector, scope, limit)
+        self._vector_memo = (key, index, hits)
+        return VectorHits(hits, hits.engine)
+
+    def _vector_search(
+        self,
+        view: str | None,
+        index: VectorIndex,
+        chunks: VectorIndex | None,
+        vector: np.ndarray,
+        scope: Scope,
+        limit: int | None,
+    ) -> VectorHits:
+        import numpy as np
+
+        mask = self._scope_mask(index, scope)
+        if limit is not None:
+            admitted = index.ids.size if mask is None else int(np.count_nonzero(mask))
+            approximate = self._approximate(view, index, admitted)
+            if approximate is not None:
+                hits = approximate_top(index, approximate, vector, limit, mask, chunks)
+                if hits is not None:
+                    return VectorHits(hits, engine="index")
         pool = index.ids.size if limit is None else limit
-        return vector_top(index, vector, pool, self._scope_mask(index, scope), chunks)
+        return VectorHits(vector_top(index, vector, pool, mask, chunks), engine="exact")
 
     def cosines(self, vector: np.ndarray, ids: Sequence[int]) -> dict[int, float]:
         """Each memory's cosine as the vector leg scores it: a long note's is its best chunk's."""
@@ -1001,7 +1186,7 @@ class SQLiteStore:
             fts_rows=db.execute("SELECT count(*) FROM memories_fts").fetchone()[0],
             view_vectors=db.execute("SELECT count(*) FROM views WHERE vector IS NOT NULL").fetchone()[0],
             integrity="; ".join(problems),
-            ann_index=False,
+            ann_index=self.vector_count() >= self.ann_threshold and index_library_available(),
             wal_bytes=wal.stat().st_size if wal.exists() else 0,
             size_bytes=self.path.stat().st_size,
         )

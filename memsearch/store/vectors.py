@@ -5,17 +5,40 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class VectorIndex:
-    """All stored vectors as one contiguous matrix, row i belonging to memory ids[i]."""
+    """All stored vectors as one contiguous matrix, row i belonging to memory ids[i] (both may be
+    maps of the store's vector cache files)."""
 
     ids: np.ndarray
     matrix: np.ndarray
+    # The last query's scores against every row: a search's vector legs, its time leg and its
+    # candidates' cosines share one query vector, so one product serves them all.
+    _last: list[tuple[bytes, np.ndarray]] = field(default_factory=list, repr=False)
+
+    def scores(self, query: np.ndarray) -> np.ndarray:
+        """`query`'s cosine with every row (read-only: it is shared)."""
+        query = query.astype(np.float32, copy=False)
+        key = query.tobytes()
+        last = self._last[-1] if self._last else None
+        if last is not None and last[0] == key:
+            return last[1]
+        with one_blas_thread():
+            scores = self.matrix @ query
+        scores.flags.writeable = False
+        self._last[:] = [(key, scores)]
+        return scores
+
+    def known_scores(self, query: np.ndarray) -> np.ndarray | None:
+        """The scores of `query` if this is the last query scored, else None."""
+        last = self._last[-1] if self._last else None
+        return last[1] if last is not None and last[0] == query.astype(np.float32, copy=False).tobytes() else None
 
     def rows_of(self, ids: Sequence[int] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Of `ids`, those that have a vector here, and their rows in the matrix (ids are sorted)."""
@@ -29,6 +52,9 @@ class VectorIndex:
             return ids[:0], np.zeros(ids.size, bool)
         rows = np.minimum(np.searchsorted(self.ids, ids), self.ids.size - 1)
         return rows, self.ids[rows] == ids
+
+
+LARGE = 65_536  # rows: from here a small scope's rows are scored alone, not the whole matrix
 
 
 @functools.cache
@@ -59,16 +85,78 @@ def vector_top(
     """
     if index.ids.size == 0 or pool <= 0:
         return []
-    with one_blas_thread():
-        scores = index.matrix @ query.astype(np.float32, copy=False)
-        if chunks is not None and chunks.ids.size:
-            rows, present = index.locate(chunks.ids)
-            np.maximum.at(scores, rows[present], (chunks.matrix @ query.astype(np.float32, copy=False))[present])
-    rows = np.flatnonzero(allowed) if allowed is not None else np.arange(scores.size)
-    if rows.size == 0:
+    rows = np.flatnonzero(allowed) if allowed is not None else None
+    if rows is not None and rows.size == 0:
         return []
-    subset = scores[rows]
+    small = rows is not None and index.ids.size >= LARGE and rows.size < index.ids.size // 8
+    if small and index.known_scores(query) is None:
+        # A small scope of a large matrix: score its rows only.
+        with one_blas_thread():
+            subset = index.matrix[rows] @ query.astype(np.float32, copy=False)
+    else:
+        scores = index.scores(query)
+        subset = scores if rows is None else scores[rows]
+    if chunks is not None and chunks.ids.size:
+        chunk_rows, present = index.locate(chunks.ids)
+        if rows is not None:  # chunk rows as positions in the subset
+            at = np.minimum(np.searchsorted(rows, chunk_rows), rows.size - 1)
+            present &= rows[at] == chunk_rows
+            chunk_rows = at
+        subset = subset.copy()  # the shared scores stay as they are
+        np.maximum.at(subset, chunk_rows[present], chunks.scores(query)[present])
+    if rows is None:
+        rows = np.arange(subset.size)
     top = np.argpartition(-subset, pool - 1)[:pool] if subset.size > pool else np.arange(subset.size)
     # Stable order: best score first, then the older (smaller) id.
     ordered = sorted(top, key=lambda i: (-subset[i], index.ids[rows[i]]))
     return [(int(index.ids[rows[i]]), float(subset[i])) for i in ordered]
+
+
+class Candidates(Protocol):
+    """An approximate index: the ids of about the `count` nearest vectors, nearest first."""
+
+    def search(self, query: np.ndarray, count: int) -> np.ndarray: ...
+
+
+def approximate_top(
+    index: VectorIndex,
+    ann: Candidates,
+    query: np.ndarray,
+    pool: int,
+    allowed: np.ndarray | None = None,
+    chunks: VectorIndex | None = None,
+) -> list[tuple[int, float]] | None:
+    """`vector_top` through an approximate index: it proposes candidates, each scored exactly (so
+    scores and order are those of `vector_top`; only a memory the index missed can be missing).
+    A scope admits a share of the rows: the index is asked for enough more that `pool` of them
+    are likely in scope, and again for four times as many while too few are. None when even
+    that leaves fewer than `pool` (the caller searches exactly)."""
+    total = index.ids.size
+    admitted = total if allowed is None else int(np.count_nonzero(allowed))
+    if total == 0 or pool <= 0 or admitted == 0:
+        return []
+    wanted = min(pool, admitted)
+    count = min(total, int(pool * total / admitted * 1.5) + 10)
+    chunk_best: dict[int, float] = {}
+    if chunks is not None and chunks.ids.size:  # few: scored exactly, every one
+        for memory_id, score in zip(chunks.ids.tolist(), chunks.scores(query).tolist(), strict=True):
+            chunk_best[memory_id] = max(score, chunk_best.get(memory_id, -2.0))
+    while True:
+        found = np.union1d(ann.search(query, count), np.fromiter(chunk_best, np.int64, len(chunk_best)))
+        rows, present = index.locate(found)
+        rows = rows[present]
+        if allowed is not None:
+            rows = rows[allowed[rows]]
+        if rows.size >= wanted or count >= total:
+            break
+        count = min(total, count * 4)
+    if rows.size < wanted:
+        return None
+    with one_blas_thread():
+        scores = np.asarray(index.matrix[rows] @ query.astype(np.float32, copy=False))
+    ids = index.ids[rows]
+    if chunk_best:
+        scores = np.maximum(scores, np.asarray([chunk_best.get(int(i), -2.0) for i in ids], np.float32))
+    top = np.argpartition(-scores, pool - 1)[:pool] if scores.size > pool else np.arange(scores.size)
+    ordered = sorted(top, key=lambda i: (-scores[i], ids[i]))
+    return [(int(ids[i]), float(scores[i])) for i in ordered]
