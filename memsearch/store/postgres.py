@@ -249,6 +249,11 @@ MIGRATIONS: tuple[str | Callable[[Connection[Any]], None], ...] = (*_SQL_MIGRATI
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
+def _scoped_hits(where: str) -> str:
+    """The join that keeps a query's `hits` rows (`h`) to the memories in scope."""
+    return "" if where == "true" else f"JOIN memories m ON m.id = h.memory_id WHERE {where}"
+
+
 def _where(scope: Scope, alias: str = "m") -> tuple[str, list[Any]]:
     """A SQL condition over the memories table (under `alias`) for `scope`, and its parameters."""
     clauses: list[str] = []
@@ -1153,35 +1158,38 @@ class PostgresStore:
     def _bm25_all_sql(self, where: str, average_length: float) -> str:
         """Every memory holding a phrase, scored in full (phrases summed in query order, as FTS5)."""
         ctes, term = self._bm25_inputs(average_length)
-        scoped = "" if where == "true" else f"JOIN memories m ON m.id = h.memory_id WHERE {where}"
         return f"""
             WITH {ctes},
-            hits AS (
-                SELECT p.memory_id, q.ord, sum(p.tf)::float8 AS f, max(p.doc_length) AS dl
-                FROM q JOIN postings p ON p.term = q.term AND p.col = q.col GROUP BY p.memory_id, q.ord
-                UNION ALL SELECT * FROM extra
-            )
+            {self._bm25_hits_sql(essential_only=False)}
             SELECT h.memory_id, sum({term} ORDER BY h.ord) AS score
-            FROM hits h JOIN w ON w.ord = h.ord {scoped}
+            FROM hits h JOIN w ON w.ord = h.ord {_scoped_hits(where)}
             GROUP BY h.memory_id ORDER BY score DESC, h.memory_id LIMIT %s
         """
+
+    @staticmethod
+    def _bm25_hits_sql(*, essential_only: bool) -> str:
+        """The `hits` table: each memory's frequency and length for each query phrase it holds,
+        from the postings and `extra`; with `essential_only`, of the phrases whose ordinals the
+        next two parameters list."""
+        postings_filter = "WHERE q.ord = ANY(%s::int[])" if essential_only else ""
+        extra_filter = "WHERE ord = ANY(%s::int[])" if essential_only else ""
+        return f"""hits AS (
+                SELECT p.memory_id, q.ord, sum(p.tf)::float8 AS f, max(p.doc_length) AS dl
+                FROM q JOIN postings p ON p.term = q.term AND p.col = q.col {postings_filter}
+                GROUP BY p.memory_id, q.ord
+                UNION ALL SELECT * FROM extra {extra_filter}
+            )"""
 
     def _bm25_contenders_sql(self, where: str, average_length: float) -> str:
         """The memories in scope holding an essential phrase whose partial score (on those phrases
         alone) is within the other phrases' bound of the k-th best (parameters after the common
         ones: essential ordinals twice, scope, k − 1, the bound), as one array."""
         ctes, term = self._bm25_inputs(average_length)
-        scoped = "" if where == "true" else f"JOIN memories m ON m.id = h.memory_id WHERE {where}"
         return f"""
             WITH {ctes},
-            hits AS (
-                SELECT p.memory_id, q.ord, sum(p.tf)::float8 AS f, max(p.doc_length) AS dl
-                FROM q JOIN postings p ON p.term = q.term AND p.col = q.col WHERE q.ord = ANY(%s::int[])
-                GROUP BY p.memory_id, q.ord
-                UNION ALL SELECT * FROM extra WHERE ord = ANY(%s::int[])
-            ),
+            {self._bm25_hits_sql(essential_only=True)},
             partial AS MATERIALIZED (
-                SELECT h.memory_id, sum({term}) AS score FROM hits h JOIN w ON w.ord = h.ord {scoped}
+                SELECT h.memory_id, sum({term}) AS score FROM hits h JOIN w ON w.ord = h.ord {_scoped_hits(where)}
                 GROUP BY h.memory_id
             )
             SELECT array_agg(memory_id) FROM partial WHERE score >= coalesce(

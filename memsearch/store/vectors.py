@@ -25,14 +25,13 @@ class VectorIndex:
     def scores(self, query: np.ndarray) -> np.ndarray:
         """`query`'s cosine with every row (read-only: it is shared)."""
         query = query.astype(np.float32, copy=False)
-        key = query.tobytes()
-        last = self._last[-1] if self._last else None
-        if last is not None and last[0] == key:
-            return last[1]
+        known = self.known_scores(query)
+        if known is not None:
+            return known
         with one_blas_thread():
             scores = self.matrix @ query
         scores.flags.writeable = False
-        self._last[:] = [(key, scores)]
+        self._last[:] = [(query.tobytes(), scores)]
         return scores
 
     def known_scores(self, query: np.ndarray) -> np.ndarray | None:
@@ -104,12 +103,14 @@ def vector_top(
             chunk_rows = at
         subset = subset.copy()  # the shared scores stay as they are
         np.maximum.at(subset, chunk_rows[present], chunks.scores(query)[present])
-    if rows is None:
-        rows = np.arange(subset.size)
-    top = np.argpartition(-subset, pool - 1)[:pool] if subset.size > pool else np.arange(subset.size)
-    # Stable order: best score first, then the older (smaller) id.
-    ordered = sorted(top, key=lambda i: (-subset[i], index.ids[rows[i]]))
-    return [(int(index.ids[rows[i]]), float(subset[i])) for i in ordered]
+    return _best(index.ids if rows is None else index.ids[rows], subset, pool)
+
+
+def _best(ids: np.ndarray, scores: np.ndarray, pool: int) -> list[tuple[int, float]]:
+    """The `pool` best (id, score) pairs; stable order: best score first, then the older (smaller) id."""
+    top = np.argpartition(-scores, pool - 1)[:pool] if scores.size > pool else np.arange(scores.size)
+    ordered = sorted(top, key=lambda i: (-scores[i], ids[i]))
+    return [(int(ids[i]), float(scores[i])) for i in ordered]
 
 
 class Candidates(Protocol):
@@ -157,6 +158,4 @@ def approximate_top(
     ids = index.ids[rows]
     if chunk_best:
         scores = np.maximum(scores, np.asarray([chunk_best.get(int(i), -2.0) for i in ids], np.float32))
-    top = np.argpartition(-scores, pool - 1)[:pool] if scores.size > pool else np.arange(scores.size)
-    ordered = sorted(top, key=lambda i: (-scores[i], ids[i]))
-    return [(int(ids[i]), float(scores[i])) for i in ordered]
+    return _best(ids, scores, pool)
