@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import builtins
 import os
-import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePath
@@ -22,6 +21,8 @@ from memsearch.timeutil import utc_now
 
 if TYPE_CHECKING:  # imported by the use cases that need them: a search loads no reader or doctor, and
     # starts loading its encoder before it imports numpy, the pipeline and the profiles (see `search_many`)
+    from concurrent.futures import Future
+
     from memsearch.consolidate import ConsolidationPlan
     from memsearch.doctor import DoctorReport, Finding, ModelState
     from memsearch.llm import LLM
@@ -181,7 +182,7 @@ class Memsearch:
         self._encoder_factory = encoder_factory
         self._opened: Store | None = None
         self._llm = llm
-        self._loading: _Loading | None = None
+        self._loading: Future[Encoder] | None = None
 
     def llm(self) -> LLM | None:
         """The LLM the searches use, or None (no endpoint configured)."""
@@ -213,7 +214,13 @@ class Memsearch:
         pipeline, opens the store and runs the lexical legs. `encoder()` waits for it, and raises
         what the load raised."""
         if self._encoder is None and self._loading is None:
-            self._loading = _Loading(self._load_encoder)
+            from concurrent.futures import ThreadPoolExecutor
+
+            # Its thread is joined at exit: an interpreter that ends waits for the load rather than
+            # stop it inside onnxruntime.
+            loader = ThreadPoolExecutor(1, thread_name_prefix="memsearch-encoder-load")
+            self._loading = loader.submit(self._load_encoder)
+            loader.shutdown(wait=False)
 
     def close(self) -> None:
         if self._opened is not None:
@@ -679,30 +686,6 @@ class Memsearch:
             store.set_consolidation(result.superseded, result.groups)
         shown = {*result.superseded, *result.superseded.values()}
         return Consolidation(result, dry_run, store.get_many(sorted(shown)))
-
-
-class _Loading:
-    """A value made by a thread (not a daemon: an interpreter that ends waits for the load rather
-    than stop it inside onnxruntime); `result()` waits and returns it, or raises its error."""
-
-    def __init__(self, make: Callable[[], Any]) -> None:
-        self._make = make
-        self._value: Any = None
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name="memsearch-encoder-load")
-        self._thread.start()
-
-    def _run(self) -> None:
-        try:
-            self._value = self._make()
-        except BaseException as error:  # raised in the thread that asks for the value
-            self._error = error
-
-    def result(self) -> Any:
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
-        return self._value
 
 
 def _ingest_dedup(profile: Profile | str | None) -> float | None:
