@@ -221,6 +221,8 @@ def test_asks_name(query: str, asks: bool) -> None:
         ("Great. Sounds fun! I'll come. Yes", False),  # sentence starts and "I"
         ("John: see you tomorrow", False),  # a speaker's label opens the text
         ("the deploy key is in the vault", False),
+        ("We deploy on Tuesdays, never on Fridays in May", False),  # dates, not names
+        ("Fixed null-deref when JWT was malformed in the YAML", False),  # acronyms
     ],
 )
 def test_names_something(text: str, names: bool) -> None:
