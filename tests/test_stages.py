@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from memsearch.models import Memory, content_hash
 from memsearch.profiles import Adjustment
+from memsearch.retrieval.answers import asks_name, names_something
 from memsearch.retrieval.candidates import Candidate, Factor, LegHit
 from memsearch.retrieval.dates import asks_when, date_ranges, says_when
 from memsearch.retrieval.fusion import rrf
@@ -188,6 +189,55 @@ def test_when_factor_applies_only_to_when_questions_and_dated_memories() -> None
     assert [c.final for c in asked] == [pytest.approx(1.2), pytest.approx(1.0)]
     assert asked[0].factors[0] == Factor("when", "mul", 1.2, {"says_when": True})
     assert [c.factors for c in apply_adjustments([dated, undated], [when], T0)] == [(), ()]
+
+
+# -- answers: the "names" adjustment ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("query", "asks"),
+    [
+        ("Which city have both Jean and John visited?", True),
+        ("Where did Ana go camping?", True),
+        ("Who gave Tim the book?", True),
+        ("What is the name of Caroline's dog?", True),
+        ("what was that library called", True),
+        ("What did Ana say about the kayak?", False),
+        ("When did Melanie paint a sunrise?", False),
+        ("how many games has John won", False),
+    ],
+)
+def test_asks_name(query: str, asks: bool) -> None:
+    assert asks_name(query) is asks
+
+
+@pytest.mark.parametrize(
+    ("text", "names"),
+    [
+        ("John: I was in Chicago, it was awesome!", True),
+        ("we took the train to Rome last week", True),
+        ('I\'m playing "Xeonoblade Chronicles" now', True),
+        ("Caroline: Thanks, Melanie! I went hiking.", False),  # the speakers' own names
+        ("Great. Sounds fun! I'll come. Yes", False),  # sentence starts and "I"
+        ("John: see you tomorrow", False),  # a speaker's label opens the text
+        ("the deploy key is in the vault", False),
+        ("We deploy on Tuesdays, never on Fridays in May", False),  # dates, not names
+        ("Fixed null-deref when JWT was malformed in the YAML", False),  # acronyms
+    ],
+)
+def test_names_something(text: str, names: bool) -> None:
+    assert names_something(text, {"Caroline", "Melanie", "John"}) is names
+
+
+def test_names_factor_applies_only_to_questions_asking_for_a_name() -> None:
+    naming = Candidate(memory(1, text="Ana: we went to Lisbon", role="Ana"), {}, fusion=1.0)
+    plain = Candidate(memory(2, text="Ana: we went away", role="Ana"), {}, fusion=1.0)
+    names = Adjustment("names", factor=1.5)
+    facts = QueryFacts(asks_name=True, speaker_words=frozenset({"Ana"}))
+    asked = apply_adjustments([naming, plain], [names], T0, facts=facts)
+    assert [c.final for c in asked] == [pytest.approx(1.5), pytest.approx(1.0)]
+    assert asked[0].factors[0] == Factor("names", "mul", 1.5, {"names_something": True})
+    assert [c.factors for c in apply_adjustments([naming, plain], [names], T0)] == [(), ()]
 
 
 def test_about_factor_lowers_memories_that_involve_no_person_the_query_names() -> None:

@@ -19,6 +19,7 @@ from memsearch.errors import InvalidInputError
 from memsearch.llm import LLM
 from memsearch.profiles import Profile, leg_kind, load_profile
 from memsearch.retrieval import cems
+from memsearch.retrieval.answers import asks_name
 from memsearch.retrieval.candidates import Candidate, LegHit
 from memsearch.retrieval.dates import asks_when
 from memsearch.retrieval.explain import SCHEMA_VERSION, Expansion, SearchOutcome
@@ -32,6 +33,7 @@ from memsearch.retrieval.select import select
 from memsearch.retrieval.sessions import expand_neighbours, session_support
 from memsearch.retrieval.thinking import Thinking
 from memsearch.store.base import Scope, SearchBackend
+from memsearch.text import WORD
 from memsearch.timeutil import utc_now
 
 __all__ = ["GRANULARITIES", "MAX_K", "MODES", "SCHEMA_VERSION", "SearchOutcome", "SearchRequest", "run_search"]
@@ -291,7 +293,8 @@ class _Search:
 
     def query_facts(self, candidates: Sequence[Candidate]) -> QueryFacts:
         """The speakers the query names (a name the lexical legs matched is among the candidates'
-        speakers), the conversations they take part in, and whether it asks when."""
+        speakers), the conversations they take part in, whether it asks when or for a name, and
+        the words of the candidates' speakers' names."""
         query, kinds = self.request.query, {a.kind for a in self.profile.adjust}
         named: tuple[str, ...] = ()
         if kinds & {"speaker", "about"}:
@@ -300,7 +303,12 @@ class _Search:
         if "about" in kinds and named:
             conversations = sorted({c.memory.conversation for c in candidates if c.memory.conversation})
             participants = {c: frozenset(self.store.roles(Scope(conversation=c))) for c in conversations}
-        return QueryFacts(named, asks_when(query), participants)
+        speaker_words: frozenset[str] = frozenset()
+        if "names" in kinds:
+            speaker_words = frozenset(w for c in candidates if c.memory.role for w in WORD.findall(c.memory.role))
+        return QueryFacts(
+            named, asks_when(query), participants=participants, asks_name=asks_name(query), speaker_words=speaker_words
+        )
 
 
 def _exact_top_k(

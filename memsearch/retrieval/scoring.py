@@ -10,6 +10,7 @@ from datetime import datetime
 
 from memsearch.models import Memory
 from memsearch.profiles import Adjustment
+from memsearch.retrieval.answers import names_something
 from memsearch.retrieval.candidates import Candidate, Factor
 from memsearch.retrieval.dates import says_when
 from memsearch.retrieval.request import Boost
@@ -23,6 +24,8 @@ class QueryFacts:
     named: tuple[str, ...] = ()  # the speakers in scope the query names
     asks_when: bool = False
     participants: Mapping[str, frozenset[str]] = field(default_factory=dict)  # conversation → its speakers
+    asks_name: bool = False
+    speaker_words: frozenset[str] = frozenset()  # the words of the candidates' speakers' names
 
     @property
     def speaker(self) -> str | None:
@@ -106,6 +109,11 @@ def factor_for(
                 return None
             dated = says_when(memory.text)
             return Factor("when", "mul", adjustment.factor if dated else 1.0, {"says_when": dated})
+        case "names":  # the query asks who, where, which: memories that name someone or something
+            if not facts.asks_name:
+                return None
+            names = names_something(memory.text, facts.speaker_words)
+            return Factor("names", "mul", adjustment.factor if names else 1.0, {"names_something": names})
     raise ValueError(f"unknown adjustment {adjustment.kind!r}")
 
 
