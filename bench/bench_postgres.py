@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -238,6 +239,50 @@ def _ms(values: list[float], q: float) -> float:
     return round(float(np.percentile(values, q)) * 1000, 1)
 
 
+def lexical_quality(ms: Any, texts: list[str], found: list[Any]) -> dict[str, object]:
+    """The lexical leg's answers (`found`, top 50 of each text) against exact BM25 (the impact
+    route switched off): the share proven exact, id-recall@50, tie-tolerant recall@50 (the share
+    of returned hits whose exact score reaches the exact 50th: a corpus of few words ties by the
+    thousand, so another memory of the same score is as right), the exact route's latency, and
+    the top 10 of hybrid searches against those with exact lexical legs."""
+    import memsearch.store.postgres as postgres_store
+    from memsearch.retrieval.pipeline import SearchRequest
+    from memsearch.store import EVERYTHING
+
+    store = ms.store()
+    moment = _now()
+    bounded = postgres_store.IMPACT_ABOVE
+
+    def hybrid_top(text: str) -> list[int]:
+        return [c.id for c in ms.search(SearchRequest(text, k=10, mode="hybrid", as_of=moment)).results]
+
+    approximate = [hybrid_top(text) for text in texts]
+    postgres_store.IMPACT_ABOVE = 2**62
+    try:
+        exact_hybrid = [hybrid_top(text) for text in texts]
+        exact, seconds = [], []
+        for text in texts:
+            tick = time.perf_counter()
+            exact.append(store.lexical_search(text, EVERYTHING, 50))
+            seconds.append(time.perf_counter() - tick)
+    finally:
+        postgres_store.IMPACT_ABOVE = bounded
+    id_recall, tie_recall = [], []
+    for hits, truth in zip(found, exact, strict=True):
+        if truth:
+            id_recall.append(len({i for i, _ in hits} & {i for i, _ in truth}) / len(truth))
+            tie_recall.append(sum(score >= truth[-1][1] - 1e-9 for _, score in hits) / len(truth))
+    overlap = [len(set(a) & set(b)) / max(1, len(b)) for a, b in zip(approximate, exact_hybrid, strict=True)]
+    return {
+        "lexical_exact_route_ms_p50": _ms(seconds, 50),
+        "lexical_exact_route_ms_p95": _ms(seconds, 95),
+        "lexical_proven_exact_share": round(sum(h.engine == "exact" for h in found) / len(found), 4),
+        "lexical_id_recall_at_50": round(float(np.mean(id_recall)), 4),
+        "lexical_tie_tolerant_recall_at_50": round(float(np.mean(tie_recall)), 4),
+        "hybrid_top10_overlap_with_exact_lexical": round(float(np.mean(overlap)), 4),
+    }
+
+
 def scale_measure(server_url: str, queries: int, database: str) -> None:
     """HNSW recall@10 against exact search (unfiltered and under a 1 % filter), vector, lexical
     and hybrid latencies, on a database `scale_load` filled."""
@@ -277,15 +322,18 @@ def scale_measure(server_url: str, queries: int, database: str) -> None:
             tick = time.perf_counter()
             ms.search(SearchRequest(text, k=10, mode="hybrid"))
             hybrid.append(time.perf_counter() - tick)
+        found = []
         for text in texts:
             tick = time.perf_counter()
-            store.lexical_search(text, EVERYTHING, 50)
+            found.append(store.lexical_search(text, EVERYTHING, 50))
             lexical.append(time.perf_counter() - tick)
+        quality = lexical_quality(ms, texts, found)
     emit(
         figure=f"scale n={n}",
         database_bytes=int(size),
         lexical_leg_ms_p50=_ms(lexical, 50),
         lexical_leg_ms_p95=_ms(lexical, 95),
+        **quality,
         recall_at_10=round(float(np.mean(recalls)), 4),
         recall_at_10_filtered_1pct=round(float(np.mean(filtered_recalls)), 4),
         vector_search_ms_p50=_ms(latencies, 50),

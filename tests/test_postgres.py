@@ -256,6 +256,37 @@ def test_search_json_and_explain_say_when_a_lexical_leg_was_bounded(
     )
 
 
+def test_a_view_without_vectors_reuses_the_plain_vector_search_until_a_write(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The default profile's vector@context leg, in a store of notes (no context vectors), is
+    the plain vector leg: answered from it without a second scan, unless something was written."""
+    import memsearch.store.postgres as postgres_module
+
+    store = open_store(pg_url, create=True)
+    store.insert([NewMemory(f"memory {i}") for i in range(50)], unit_vectors(50, seed=5), MODEL, T0)
+    query = unit_vectors(1, seed=6)[0]
+    plain = store.vector_search(query, EVERYTHING, 5)
+    scans: list[str | None] = []
+    nearest = postgres_module.PostgresStore._nearest_sql
+    monkeypatch.setattr(
+        postgres_module.PostgresStore,
+        "_nearest_sql",
+        lambda self, query, scope, limit, view, exclude: (
+            scans.append(view)
+            or nearest(  # type: ignore[func-returns-value]
+                self, query, scope, limit, view, exclude
+            )
+        ),
+    )
+    assert store.vector_search(query, EVERYTHING, 5, "context") == plain and scans == []
+    other = open_store(pg_url)
+    (added,) = other.insert([NewMemory("the query itself")], query[None, :], MODEL, T0)
+    other.close()
+    assert store.vector_search(query, EVERYTHING, 5, "context")[0][0] == added and scans == ["context"]
+    store.close()
+
+
 def test_statements_are_planned_for_their_parameters(pg_url: str) -> None:
     """A statement run again and again is never served a generic plan (one blind to its values):
     for `kind = 'session'` in a store of notes that plan scanned every memory."""
