@@ -180,6 +180,7 @@ def _impact_route(monkeypatch: pytest.MonkeyPatch, budget: int, first_head: int 
     monkeypatch.setattr(postgres_module, "IMPACT_ABOVE", 0)
     monkeypatch.setattr(postgres_module, "IMPACT_FIRST_HEAD", first_head)
     monkeypatch.setattr(postgres_module, "POSTING_BUDGET", budget)
+    monkeypatch.setattr(postgres_module, "LOOKUP_COST", 1)  # a tiny budget still affords look-ups
 
 
 def test_impact_ordered_bm25_is_fts5s_when_certified_and_exactly_scored_when_bounded(
