@@ -288,6 +288,51 @@ def test_a_view_without_vectors_reuses_the_plain_vector_search_until_a_write(
     store.close()
 
 
+def test_lexical_views_of_notes_share_one_ranking_until_a_write(
+    tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In a store of notes (their views are their own text) lexical@prev ranks as lexical@context:
+    the second leg reuses the first's answer unless something was written in between, and a
+    memory with views of its own ends the sharing. The answers stay SQLite's."""
+    import memsearch.store.postgres as postgres_module
+
+    sqlite, postgres = open_store(tmp_path / "n.db", create=True), open_store(pg_url, create=True)
+    for store in (sqlite, postgres):
+        store.insert(common_word_corpus(), None, None, T0)
+    runs: list[int] = []
+    bm25 = postgres_module.PostgresStore._bm25
+    monkeypatch.setattr(
+        postgres_module.PostgresStore,
+        "_bm25",
+        lambda self, *args: runs.append(1) or bm25(self, *args),  # type: ignore[func-returns-value]
+    )
+
+    def both_views() -> list[int]:
+        runs.clear()
+        for view in ("context", "prev"):
+            assert postgres.lexical_search("alpha delta", EVERYTHING, 5, view) == sqlite.lexical_search(
+                "alpha delta", EVERYTHING, 5, view
+            )
+        return list(runs)
+
+    assert both_views() == [1]
+    other = open_store(pg_url)
+    other.insert([NewMemory("delta delta")], None, None, T0)
+    other.close()
+    sqlite.insert([NewMemory("delta delta")], None, None, T0)
+    assert (
+        postgres.lexical_search("alpha delta", EVERYTHING, 5, "prev")[0]
+        == sqlite.lexical_search("alpha delta", EVERYTHING, 5, "prev")[0]
+    ), "a write in between: ranked afresh"
+    for store in (sqlite, postgres):
+        store.insert(
+            [NewMemory("delta turn", kind="turn", views={"prev": "before it", "context": "x"})], None, None, T0
+        )
+    assert both_views() == [1, 1]
+    sqlite.close()
+    postgres.close()
+
+
 def test_statements_are_planned_for_their_parameters(pg_url: str) -> None:
     """A statement run again and again is never served a generic plan (one blind to its values):
     for `kind = 'session'` in a store of notes that plan scanned every memory."""
