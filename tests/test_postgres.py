@@ -173,6 +173,183 @@ def test_bm25_top_k_skips_common_words_and_stays_exact(
     postgres.close()
 
 
+def _impact_route(monkeypatch: pytest.MonkeyPatch, budget: int, first_head: int = 4) -> None:
+    """Every query takes the impact-ordered route, with a posting budget of `budget`."""
+    import memsearch.store.postgres as postgres_module
+
+    monkeypatch.setattr(postgres_module, "IMPACT_ABOVE", 0)
+    monkeypatch.setattr(postgres_module, "IMPACT_FIRST_HEAD", first_head)
+    monkeypatch.setattr(postgres_module, "POSTING_BUDGET", budget)
+    monkeypatch.setattr(postgres_module, "LOOKUP_COST", 1)  # a tiny budget still affords look-ups
+
+
+def test_impact_ordered_bm25_is_fts5s_when_certified_and_exactly_scored_when_bounded(
+    tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reading the heads of the posting lists in impact order: with room to read every list the
+    answer is FTS5's (ids, order, ties, scores); with a tiny budget an answer marked exact is
+    FTS5's too, and a bounded one holds FTS5's own score for each memory, best first, in scope."""
+    memories = common_word_corpus()
+    sqlite, postgres = open_store(tmp_path / "c.db", create=True), open_store(pg_url, create=True)
+    for store in (sqlite, postgres):
+        store.insert(memories, None, None, T0)
+    queries = ["alpha beta delta", "gamma epsilon", "alpha zeta theta", '"alpha beta" delta', "alpha", "beta gamma"]
+    cases = [(q, scope, limit) for q in queries for scope in (EVERYTHING, Scope(project="p1")) for limit in (1, 5, 40)]
+    engines: list[str] = []
+    for budget in (10**6, 24):
+        _impact_route(monkeypatch, budget)
+        for query, scope, limit in cases:
+            for view in (None, "context"):
+                expected = sqlite.lexical_search(query, scope, limit, view)
+                found = postgres.lexical_search(query, scope, limit, view)
+                engines.append(found.engine)
+                if found.engine == "exact":
+                    assert [i for i, _ in found] == [i for i, _ in expected], (query, scope, limit, budget)
+                    assert np.allclose([s for _, s in found], [s for _, s in expected], rtol=0, atol=1e-9)
+                    continue
+                assert budget < 10**6, "with room to read every list, the answer is always exact"
+                every = dict(sqlite.lexical_search(query, scope, len(memories), view))
+                assert 0 < len(found) <= limit
+                assert all(abs(every[i] - score) <= 1e-9 for i, score in found), (query, scope, limit)
+                assert found == sorted(found, key=lambda hit: (-hit[1], hit[0]))
+    assert "bounded" in engines, "the tiny budget must leave some answers unproven"
+    assert engines.count("exact") > len(cases) * 2, "and prove others before reading their lists to the end"
+    sqlite.close()
+    postgres.close()
+
+
+def test_impact_ordered_bm25_proves_ties_by_id(tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Memories of one length holding a word once all tie: the top k are the smallest ids, and a
+    head of the list (which runs by id within a tf and length) proves it without reading on."""
+    memories = [NewMemory(f"apple word{i:03d} " + ("pear" if i % 3 == 0 else "plum")) for i in range(300)]
+    sqlite, postgres = open_store(tmp_path / "t.db", create=True), open_store(pg_url, create=True)
+    for store in (sqlite, postgres):
+        store.insert(memories, None, None, T0)
+    _impact_route(monkeypatch, budget=40)  # far less than the 300 postings of "apple"
+    for query in ("apple", "apple pear", "pear"):
+        for limit in (1, 5, 10):
+            found = postgres.lexical_search(query, EVERYTHING, limit, None)
+            expected = sqlite.lexical_search(query, EVERYTHING, limit, None)
+            assert found.engine == "exact", (query, limit)
+            assert found == [(i, pytest.approx(s, abs=1e-9)) for i, s in expected], (query, limit)
+    sqlite.close()
+    postgres.close()
+
+
+def test_search_json_and_explain_say_when_a_lexical_leg_was_bounded(
+    tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from memsearch.cli.render import stage_lines
+
+    request = SearchRequest("alpha beta gamma", k=5, mode="lexical")
+    documents = {}
+    for name, location in (("sqlite", tmp_path / "s.db"), ("postgres", pg_url)):
+        with Memsearch(location) as ms:
+            ms.store(create=True).insert(common_word_corpus(), None, None, T0)
+            if name == "postgres":
+                _impact_route(monkeypatch, budget=8)
+            documents[name] = ms.search(request).to_dict()
+    assert documents["sqlite"]["lexical_search"] == {"lexical": "exact", "lexical_prev": "exact"}
+    assert documents["postgres"]["lexical_search"]["lexical"] == "bounded"
+    assert not any("lexical legs" in line for line in stage_lines(documents["sqlite"]))
+    assert "lexical legs answered by lexical: a bounded read of long posting lists" in " ".join(
+        stage_lines(documents["postgres"])
+    )
+
+
+def test_a_view_without_vectors_reuses_the_plain_vector_search_until_a_write(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The default profile's vector@context leg, in a store of notes (no context vectors), is
+    the plain vector leg: answered from it without a second scan, unless something was written."""
+    import memsearch.store.postgres as postgres_module
+
+    store = open_store(pg_url, create=True)
+    store.insert([NewMemory(f"memory {i}") for i in range(50)], unit_vectors(50, seed=5), MODEL, T0)
+    query = unit_vectors(1, seed=6)[0]
+    plain = store.vector_search(query, EVERYTHING, 5)
+    scans: list[str | None] = []
+    nearest = postgres_module.PostgresStore._nearest_sql
+    monkeypatch.setattr(
+        postgres_module.PostgresStore,
+        "_nearest_sql",
+        lambda self, query, scope, limit, view, exclude: (
+            scans.append(view)
+            or nearest(  # type: ignore[func-returns-value]
+                self, query, scope, limit, view, exclude
+            )
+        ),
+    )
+    assert store.vector_search(query, EVERYTHING, 5, "context") == plain and scans == []
+    other = open_store(pg_url)
+    (added,) = other.insert([NewMemory("the query itself")], query[None, :], MODEL, T0)
+    other.close()
+    assert store.vector_search(query, EVERYTHING, 5, "context")[0][0] == added and scans == ["context"]
+    store.close()
+
+
+def test_lexical_views_of_notes_share_one_ranking_until_a_write(
+    tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In a store of notes (their views are their own text) lexical@prev ranks as lexical@context:
+    the second leg reuses the first's answer unless something was written in between, and a
+    memory with views of its own ends the sharing. The answers stay SQLite's."""
+    import memsearch.store.postgres as postgres_module
+
+    sqlite, postgres = open_store(tmp_path / "n.db", create=True), open_store(pg_url, create=True)
+    for store in (sqlite, postgres):
+        store.insert(common_word_corpus(), None, None, T0)
+    runs: list[int] = []
+    bm25 = postgres_module.PostgresStore._bm25
+    monkeypatch.setattr(
+        postgres_module.PostgresStore,
+        "_bm25",
+        lambda self, *args: runs.append(1) or bm25(self, *args),  # type: ignore[func-returns-value]
+    )
+
+    def both_views() -> list[int]:
+        runs.clear()
+        for view in ("context", "prev"):
+            assert postgres.lexical_search("alpha delta", EVERYTHING, 5, view) == sqlite.lexical_search(
+                "alpha delta", EVERYTHING, 5, view
+            )
+        return list(runs)
+
+    assert both_views() == [1]
+    other = open_store(pg_url)
+    other.insert([NewMemory("delta delta")], None, None, T0)
+    other.close()
+    sqlite.insert([NewMemory("delta delta")], None, None, T0)
+    assert (
+        postgres.lexical_search("alpha delta", EVERYTHING, 5, "prev")[0]
+        == sqlite.lexical_search("alpha delta", EVERYTHING, 5, "prev")[0]
+    ), "a write in between: ranked afresh"
+    for store in (sqlite, postgres):
+        store.insert(
+            [NewMemory("delta turn", kind="turn", views={"prev": "before it", "context": "x"})], None, None, T0
+        )
+    assert both_views() == [1, 1]
+    sqlite.close()
+    postgres.close()
+
+
+def test_statements_are_planned_for_their_parameters(pg_url: str) -> None:
+    """A statement run again and again is never served a generic plan (one blind to its values):
+    for `kind = 'session'` in a store of notes that plan scanned every memory."""
+    store = open_store(pg_url, create=True)
+    store.insert([NewMemory(f"note {i}") for i in range(3000)], None, None, T0)
+    db = store._db  # type: ignore[attr-defined]
+    db.execute("ANALYZE memories")
+    for _ in range(15):
+        assert not store.has_kind("session")
+        store.lexical_search("note", EVERYTHING, 5)
+    generic = db.execute(
+        "SELECT statement FROM pg_prepared_statements WHERE generic_plans > 0 AND cardinality(parameter_types) > 0"
+    ).fetchall()
+    assert generic == []
+    store.close()
+
+
 def _statistics_are_exact(store: object) -> None:
     db = store._db  # type: ignore[attr-defined]
     (wrong_counts,) = db.execute(

@@ -290,7 +290,11 @@ def _search_tables(console: Console, document: dict[str, Any], *, raw: bool, exp
             console.print(Text("re-ranking moved: " + ", ".join(moves)))
 
 
-ENGINE_WORDS = {"exact": "exact search", "index": "the approximate index"}
+ENGINE_WORDS = {
+    "exact": "exact search",
+    "index": "the approximate index",
+    "bounded": "a bounded read of long posting lists (scores exact, top k not proven)",
+}
 
 
 def engine_summary(engines: dict[str, str]) -> str:
@@ -304,6 +308,9 @@ def stage_lines(document: dict[str, Any]) -> list[str]:
     lines = []
     if engines := document.get("vector_search"):
         lines.append(f"vector legs answered by {engine_summary(engines)}")
+    lexical = document.get("lexical_search", {})
+    if "bounded" in lexical.values():  # exact BM25 goes without saying
+        lines.append(f"lexical legs answered by {engine_summary(lexical)}")
     for stage in document.get("stages", ()):
         name = "expansion" if stage["stage"] == "synthesis" else stage["stage"]
         if stage["status"] == "skipped":

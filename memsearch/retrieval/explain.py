@@ -41,6 +41,9 @@ class SearchOutcome:
     expansions: list[Expansion] = field(default_factory=list)
     # How each vector leg was searched: "exact" (every vector in scope) or "index" (approximate).
     vector_engines: Mapping[str, str] = field(default_factory=dict)
+    # How each lexical leg was searched: "exact" (BM25's top k) or "bounded" (a large PostgreSQL
+    # store read long posting lists up to a budget: scores exact, the top k not proven).
+    lexical_engines: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def results(self) -> list[Candidate]:
@@ -61,6 +64,7 @@ class SearchOutcome:
             "stages": list(self.stages),
             "expansions": [expansion.to_dict() for expansion in self.expansions],
             "vector_search": dict(self.vector_engines),
+            "lexical_search": dict(self.lexical_engines),
             "results": [
                 {"rank": rank, **candidate_dict(candidate, self.profile)}
                 for rank, candidate in enumerate(self.results, start=1)

@@ -102,7 +102,7 @@ class Recall:
     exhaustive_ranking: list[tuple[int, float]] = field(default_factory=list)
     today: date | None = None  # resolves months named without a year
     embedded_text: str | None = None  # the text the query vector was made from, once made
-    engines: dict[str, str] = field(default_factory=dict)  # vector leg spec → "exact" or "index"
+    engines: dict[str, str] = field(default_factory=dict)  # leg spec → "exact", "index" or "bounded"
     _vector: np.ndarray | None = None
 
     @property
@@ -118,7 +118,9 @@ class Recall:
     def leg(self, spec: str) -> dict[int, LegHit]:
         leg = LegSpec.parse(spec)
         if leg.kind == "lexical":
-            return rank_hits(self.store.lexical_search(self.query, self.scope, self.pool, leg.view))
+            hits = self.store.lexical_search(self.query, self.scope, self.pool, leg.view)
+            self.engines[spec] = getattr(hits, "engine", "exact")
+            return rank_hits(hits)
         if leg.kind == "time":
             return self.time_leg()
         if leg.role and self.scope.roles and leg.role not in self.scope.roles:

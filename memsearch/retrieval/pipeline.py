@@ -124,7 +124,7 @@ class _Search:
         return SearchOutcome(
             self.request, self.route, profile, self.now, candidates, self.embedded_query(),
             stages=[t.to_dict() for t in self.thinking.trace], expansions=list(self.expansions),
-            vector_engines=self.vector_engines(),
+            vector_engines=self.engines(lexical=False), lexical_engines=self.engines(lexical=True),
         )  # fmt: skip
 
     @property
@@ -140,12 +140,17 @@ class _Search:
         self.recalls.append(recall)
         return recall, {name: recall.leg(spec) for name, spec in (legs or self.legs_to_run).items()}
 
-    def vector_engines(self) -> dict[str, str]:
-        """How the first recall's vector legs were answered: leg name → "exact" or "index"."""
+    def engines(self, lexical: bool) -> dict[str, str]:
+        """How the first recall's vector legs ("exact" or "index") or lexical legs ("exact" or
+        "bounded") were answered, by leg name."""
         if not self.recalls:
             return {}
         engines = self.recalls[0].engines
-        return {name: engines[spec] for name, spec in self.legs_to_run.items() if spec in engines}
+        return {
+            name: engines[spec]
+            for name, spec in self.legs_to_run.items()
+            if spec in engines and (leg_kind(spec) == "lexical") == lexical
+        }
 
     def embedded_query(self) -> str | None:
         """The text the first recall (the one whose memories are returned) embedded, if it did."""

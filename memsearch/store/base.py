@@ -65,13 +65,22 @@ EVERYTHING = Scope()
 Hits = list[tuple[int, float]]  # (memory id, score), best first
 
 
-class VectorHits(list[tuple[int, float]]):
-    """A vector search's hits with the engine that found them: `exact` (every vector in scope
-    scored) or `index` (an approximate index proposed the candidates; their scores are exact)."""
+class EngineHits(list[tuple[int, float]]):
+    """Hits with the engine that found them (`exact` unless a subclass says otherwise)."""
 
     def __init__(self, hits: Iterable[tuple[int, float]] = (), engine: str = "exact") -> None:
         super().__init__(hits)
         self.engine = engine
+
+
+class VectorHits(EngineHits):
+    """A vector search's hits: `exact` (every vector in scope scored) or `index` (an
+    approximate index proposed the candidates; their scores are exact)."""
+
+
+class LexicalHits(EngineHits):
+    """A lexical search's hits: `exact` (FTS5's BM25 top k) or `bounded` (a large store read its
+    posting lists only up to a budget and could not prove the top k; each score is exact)."""
 
 
 @dataclass(frozen=True)
@@ -132,10 +141,11 @@ class SearchBackend(Protocol):
         """The distinct roles (speakers) of the memories in scope."""
         ...
 
-    def lexical_search(self, query: str, scope: Scope, limit: int, view: str | None = None) -> Hits:
+    def lexical_search(self, query: str, scope: Scope, limit: int, view: str | None = None) -> LexicalHits:
         """BM25 over the memories' text and tags (or one full-text view: `context`, `prev`) for
         the words of the plain-text `query`, any of them; higher scores are better. A query with
-        no words finds nothing."""
+        no words finds nothing. A large store may read only part of long posting lists (`engine`
+        `bounded`: each score exact, the top k not proven)."""
         ...
 
     def document_frequency(self, word: str, scope: Scope, at_most: int) -> int:

@@ -41,6 +41,7 @@ from memsearch.store.base import (
     EmbeddingModelInfo,
     ExportedMemory,
     Hits,
+    LexicalHits,
     Rewrite,
     Scope,
     StoreHealth,
@@ -832,9 +833,9 @@ class SQLiteStore:
         where, params = _where(scope)
         return [row[0] for row in self._db.execute(f"SELECT m.id FROM memories m WHERE {where}", params)]
 
-    def lexical_search(self, query: str, scope: Scope, limit: int, view: str | None = None) -> Hits:
+    def lexical_search(self, query: str, scope: Scope, limit: int, view: str | None = None) -> LexicalHits:
         """FTS5 BM25, best first, as (id, score) with higher scores better: over text and tags, or
-        over one view's column (`context`, `prev`) only."""
+        over one view's column (`context`, `prev`) only. Always exact."""
         check_text("the query", query)  # SQLite binds only valid Unicode
         if view is not None and view not in LEXICAL_VIEWS:
             raise ValueError(f"no full-text view {view!r}")
@@ -844,11 +845,11 @@ class SQLiteStore:
             key = (self.generation(), query, scope, limit)
             last = self._lexical_memo
             if last is not None and last[0] == key:
-                return list(last[1])
+                return LexicalHits(last[1])
             hits = self._lexical_query(query, scope, limit, LEXICAL_VIEWS[0])
             self._lexical_memo = (key, hits)
-            return list(hits)
-        return self._lexical_query(query, scope, limit, view)
+            return LexicalHits(hits)
+        return LexicalHits(self._lexical_query(query, scope, limit, view))
 
     def _lexical_query(self, query: str, scope: Scope, limit: int, view: str | None) -> Hits:
         match = match_expression(query)
