@@ -19,7 +19,7 @@ from memsearch.api import Memsearch
 from memsearch.models import EmbeddingModelInfo, Memory, NewMemory, content_hash
 from memsearch.profiles import available, load_profile
 from memsearch.retrieval.pipeline import GRANULARITIES, MODES, SearchRequest, run_search
-from memsearch.store.base import EVERYTHING, Hits, Scope, SearchBackend, VectorHits
+from memsearch.store.base import EVERYTHING, LexicalHits, Scope, SearchBackend, VectorHits
 from memsearch.text import WORD, query_terms
 from tests.conftest import T0
 
@@ -59,7 +59,7 @@ class FakeBackend:
     def has_kind(self, kind: str) -> bool:
         return any(m.kind == kind for m in self.memories.values())
 
-    def lexical_search(self, query: str, scope: Scope, limit: int, view: str | None = None) -> Hits:
+    def lexical_search(self, query: str, scope: Scope, limit: int, view: str | None = None) -> LexicalHits:
         terms = query_terms(query)
         docs = {m.id: [w.lower() for w in WORD.findall(self._text(m, view) or "")] for m in self._in(scope)}
         average = sum(map(len, docs.values())) / max(len(docs), 1)
@@ -74,7 +74,7 @@ class FakeBackend:
                     score += idf * tf * 2.2 / (tf + 1.2 * (0.25 + 0.75 * len(words) / average))
             if score:
                 hits.append((memory_id, score))
-        return sorted(hits, key=lambda h: (-h[1], h[0]))[:limit]
+        return LexicalHits(sorted(hits, key=lambda h: (-h[1], h[0]))[:limit])
 
     def document_frequency(self, word: str, scope: Scope, at_most: int) -> int:
         found = sum(word.lower() in query_terms(self._text(m, None) or "") for m in self._in(scope))

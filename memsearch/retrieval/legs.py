@@ -119,7 +119,7 @@ class Recall:
         leg = LegSpec.parse(spec)
         if leg.kind == "lexical":
             hits = self.store.lexical_search(self.query, self.scope, self.pool, leg.view)
-            self.engines[spec] = getattr(hits, "engine", "exact")
+            self.engines[spec] = hits.engine
             return rank_hits(hits)
         if leg.kind == "time":
             return self.time_leg()
@@ -128,7 +128,7 @@ class Recall:
         scope = replace(self.scope, roles=(leg.role,)) if leg.role else self.scope
         exhaustive = self.profile.exhaustive and leg.view is None and leg.role is None
         ranking = self.store.vector_search(self.vector(), scope, None if exhaustive else self.pool, leg.view)
-        self.engines[spec] = getattr(ranking, "engine", "exact")  # (a backend may return a plain list)
+        self.engines[spec] = ranking.engine
         if exhaustive:
             self.exhaustive_ranking = ranking
         return rank_hits(ranking[: self.pool])
