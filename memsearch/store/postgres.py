@@ -1114,15 +1114,14 @@ class PostgresStore:
                 return LexicalHits(last[2], last[2].engine)
         with self._db.transaction():
             self._db.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-            found = self._bm25(phrases, scope, limit)
-        hits = found if isinstance(found, LexicalHits) else LexicalHits(found)
+            hits = self._bm25(phrases, scope, limit)
         if alike:
             self._local.lexical_memo = (key, snapshot, hits)
         return LexicalHits(hits, hits.engine)
 
     def _bm25(
         self, phrases: builtins.list[tuple[tuple[str, ...], builtins.list[int]]], scope: Scope, limit: int
-    ) -> Hits:
+    ) -> LexicalHits:
         """BM25 of the phrases, each searched in its own columns (FTS5's `{columns} : phrase`),
         exactly as FTS5 scores them, but without scoring every memory that holds a common word.
 
@@ -1137,7 +1136,7 @@ class PostgresStore:
         """
         rows, tokens = self._db.execute("SELECT sum(memories)::bigint, sum(tokens)::bigint FROM fts_totals").fetchone()  # type: ignore[misc]
         if not rows:
-            return []
+            return LexicalHits()
         singles = [(ordinal, p[0], cols) for ordinal, (p, cols) in enumerate(phrases) if len(p) == 1]
         single_counts = dict(
             zip(
@@ -1373,8 +1372,8 @@ class PostgresStore:
                 return LexicalHits(top, "bounded")
             depth = grown
 
-    def _bm25_rows(self, sql: str, params: builtins.list[Any]) -> Hits:
-        return [(int(memory_id), float(score)) for memory_id, score in self._db.execute(sql, params)]  # type: ignore[arg-type]
+    def _bm25_rows(self, sql: str, params: builtins.list[Any]) -> LexicalHits:
+        return LexicalHits((int(memory_id), float(score)) for memory_id, score in self._db.execute(sql, params))  # type: ignore[arg-type]
 
     @staticmethod
     def _bm25_inputs(average_length: float) -> tuple[str, str]:
