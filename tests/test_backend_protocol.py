@@ -38,6 +38,8 @@ def hashed_vector(text: str) -> np.ndarray:
 class FakeBackend:
     """Memories in a list; BM25 and cosine computed in Python over them, per the protocol's words."""
 
+    parallel_reads = False
+
     def __init__(self, memories: Sequence[Memory], views: dict[int, dict[str, str]]) -> None:
         self.memories = {m.id: m for m in memories}
         self.views = views
@@ -164,6 +166,28 @@ def test_every_profile_runs_on_a_backend_without_sql(backend: FakeBackend, profi
                 assert document["results"][0]["id"] == 1, (mode, document["results"][0]["text"])
             ran += 1
     assert ran >= 6
+
+
+@pytest.mark.parametrize("profile", sorted(available()))
+def test_legs_run_in_two_threads_answer_as_in_one(backend: FakeBackend, profile: str) -> None:
+    threads: set[str] = set()
+
+    class Parallel(FakeBackend):
+        parallel_reads = True
+
+        def lexical_search(self, *args: object, **kwargs: object) -> LexicalHits:
+            threads.add(threading.current_thread().name)
+            return super().lexical_search(*args, **kwargs)  # type: ignore[arg-type]
+
+    parallel = Parallel(list(backend.memories.values()), backend.views)
+    for query in ("where is the deploy key", "what did Bob say about coffee on 3 May 2024"):
+        for granularity in GRANULARITIES:
+            request = SearchRequest(query, k=3, mode="hybrid", as_of=T0, granularity=granularity)
+            alone = run_search(backend, request, hashed_vector, load_profile(profile)).to_dict(raw=True)
+            together = run_search(parallel, request, hashed_vector, load_profile(profile)).to_dict(raw=True)
+            assert together == alone
+    lexical = any(spec.startswith("lexical") for spec in load_profile(profile).legs.values())
+    assert (threads and threading.current_thread().name not in threads) or not lexical
 
 
 def test_scope_reaches_the_backend(backend: FakeBackend) -> None:

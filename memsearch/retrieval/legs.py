@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import date
+from functools import cache
 
 import numpy as np
 
@@ -115,6 +117,20 @@ class Recall:
             self._vector = self.embed(self.embedded_text)
         return self._vector
 
+    def legs(self, specs: Mapping[str, str]) -> dict[str, dict[int, LegHit]]:
+        """Every leg by name. On a store with `parallel_reads` the lexical legs run in a second
+        thread (one after another, as they may share an answer) while this one embeds the query
+        and runs the others."""
+        lexical = [name for name, spec in specs.items() if leg_kind(spec) == "lexical"]
+        found: dict[str, dict[int, LegHit]] = {}
+        if self.store.parallel_reads and 0 < len(lexical) < len(specs):
+            beside = _leg_threads().submit(lambda: {name: self.leg(specs[name]) for name in lexical})
+            found = {name: self.leg(spec) for name, spec in specs.items() if name not in lexical}
+            found |= beside.result()
+        else:
+            found = {name: self.leg(spec) for name, spec in specs.items()}
+        return {name: found[name] for name in specs}
+
     def leg(self, spec: str) -> dict[int, LegHit]:
         leg = LegSpec.parse(spec)
         if leg.kind == "lexical":
@@ -156,6 +172,13 @@ class Recall:
             for memory_id, cosine in hits:
                 best[memory_id] = max(cosine, best.get(memory_id, -1.0))
         return rank_hits(sorted(best.items(), key=lambda hit: -hit[1]))
+
+
+@cache
+def _leg_threads() -> ThreadPoolExecutor:
+    """The threads that run searches' lexical legs beside their other legs (a threaded server's
+    searches share them; each thread keeps its own store connections)."""
+    return ThreadPoolExecutor(8, thread_name_prefix="memsearch-legs")
 
 
 def build_candidates(

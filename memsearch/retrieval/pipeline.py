@@ -138,7 +138,7 @@ class _Search:
             self.store, self.request.query, scope, self.pool, self.profile, self.query_vector, today=self.now.date()
         )
         self.recalls.append(recall)
-        return recall, {name: recall.leg(spec) for name, spec in (legs or self.legs_to_run).items()}
+        return recall, recall.legs(legs or self.legs_to_run)
 
     def engines(self, lexical: bool) -> dict[str, str]:
         """How the first recall's vector legs ("exact" or "index") or lexical legs ("exact" or
@@ -247,7 +247,7 @@ class _Search:
                 if leg_kind(spec) != "time" and (stage != "hyde" or leg_kind(spec) == "vector")
             }
             recall = Recall(self.store, text, scope, self.pool, self.profile, self.query_vector)
-            legs.update({leg: recall.leg(spec) for leg, spec in specs.items()})
+            legs.update(recall.legs(specs))
             self.expansions.append(Expansion(name, stage, text, specs))
         return legs
 

@@ -131,6 +131,11 @@ class Rewrite:
 class SearchBackend(Protocol):
     """The reads a search makes. Vectors are unit length; cosine is their dot product."""
 
+    # Whether a search runs its lexical legs in a second thread while it embeds the query and runs
+    # the others: it pays where a server answers the queries (their time is waiting), not where
+    # the reads run in this process.
+    parallel_reads: bool
+
     def count(self, scope: Scope) -> int:
         """How many memories are in scope."""
         ...

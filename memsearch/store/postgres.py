@@ -372,6 +372,8 @@ class PostgresStore:
     in autocommit; every write is one transaction, retried on serialisation failures and deadlocks.
     """
 
+    parallel_reads = True
+
     def __init__(self, url: str) -> None:
         self.url = url
         self.location = shown_location(url)

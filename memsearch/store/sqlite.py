@@ -238,6 +238,8 @@ class SQLiteStore:
     run at once), so one store object can serve a threaded server.
     """
 
+    parallel_reads = False
+
     def __init__(self, path: Path, *, read_only: bool = False) -> None:
         self.path = path
         self.location = str(path)
