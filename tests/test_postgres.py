@@ -218,6 +218,26 @@ def test_impact_ordered_bm25_is_fts5s_when_certified_and_exactly_scored_when_bou
     postgres.close()
 
 
+def test_numeric_arrays_load_straight_into_numpy(pg_url: str) -> None:
+    import memsearch.store.postgres as postgres_module
+
+    store = postgres_module.PostgresStore.open(pg_url, create=True)
+    values = [0, 1, -1, 32767, -32768]
+    arrays = store._arrays(
+        "SELECT %s::int2[], %s::int4[], %s::int8[], %s::float8[], '{}'::int8[], "
+        "(SELECT array_agg(g) FROM generate_series(1, 100000) g)",
+        [values, [*values, 2**31 - 1], [*values, 2**63 - 1, -(2**63)], [0.5, -1e300, 3.25]],
+    )
+    assert [a.tolist() for a in arrays[:5]] == [
+        values, [*values, 2**31 - 1], [*values, 2**63 - 1, -(2**63)], [0.5, -1e300, 3.25], []
+    ]  # fmt: skip
+    assert arrays[5].tolist() == list(range(1, 100001))
+    assert all(a.dtype.isnative for a in arrays)
+    with pytest.raises(ValueError, match="without NULLs"):
+        store._arrays("SELECT ARRAY[1, NULL]::int8[]", [])
+    store.close()
+
+
 def test_impact_ordered_bm25_proves_ties_by_id(tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Memories of one length holding a word once all tie: the top k are the smallest ids, and a
     head of the list (which runs by id within a tf and length) proves it without reading on."""

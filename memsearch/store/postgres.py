@@ -23,6 +23,8 @@ import numpy as np
 import psycopg
 from pgvector.psycopg import register_vector
 from psycopg import errors as pg_errors
+from psycopg.adapt import Loader
+from psycopg.pq import Format
 
 from memsearch.errors import (
     DuplicateKeyError,
@@ -74,7 +76,7 @@ RESCORE_MARGIN = 16
 # lexical leg reads the lists in impact order, heads first (see _bm25_impact); below, it is
 # FTS5's BM25 of every memory that can matter. The first head is this long per list.
 IMPACT_ABOVE = 50_000
-IMPACT_FIRST_HEAD = 512
+IMPACT_FIRST_HEAD = 2048
 # The most postings the impact-ordered reading takes before it answers with the best it has
 # scored (`bounded`) rather than proving the top k.
 POSTING_BUDGET = 128_000
@@ -315,6 +317,35 @@ def _int_array(values: np.ndarray) -> str:
     """An integer array as a PostgreSQL array literal (cast in the SQL): thousands of ids bind far
     faster so than as a list of Python ints."""
     return "{" + ",".join(map(str, values.tolist())) + "}"
+
+
+# The element types a _NumpyArrayLoader reads (by the element's OID), and their arrays' OIDs.
+_NUMPY_ELEMENTS: dict[int, np.dtype[Any]] = {
+    21: np.dtype(">i2"), 23: np.dtype(">i4"), 20: np.dtype(">i8"), 701: np.dtype(">f8")
+}  # fmt: skip
+_NUMPY_ARRAYS = (1005, 1007, 1016, 1022)  # int2[], int4[], int8[], float8[]
+
+
+class _NumpyArrayLoader(Loader):
+    """A one-dimensional array of numbers without NULLs, from PostgreSQL's binary array format
+    (dimensions, flags, element OID; then each element's length and value) straight into numpy:
+    lists of Python ints cost more than the queries that make them, at tens of thousands of
+    postings per search."""
+
+    format = Format.BINARY
+
+    def load(self, data: Any) -> np.ndarray:
+        buffer = memoryview(data)
+        header = np.frombuffer(buffer, dtype=">i4", count=3)
+        dimensions, has_nulls, element = int(header[0]), int(header[1]), int(header[2])
+        dtype = _NUMPY_ELEMENTS[element]
+        if dimensions == 0:
+            return np.zeros(0, dtype=dtype.newbyteorder("="))
+        if dimensions != 1 or has_nulls:
+            raise ValueError("a numeric array of one dimension without NULLs was expected")
+        (count,) = np.frombuffer(buffer, dtype=">i4", count=1, offset=12)
+        items = np.frombuffer(buffer, dtype=np.dtype([("size", ">i4"), ("value", dtype)]), count=int(count), offset=20)
+        return items["value"].astype(dtype.newbyteorder("="))
 
 
 def _utc(moment: datetime) -> datetime:
@@ -1258,20 +1289,20 @@ class PostgresStore:
         (shortest,) = self._db.execute("SELECT min(fts_length) FROM memories WHERE fts_length > 0").fetchone()  # type: ignore[misc]
         shortest = int(shortest or 1)
         scoped = "" if where == "true" else f"JOIN memories m ON m.id = p.memory_id AND {where}"
+        # Each round reads only the next part of each open list (OFFSET: the snapshot is fixed).
         heads_sql = f"""
             SELECT coalesce(array_agg(h.i), '{{}}'), coalesce(array_agg(h.memory_id), '{{}}'),
                 coalesce(array_agg(h.tf), '{{}}'), coalesce(array_agg(h.doc_length), '{{}}')
-            FROM (SELECT q.i::int - 1 AS i, p.memory_id, p.tf, p.doc_length
-                FROM unnest(%s::text[], %s::int[], %s::int[]) WITH ORDINALITY AS q(term, col, depth, i)
+            FROM (SELECT q.list, p.memory_id, p.tf, p.doc_length
+                FROM unnest(%s::int[], %s::text[], %s::int[], %s::int[], %s::int[]) AS q(list, term, col, read, depth)
                 CROSS JOIN LATERAL (SELECT p.memory_id, p.tf, p.doc_length FROM postings p {scoped}
                     WHERE p.term = q.term AND p.col = q.col ORDER BY p.tf DESC, p.doc_length, p.memory_id
-                    LIMIT q.depth) p) h
+                    OFFSET q.read LIMIT q.depth - q.read) p) h(i, memory_id, tf, doc_length)
         """
+        # An index scan over the ids (one descent each) costs a third of a lateral probe per id.
         missing_sql = """
-            SELECT coalesce(array_agg(q.i::int - 1), '{}'), coalesce(array_agg(p.tf), '{}')
-            FROM unnest(%s::bigint[]) WITH ORDINALITY AS q(memory_id, i)
-            CROSS JOIN LATERAL (SELECT p.tf FROM postings p WHERE p.term = %s AND p.col = %s
-                AND p.memory_id = q.memory_id OFFSET 0) p
+            SELECT coalesce(array_agg(memory_id), '{}'), coalesce(array_agg(tf), '{}') FROM postings
+            WHERE term = %s AND col = %s AND memory_id = ANY(%s::bigint[])
         """
         # The phrases of several tokens: every memory holding one is known already, with f and D.
         extra_ids = np.asarray(extra[0], dtype=np.int64)
@@ -1286,16 +1317,27 @@ class PostgresStore:
         extra_lengths = np.asarray(extra[3], dtype=np.int64)[extra_keep]
         terms, columns = [t for t, _, _ in lists], [c for _, _, c in lists]
         depth = [min(POSTING_BUDGET // max(1, len(lists)), max(IMPACT_FIRST_HEAD, 4 * limit))] * len(lists)
+        read = [0] * len(lists)  # how far each list has been read (only open lists grow)
+        end_tf: dict[int, int] = {}
+        end_length: dict[int, int] = {}
+        end_id: dict[int, int] = {}
+        at_list, ids, tfs, lengths = (np.zeros(0, dtype=np.int64) for _ in range(4))
         while True:
-            row = self._db.execute(heads_sql, [terms, columns, depth, *scope_params], binary=True).fetchone()
-            at_list, ids, tfs, lengths = (np.asarray(values, dtype=np.int64) for values in row)  # type: ignore[union-attr]
+            wanted = [i for i in range(len(lists)) if depth[i] > read[i]]
+            reading = [wanted, *([values[i] for i in wanted] for values in (terms, columns, read, depth))]
+            batch = self._arrays(heads_sql, [*reading, *scope_params])
+            at_list, ids, tfs, lengths = (
+                np.concatenate(pair) for pair in zip((at_list, ids, tfs, lengths), batch, strict=True)
+            )
             counts = np.bincount(at_list, minlength=len(lists))
+            read = list(depth)
             open_lists = [i for i in range(len(lists)) if counts[i] >= depth[i]]  # the others were read to their end
-            order = np.lexsort((ids, lengths, -tfs, at_list))  # each list's head in index order
-            ends = {i: order[int(counts[: i + 1].sum()) - 1] for i in open_lists}
-            end_tf = {i: int(tfs[ends[i]]) for i in open_lists}
-            end_length = {i: int(lengths[ends[i]]) for i in open_lists}
-            end_id = {i: int(ids[ends[i]]) for i in open_lists}
+            for i in open_lists:
+                if i in wanted:  # its head's end, last in index order: least tf, then longest, then largest id
+                    part = np.flatnonzero(batch[0] == i)
+                    part = part[batch[2][part] == batch[2][part].min()]
+                    part = part[batch[3][part] == batch[3][part].max()]
+                    end_tf[i], end_length[i], end_id[i] = (int(batch[n][part].max()) for n in (2, 3, 1))
             # What a memory seen in no head can score, phrase by phrase.
             rest: dict[int, float] = {}
             tight: dict[int, int] = {}  # phrase → the id an unseen memory scoring its bound exceeds
@@ -1313,8 +1355,9 @@ class PostgresStore:
             # Candidates with what they hold seen, and the most their open lists' unread parts add.
             candidates, where_row = np.unique(np.concatenate([ids, extra_ids]), return_inverse=True)
             seen_rows, extra_rows = where_row[: len(ids)], where_row[len(ids) :]
-            known = np.zeros((len(candidates), len(ordinals)))
-            np.add.at(known, (seen_rows, list_column[at_list]), tfs)
+            cells = seen_rows * len(ordinals) + list_column[at_list]  # (candidate, phrase), flattened
+            known = np.bincount(cells, weights=tfs, minlength=len(candidates) * len(ordinals))
+            known = known.reshape(len(candidates), len(ordinals))
             known[extra_rows, extra_columns] = extra_f
             memory_lengths = np.zeros(len(candidates), dtype=np.int64)
             memory_lengths[seen_rows] = lengths
@@ -1346,11 +1389,9 @@ class PostgresStore:
             for i in sorted(open_lists, key=lambda i: -rest.get(lists[i][1], 0.0)):
                 rows = chosen[unread[chosen, i] > 0]
                 if len(rows):
-                    found_at, found_tf = self._db.execute(
-                        missing_sql, [_int_array(candidates[rows]), terms[i], columns[i]], binary=True
-                    ).fetchone()  # type: ignore[misc]
-                    found = np.asarray(found_at, dtype=np.int64)
-                    known[rows[found], list_column[i]] += np.asarray(found_tf, np.float64)
+                    lookup = [terms[i], columns[i], _int_array(candidates[rows])]
+                    found_ids, found_tf = self._arrays(missing_sql, lookup)
+                    known[np.searchsorted(candidates, found_ids), list_column[i]] += found_tf
                     unread[rows, i] = 0
                 chosen = contending(chosen, known, unread, memory_lengths)
             final = scores(known[chosen], memory_lengths[chosen])
@@ -1373,6 +1414,13 @@ class PostgresStore:
             if not can_grow:
                 return LexicalHits(top, "bounded")
             depth = grown
+
+    def _arrays(self, sql: str, params: builtins.list[Any]) -> builtins.list[np.ndarray]:
+        """The one row of a query of numeric arrays (see _NumpyArrayLoader), as numpy arrays."""
+        with self._db.cursor(binary=True) as cursor:
+            for oid in _NUMPY_ARRAYS:
+                cursor.adapters.register_loader(oid, _NumpyArrayLoader)
+            return list(cursor.execute(sql, params).fetchone())  # type: ignore[arg-type]
 
     def _bm25_rows(self, sql: str, params: builtins.list[Any]) -> LexicalHits:
         return LexicalHits((int(memory_id), float(score)) for memory_id, score in self._db.execute(sql, params))  # type: ignore[arg-type]
