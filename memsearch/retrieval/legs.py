@@ -182,10 +182,21 @@ def _leg_threads() -> ThreadPoolExecutor:
 
 
 def build_candidates(
-    store: SearchBackend, legs: Mapping[str, Mapping[int, LegHit]], cosines: Mapping[int, float] | None
+    store: SearchBackend,
+    legs: Mapping[str, Mapping[int, LegHit]],
+    cosines_of: Callable[[list[int]], Mapping[int, float]] | None,
 ) -> list[Candidate]:
+    """The memories the legs found, with their hits and (given `cosines_of`) their cosines with
+    the query; on a store with `parallel_reads` the cosines are read beside the memories."""
     ids = sorted({memory_id for hits in legs.values() for memory_id in hits})
-    memories = store.get_many(ids)
+    cosines: Mapping[int, float] | None = None
+    if cosines_of is not None and store.parallel_reads:
+        beside = _leg_threads().submit(cosines_of, ids)
+        memories = store.get_many(ids)
+        cosines = beside.result()
+    else:
+        cosines = cosines_of(ids) if cosines_of is not None else None
+        memories = store.get_many(ids)
     return [
         Candidate(
             memory=memories[memory_id],

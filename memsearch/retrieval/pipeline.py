@@ -166,9 +166,10 @@ class _Search:
     def candidates(
         self, recall: Recall, with_cosines: bool, legs: Mapping[str, Mapping[int, LegHit]]
     ) -> list[Candidate]:
-        ids = sorted({memory_id for hits in legs.values() for memory_id in hits})
-        cosines = self.store.cosines(recall.vector(), ids) if with_cosines else None
-        return build_candidates(self.store, legs, cosines)
+        if not with_cosines:
+            return build_candidates(self.store, legs, None)
+        vector = recall.vector()
+        return build_candidates(self.store, legs, lambda ids: self.store.cosines(vector, ids))
 
     def ranked(self, scope: Scope) -> list[Candidate]:
         recall, legs = self.recall(scope)

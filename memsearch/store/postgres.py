@@ -806,10 +806,12 @@ class PostgresStore:
             return
 
         def work(db: Connection[Any]) -> None:
-            db.execute(f"SET LOCAL lock_timeout = '{ACCESS_LOCK_TIMEOUT}'")
             # best effort too: the search need not wait for the WAL flush (a crash may lose the
-            # last moments' access counts, never a memory)
-            db.execute("SET LOCAL synchronous_commit = off")
+            # last moments' access counts, never a memory); both settings in one round trip
+            db.execute(
+                "SELECT set_config('lock_timeout', %s, true), set_config('synchronous_commit', 'off', true)",
+                (ACCESS_LOCK_TIMEOUT,),
+            )
             # one statement (a memory listed twice counts twice, as in SQLite); rows locked in id order
             counts = sorted(Counter(int(i) for i in ids).items())
             db.execute(
