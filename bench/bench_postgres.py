@@ -179,7 +179,7 @@ def tune_server(server_url: str) -> None:
     sorts, parallel workers for the HNSW build. Applied with ALTER SYSTEM and a reload."""
     import psycopg
 
-    settings = {"maintenance_work_mem": "2GB", "max_parallel_maintenance_workers": "2", "work_mem": "64MB",
+    settings = {"maintenance_work_mem": "5GB", "max_parallel_maintenance_workers": "2", "work_mem": "64MB",
                 "effective_cache_size": "8GB", "random_page_cost": "1.1", "checkpoint_timeout": "30min",
                 "max_wal_size": "8GB"}  # fmt: skip
     with psycopg.connect(server_url, autocommit=True) as admin:
@@ -217,6 +217,7 @@ def scale_load(server_url: str, n: int, database: str) -> None:
     from memsearch.embedding import load_encoder, resolve_model
     from memsearch.models import NewMemory
     from memsearch.store import open_store
+    from memsearch.store.postgres import hnsw_index_sql
 
     tune_server(server_url)
     url = fresh_database(server_url, database)
@@ -233,7 +234,7 @@ def scale_load(server_url: str, n: int, database: str) -> None:
     store.restore(synthetic_memories(n, vectors, _now()), model)  # type: ignore[attr-defined, arg-type]
     load_seconds = time.perf_counter() - started
     started = time.perf_counter()
-    db.execute(f"CREATE INDEX vectors_hnsw ON vectors USING hnsw ((embedding::vector({model.dim})) vector_cosine_ops)")
+    db.execute(hnsw_index_sql("vectors_hnsw", "vectors", model.dim))  # as the store makes it
     build_seconds = time.perf_counter() - started
     started = time.perf_counter()
     db.execute("VACUUM ANALYZE")  # the visibility map makes the postings' index-only scans index-only

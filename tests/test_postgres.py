@@ -277,6 +277,31 @@ def test_search_json_and_explain_say_when_a_lexical_leg_was_bounded(
     )
 
 
+def test_hnsw_indexes_are_built_wide_and_an_older_build_searches_wider(pg_url: str) -> None:
+    """New indexes get ef_construction 128; an index of pgvector's default build (64) keeps the
+    wider ef_search schedule it needs for recall (read once per connection)."""
+    import psycopg
+
+    import memsearch.store.postgres as postgres_module
+
+    store = postgres_module.PostgresStore.open(pg_url, create=True)
+    assert store._hnsw_built_wide() is False  # no index yet: nothing is remembered
+    store.insert([NewMemory("one")], np.eye(1, MODEL.dim, dtype=np.float32), MODEL, T0)
+    options = store._db.execute(
+        "SELECT c.relname, c.reloptions FROM pg_class c WHERE c.relname LIKE '%%hnsw%%' ORDER BY 1"
+    ).fetchall()
+    assert options and all(reloptions == ["m=16", "ef_construction=128"] for _, reloptions in options), options
+    assert store._hnsw_built_wide() is True
+    with psycopg.connect(pg_url, autocommit=True) as admin:
+        admin.execute("DROP INDEX vectors_hnsw")
+        admin.execute("CREATE INDEX vectors_hnsw ON vectors USING hnsw ((embedding::vector(8)) vector_cosine_ops)")
+    assert store._hnsw_built_wide() is True  # this connection asked already
+    store.close()
+    reopened = postgres_module.PostgresStore.open(pg_url)
+    assert reopened._hnsw_built_wide() is False
+    reopened.close()
+
+
 def test_a_view_without_vectors_reuses_the_plain_vector_search_until_a_write(
     pg_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
