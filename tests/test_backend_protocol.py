@@ -190,6 +190,30 @@ def test_legs_run_in_two_threads_answer_as_in_one(backend: FakeBackend, profile:
     assert (threads and threading.current_thread().name not in threads) or not lexical
 
 
+def test_legs_run_in_turn_when_the_leg_thread_cannot_reach_the_store(backend: FakeBackend) -> None:
+    """A server at its connection limit refuses the leg thread its own connection: the search
+    runs those reads in its own thread instead, with the same answer."""
+    from memsearch.errors import StoreNotFoundError
+
+    class Refusing(FakeBackend):
+        parallel_reads = True
+
+        def lexical_search(self, *args: object, **kwargs: object) -> LexicalHits:
+            if threading.current_thread() is not threading.main_thread():
+                raise StoreNotFoundError("cannot connect to db: too many clients already")
+            return super().lexical_search(*args, **kwargs)  # type: ignore[arg-type]
+
+        def cosines(self, *args: object, **kwargs: object) -> dict[int, float]:
+            if threading.current_thread() is not threading.main_thread():
+                raise StoreNotFoundError("cannot connect to db: too many clients already")
+            return super().cosines(*args, **kwargs)  # type: ignore[arg-type]
+
+    refusing = Refusing(list(backend.memories.values()), backend.views)
+    request = SearchRequest("where is the deploy key", k=3, mode="hybrid", as_of=T0)
+    expected = run_search(backend, request, hashed_vector, load_profile("default")).to_dict(raw=True)
+    assert run_search(refusing, request, hashed_vector, load_profile("default")).to_dict(raw=True) == expected
+
+
 def test_scope_reaches_the_backend(backend: FakeBackend) -> None:
     request = SearchRequest("crashes deploy coffee", k=5, mode="hybrid", scope=replace(EVERYTHING, project="cli"))
     outcome = run_search(backend, request, hashed_vector, load_profile("default"))

@@ -9,10 +9,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import date
 from functools import cache
+from typing import TypeVar
 
 import numpy as np
 
-from memsearch.errors import InvalidInputError
+from memsearch.errors import InvalidInputError, StoreNotFoundError
 from memsearch.models import OWN_TEXT_VIEWS
 from memsearch.profiles import LegSpec, Profile, leg_kind
 from memsearch.retrieval.candidates import Candidate, LegHit
@@ -41,6 +42,9 @@ def choose_route(request: SearchRequest, profile: Profile, route: Route | None =
         route = replace(route, reason=f"{route.reason}; profile {profile.name} recalls by {' and '.join(kinds)} only")
     return route, legs
 
+
+T = TypeVar("T")
+U = TypeVar("U")
 
 _WORD_WITH_POSSESSIVE = re.compile(r"\b(\w+)(?:'s)?\b")
 
@@ -124,9 +128,11 @@ class Recall:
         lexical = [name for name, spec in specs.items() if leg_kind(spec) == "lexical"]
         found: dict[str, dict[int, LegHit]] = {}
         if self.store.parallel_reads and 0 < len(lexical) < len(specs):
-            beside = _leg_threads().submit(lambda: {name: self.leg(specs[name]) for name in lexical})
-            found = {name: self.leg(spec) for name, spec in specs.items() if name not in lexical}
-            found |= beside.result()
+            found, others = _beside(
+                lambda: {name: self.leg(specs[name]) for name in lexical},
+                lambda: {name: self.leg(spec) for name, spec in specs.items() if name not in lexical},
+            )
+            found |= others
         else:
             found = {name: self.leg(spec) for name, spec in specs.items()}
         return {name: found[name] for name in specs}
@@ -174,6 +180,17 @@ class Recall:
         return rank_hits(sorted(best.items(), key=lambda hit: -hit[1]))
 
 
+def _beside(work: Callable[[], T], meanwhile: Callable[[], U]) -> tuple[T, U]:
+    """`work` in a leg thread while this thread does `meanwhile`; `work` again in this thread when
+    the leg thread cannot reach the store (a server at its connection limit refuses it one)."""
+    future = _leg_threads().submit(work)
+    done = meanwhile()
+    try:
+        return future.result(), done
+    except StoreNotFoundError:
+        return work(), done
+
+
 @cache
 def _leg_threads() -> ThreadPoolExecutor:
     """The threads that run searches' lexical legs beside their other legs (a threaded server's
@@ -191,9 +208,7 @@ def build_candidates(
     ids = sorted({memory_id for hits in legs.values() for memory_id in hits})
     cosines: Mapping[int, float] | None = None
     if cosines_of is not None and store.parallel_reads:
-        beside = _leg_threads().submit(cosines_of, ids)
-        memories = store.get_many(ids)
-        cosines = beside.result()
+        cosines, memories = _beside(lambda: cosines_of(ids), lambda: store.get_many(ids))
     else:
         cosines = cosines_of(ids) if cosines_of is not None else None
         memories = store.get_many(ids)
