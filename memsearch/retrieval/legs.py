@@ -43,9 +43,6 @@ def choose_route(request: SearchRequest, profile: Profile, route: Route | None =
     return route, legs
 
 
-T = TypeVar("T")
-U = TypeVar("U")
-
 _WORD_WITH_POSSESSIVE = re.compile(r"\b(\w+)(?:'s)?\b")
 
 
@@ -126,7 +123,6 @@ class Recall:
         thread (one after another, as they may share an answer) while this one embeds the query
         and runs the others."""
         lexical = [name for name, spec in specs.items() if leg_kind(spec) == "lexical"]
-        found: dict[str, dict[int, LegHit]] = {}
         if self.store.parallel_reads and 0 < len(lexical) < len(specs):
             found, others = _beside(
                 lambda: {name: self.leg(specs[name]) for name in lexical},
@@ -180,6 +176,10 @@ class Recall:
         return rank_hits(sorted(best.items(), key=lambda hit: -hit[1]))
 
 
+T = TypeVar("T")
+U = TypeVar("U")
+
+
 def _beside(work: Callable[[], T], meanwhile: Callable[[], U]) -> tuple[T, U]:
     """`work` in a leg thread while this thread does `meanwhile`; `work` again in this thread when
     the leg thread cannot reach the store (a server at its connection limit refuses it one)."""
@@ -206,7 +206,7 @@ def build_candidates(
     """The memories the legs found, with their hits and (given `cosines_of`) their cosines with
     the query; on a store with `parallel_reads` the cosines are read beside the memories."""
     ids = sorted({memory_id for hits in legs.values() for memory_id in hits})
-    cosines: Mapping[int, float] | None = None
+    cosines: Mapping[int, float] | None
     if cosines_of is not None and store.parallel_reads:
         cosines, memories = _beside(lambda: cosines_of(ids), lambda: store.get_many(ids))
     else:

@@ -131,9 +131,10 @@ class Rewrite:
 class SearchBackend(Protocol):
     """The reads a search makes. Vectors are unit length; cosine is their dot product."""
 
-    # Whether a search runs its lexical legs in a second thread while it embeds the query and runs
-    # the others: it pays where a server answers the queries (their time is waiting), not where
-    # the reads run in this process.
+    # Whether a search makes reads side by side (its lexical legs in a second thread while it
+    # embeds the query and runs the others; its candidates' cosines beside their rows): it pays
+    # where a server answers the queries (their time is waiting), not where the reads run in
+    # this process.
     parallel_reads: bool
 
     def count(self, scope: Scope) -> int:

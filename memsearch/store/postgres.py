@@ -1585,15 +1585,16 @@ class PostgresStore:
         ).fetchall()
         return [(int(memory_id), float(_f32(embedding) @ query)) for memory_id, embedding in rows]
 
-    def _through_index(self, limit: int | None, view: str | None, where: str, params: builtins.list[Any]) -> bool:
-        """Whether a vector search goes through the HNSW indexes (else it is exact)."""
-        table = "vectors" if view is None or view in OWN_TEXT_VIEWS else "views"
-        return (
-            limit is not None
-            and self._search_model() is not None
-            and self._approximate_count(table, view) >= EXACT_SEARCH_BELOW
-            and not self._few_in_scope(where, params)
-        )
+    def _through_index(self, limit: int | None, view: str | None, where: str, params: builtins.list[Any]) -> int | None:
+        """The number of stored vectors (which sets the index search's width) when a vector search
+        goes through the HNSW indexes; None when it is exact."""
+        if limit is None or self._search_model() is None:
+            return None
+        own = view is None or view in OWN_TEXT_VIEWS  # searched through the memories' own vectors
+        searched = self._approximate_count("vectors" if own else "views", view)
+        if searched < EXACT_SEARCH_BELOW or self._few_in_scope(where, params):
+            return None
+        return searched if own else self._approximate_count("vectors", None)
 
     def _nearest_sql(
         self, query: np.ndarray, scope: Scope, limit: int | None, view: str | None, exclude: Collection[int]
@@ -1612,7 +1613,7 @@ class PostgresStore:
         exclusion = "NOT (v.memory_id = ANY(%s))" if exclude else "true"
         exclusion_params = [sorted(exclude)] if exclude else []
         model = self._search_model()
-        approximate = self._through_index(limit, view, where, params)
+        stored = self._through_index(limit, view, where, params)
         base = (
             f"SELECT v.memory_id, v.embedding FROM {source} v JOIN memories m ON m.id = v.memory_id "
             f"WHERE v.embedding IS NOT NULL AND {view_clause} AND {exclusion} AND {where}"
@@ -1620,7 +1621,7 @@ class PostgresStore:
         args: builtins.list[Any] = [*view_params, *exclusion_params, *params]
         if limit is None:
             rows = self._db.execute(base, args, binary=True).fetchall()
-        elif approximate and view in OWN_TEXT_VIEWS:
+        elif stored is not None and view in OWN_TEXT_VIEWS:
             assert model is not None
             # The union above, as two index scans: the view's own vectors (its partial HNSW
             # index), and the memories' vectors where the view has none (the vectors' index).
@@ -1634,19 +1635,19 @@ class PostgresStore:
                 f"AND w.embedding IS NOT NULL) AND {exclusion} AND {where}"
             )
             rows = [
-                *self._index_scan(own, [*exclusion_params, *params], query, limit, model.dim),
-                *self._index_scan(stand_in, [*exclusion_params, *params], query, limit, model.dim),
+                *self._index_scan(own, [*exclusion_params, *params], query, limit, model.dim, stored),
+                *self._index_scan(stand_in, [*exclusion_params, *params], query, limit, model.dim, stored),
             ]
-        elif approximate:
+        elif stored is not None:
             assert model is not None
-            rows = self._index_scan(base, args, query, limit, model.dim)
+            rows = self._index_scan(base, args, query, limit, model.dim, stored)
         else:
             rows = self._db.execute(
                 f"{base} ORDER BY v.embedding <=> %s, v.memory_id LIMIT %s",
                 [*args, query, limit + RESCORE_MARGIN],
                 binary=True,
             ).fetchall()
-        engine = "index" if approximate else "exact"
+        engine = "index" if stored is not None else "exact"
         if not rows:
             return [], engine
         ids = np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
@@ -1668,14 +1669,16 @@ class PostgresStore:
         ).fetchone()  # type: ignore[misc]
         return int(count) < EXACT_SEARCH_BELOW
 
-    def _index_scan(self, base: str, args: builtins.list[Any], query: np.ndarray, limit: int, dim: int) -> Any:
+    def _index_scan(
+        self, base: str, args: builtins.list[Any], query: np.ndarray, limit: int, dim: int, stored: int
+    ) -> Any:
         """`base`'s rows nearest to `query` through the HNSW index (typed for the model's
-        dimension), with a margin for the re-scoring; iterative scans keep recall under filters."""
+        dimension; `stored` vectors in all), with a margin for the re-scoring; iterative scans
+        keep recall under filters."""
         fetch = limit + RESCORE_MARGIN
         # ef_search 200 at least, and one per VECTORS_PER_EF stored vectors (pgvector's most is
         # 1000); an index of an older build (ef_construction 64: at 1M clustered 384-d vectors
         # recall@10 0.884 at 200, 0.924 at 400, 0.955 at 1000) widens five times sooner
-        stored = self._approximate_count("vectors", None)
         per_ef = VECTORS_PER_EF if self._hnsw_built_wide() else VECTORS_PER_EF_NARROW_BUILD
         settings = ("relaxed_order", max(200, min(1000, max(fetch * 2, stored // per_ef))))
         if getattr(self._local, "hnsw_settings", None) != settings:  # session settings: set once per connection
