@@ -23,6 +23,7 @@ MONTHS = {
         start=1,
     )
 }  # fmt: skip
+WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")  # date.weekday() order
 
 
 def utc_now() -> datetime:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -127,6 +128,30 @@ def test_time_leg_ranks_a_month_named_without_a_year(imported: Path) -> None:
     assert in_time_leg and all(c["created_at"].startswith("2024-01") for c in in_time_leg)
     ranks = sorted(c["explain"]["legs"]["time"]["rank"] for c in in_time_leg)
     assert ranks == list(range(1, len(ranks) + 1))
+
+
+def test_time_leg_finds_memories_that_speak_of_the_named_date(store_location: Path | str, encoder: Encoder) -> None:
+    """On 3 May: what was written that day first, then what was written later about that day
+    ("last night" on 4 May); a later memory about another day, or a plan, is not in the leg. Both
+    stores answer alike. "Two days before 5 May" names 3 May too."""
+
+    def at(day: int, month: int = 5) -> datetime:
+        return datetime(2023, month, day, 20, 0, tzinfo=UTC)
+
+    notes = {
+        "same-day": NewMemory("Bought paint at the hardware store.", key="same-day", created_at=at(3)),
+        "next-day": NewMemory("My mom and I made dinner together last night!", key="next-day", created_at=at(4)),
+        "other-day": NewMemory("We had dinner at the harbour yesterday.", key="other-day", created_at=at(20)),
+        "plan": NewMemory("Dinner with mom next week, I hope.", key="plan", created_at=at(1)),
+        "much-later": NewMemory("Dinner with my mom on 3 May 2023 was lovely.", key="much-later", created_at=at(2, 9)),
+    }
+    with Memsearch(store_location, encoder=encoder) as ms:
+        ms.add_many(list(notes.values()))
+        for query in ("Who did I have dinner with on 3 May 2023?", "What did I do two days before 5 May 2023?"):
+            outcome = ms.search(SearchRequest(query, k=10, mode="hybrid", as_of=at(1, 10), touch=False))
+            in_leg = {c.memory.key: c.legs["time"].rank for c in outcome.candidates if "time" in c.legs}
+            assert in_leg.keys() == {"same-day", "next-day", "much-later"}, in_leg
+            assert in_leg["same-day"] == 1  # the others by their cosine with the query
 
 
 def test_speaker_named_in_the_query_is_preferred(imported: Path) -> None:

@@ -14,7 +14,7 @@ from memsearch.models import Memory, content_hash
 from memsearch.profiles import Adjustment
 from memsearch.retrieval.answers import asks_name, names_something
 from memsearch.retrieval.candidates import Candidate, Factor, LegHit
-from memsearch.retrieval.dates import asks_when, date_ranges, says_when
+from memsearch.retrieval.dates import asks_when, date_ranges, mentioned_ranges, says_when
 from memsearch.retrieval.fusion import rrf
 from memsearch.retrieval.recall import rank_hits
 from memsearch.retrieval.scoring import QueryFacts, apply_adjustments, exponential_decay
@@ -148,6 +148,64 @@ def test_date_ranges_resolve_a_month_without_a_year_against_today() -> None:
     assert date_ranges("camping in June?") == []  # without today only absolute dates count
     assert date_ranges("in May 2021", today) == [(date(2021, 5, 1), date(2021, 5, 31))]  # not twice
     assert date_ranges("may I ask when?", today) == []  # "may" the verb
+
+
+@pytest.mark.parametrize(
+    ("query", "shifted"),
+    [
+        ("the puppy she got two weeks before August 11, 2023", (date(2023, 7, 25), date(2023, 7, 31))),
+        ("what did John do the week before August 3, 2023?", (date(2023, 7, 27), date(2023, 8, 2))),
+        ("last weekend before April 10, 2023", (date(2023, 4, 8), date(2023, 4, 9))),  # a Monday
+        ("the weekend after 10 April 2023", (date(2023, 4, 15), date(2023, 4, 16))),
+        ("a few days before 10 April 2023", (date(2023, 4, 5), date(2023, 4, 8))),
+        ("three days before on 5 May 2023", (date(2023, 5, 2), date(2023, 5, 2))),
+        ("the day after 2023-05-03", (date(2023, 5, 4), date(2023, 5, 4))),
+        ("the month before May 2023", (date(2023, 4, 1), date(2023, 4, 30))),
+        ("two months before 3 May 2023", (date(2023, 3, 1), date(2023, 3, 31))),
+        ("a year before 2022", (date(2021, 1, 1), date(2021, 12, 31))),
+    ],
+)
+def test_date_ranges_shift_a_date_as_the_words_before_it_say(query: str, shifted: tuple[date, date]) -> None:
+    named, *rest = date_ranges(query)
+    assert rest == [shifted]  # the named date stays too: what was said on it may name the other
+    assert named not in rest
+
+
+@pytest.mark.parametrize(
+    ("text", "ranges"),
+    [  # said on Thursday 4 May 2023
+        ("My mom and I made dinner together last night!", [(date(2023, 5, 3), date(2023, 5, 3))]),
+        ("I went to a support group yesterday", [(date(2023, 5, 3), date(2023, 5, 3))]),
+        ("the day before yesterday", [(date(2023, 5, 2), date(2023, 5, 2))]),
+        ("this morning I ran", [(date(2023, 5, 4), date(2023, 5, 4))]),
+        ("we hiked two weeks ago", [(date(2023, 4, 17), date(2023, 4, 23))]),  # a week ± 3 days
+        ("a few days ago", [(date(2023, 4, 29), date(2023, 5, 2))]),
+        ("a month ago", [(date(2023, 4, 1), date(2023, 4, 30))]),
+        ("3 years ago", [(date(2020, 1, 1), date(2020, 12, 31))]),
+        ("last week was busy", [(date(2023, 4, 24), date(2023, 5, 3))]),  # last calendar week or the last 7 days
+        ("last weekend I ran", [(date(2023, 4, 29), date(2023, 4, 30))]),
+        ("Last Saturday", [(date(2023, 4, 29), date(2023, 4, 29))]),
+        ("on Thursday", [(date(2023, 4, 27), date(2023, 4, 27))]),  # a past weekday, not the day said
+        ("last month", [(date(2023, 4, 1), date(2023, 4, 30))]),
+        ("last year", [(date(2022, 1, 1), date(2022, 12, 31))]),
+        ("this week", [(date(2023, 5, 1), date(2023, 5, 4))]),
+        ("last summer near Fort Wayne", [(date(2022, 6, 1), date(2022, 8, 31))]),
+        ("last winter", [(date(2022, 12, 1), date(2023, 2, 28))]),
+        ("I started in March", [(date(2023, 3, 1), date(2023, 3, 31))]),
+        ("on 2 January 2021", [(date(2021, 1, 2), date(2021, 1, 2))]),
+        ("next week we fly", []),  # a plan, not the event
+        ("I love painting sunsets", []),
+    ],
+)
+def test_mentioned_ranges_resolve_a_memory_s_words_against_the_day_said(
+    text: str, ranges: list[tuple[date, date]]
+) -> None:
+    assert mentioned_ranges(text, date(2023, 5, 4)) == ranges
+
+
+def test_a_season_is_the_latest_one_over_by_the_day_said() -> None:
+    assert mentioned_ranges("last summer", date(2023, 9, 1)) == [(date(2023, 6, 1), date(2023, 8, 31))]
+    assert mentioned_ranges("last winter", date(2023, 2, 10)) == [(date(2021, 12, 1), date(2022, 2, 28))]
 
 
 @pytest.mark.parametrize(

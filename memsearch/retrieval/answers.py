@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Collection
 
-from memsearch.timeutil import MONTHS
+from memsearch.timeutil import MONTHS, WEEKDAYS
 
 _ASKS_NAME = re.compile(
     r"\b(?:who|whom|whose|where|which|what (?:\w+ )?(?:is|was|are|were) (?:the )?names?|name of|called)\b",
@@ -16,9 +16,8 @@ _ASKS_NAME = re.compile(
 _SENTENCE_BREAK = re.compile(r"[.!?:;\n]+")
 _WORD = re.compile(r"[^\W\d_][\w'’-]*")
 _FIRST_PERSON = frozenset({"I", "I'm", "I've", "I'll", "I'd", "I’m", "I’ve", "I’ll", "I’d"})
-_WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 # Capitalised, but dates rather than names (the `when` adjustment's business).
-_DATE_WORDS = frozenset(MONTHS) | frozenset(_WEEKDAYS) | {f"{day}s" for day in _WEEKDAYS}
+_DATE_WORDS = frozenset(MONTHS) | frozenset(WEEKDAYS) | {f"{day}s" for day in WEEKDAYS}
 
 
 def asks_name(query: str) -> bool:

@@ -7,7 +7,7 @@ import calendar
 import re
 from datetime import UTC, date, datetime, time, timedelta
 
-from memsearch.timeutil import MONTHS
+from memsearch.timeutil import MONTHS, WEEKDAYS
 
 _MONTHS = MONTHS | {name[:3]: number for name, number in MONTHS.items()}  # and their abbreviations
 _MONTH = "(" + "|".join(sorted(_MONTHS, key=len, reverse=True)) + r")\.?"
@@ -49,8 +49,9 @@ def _range(kind: str, groups: tuple[str, ...]) -> tuple[date, date]:
 
 
 def date_ranges(query: str, today: date | None = None) -> list[tuple[date, date]]:
-    """Each date in the query as an inclusive (first day, last day) range: absolute dates, and with
-    `today` also months named without a year."""
+    """Each date in the query as an inclusive (first day, last day) range: absolute dates, each
+    also shifted as the words before it say ("two weeks before 11 August 2023", "the weekend
+    after …"), and with `today` months named without a year."""
     ranges: list[tuple[date, date]] = []
     taken: list[tuple[int, int]] = []
     for kind, pattern in _PATTERNS:
@@ -58,9 +59,12 @@ def date_ranges(query: str, today: date | None = None) -> list[tuple[date, date]
             if any(start < match.end() and match.start() < end for start, end in taken):
                 continue
             try:
-                ranges.append(_range(kind, match.groups()))
+                named = _range(kind, match.groups())
             except ValueError:  # 31 February and the like: not a date
                 continue
+            ranges.append(named)
+            if offset := _OFFSET.search(query, 0, match.start()):
+                ranges.append(_shifted(named, offset))
             taken.append(match.span())
     if today is not None:
         for match in _BARE_MONTH.finditer(query):
@@ -86,7 +90,7 @@ _ASKS_WHEN = re.compile(
 )
 _UNIT = r"(?:days?|nights?|weeks?|weekends?|months?|years?|hours?)"
 _COUNT = r"(?:a|an|one|two|three|four|five|six|seven|eight|nine|ten|few|couple of|several|\d+)"
-_WEEKDAY = r"(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)"
+_WEEKDAY = "(?:" + "|".join(WEEKDAYS) + ")"
 _SEASON = r"(?:spring|summer|fall|autumn|winter)"
 _SAYS_WHEN = re.compile(
     r"\b(?:yesterday|today|tonight|tomorrow|recently|the other day"
@@ -107,3 +111,127 @@ def asks_when(query: str) -> bool:
 def says_when(text: str) -> bool:
     """Whether the text dates something: a date, a month, a weekday, "last week", "two days ago"."""
     return _SAYS_WHEN.search(text) is not None
+
+
+# What a memory's own words date, resolved against the day it was said ("yesterday" in a session
+# of 4 May is 3 May): for the `time` leg, whose question names the day the event happened while
+# the memory was written days or weeks later. Only the past and the day itself: a plan ("next
+# week") is not the event.
+_NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
+            "eight": 8, "nine": 9, "ten": 10}  # fmt: skip
+_VAGUE = {"couple of": (2, 3), "few": (2, 5), "several": (3, 7)}  # how many units, at least and at most
+_SEASONS = {"spring": (3, 5), "summer": (6, 8), "fall": (9, 11), "autumn": (9, 11), "winter": (12, 14)}  # months
+_MENTION = re.compile(
+    r"\b(?:(?P<day_before>the day before yesterday)|(?P<yesterday>yesterday|last night)"
+    r"|(?P<today>today|tonight|this (?:morning|afternoon|evening))"
+    rf"|(?:(?:a |the )?(?P<count>\d{{1,2}}|{'|'.join(_NUMBERS)}|{'|'.join(_VAGUE)})"
+    r" (?P<unit>day|week|month|year)s? ago)"
+    r"|(?:last|this past|the past) (?P<span>week|weekend|month|year)"
+    r"|(?P<this>this (?:week|month|year))"
+    rf"|(?:last|this past|on) (?P<weekday>{_WEEKDAY})"
+    rf"|(?:last|this past) (?P<season>{_SEASON}))(?!\w)",
+    re.IGNORECASE,
+)
+# How far after a named date the time leg looks for memories that speak of it: two years, time
+# enough for "last year", "a year ago", "last summer" (words reaching further are not looked for).
+MENTION_REACH = timedelta(days=2 * 366)
+
+
+def _month_range(year: int, month: int) -> tuple[date, date]:
+    year, month = year + (month - 1) // 12, (month - 1) % 12 + 1
+    return date(year, month, 1), date(year, month, calendar.monthrange(year, month)[1])
+
+
+def _months_before(day: date, months: int) -> tuple[int, int]:
+    index = day.year * 12 + day.month - 1 - months
+    return index // 12, index % 12 + 1
+
+
+def _mention_range(match: re.Match[str], said: date) -> tuple[date, date]:
+    group = match.groupdict()
+    if group["day_before"]:
+        return _day_range(said - timedelta(days=2))
+    if group["yesterday"]:
+        return _day_range(said - timedelta(days=1))
+    if group["today"]:
+        return _day_range(said)
+    if count := group["count"]:
+        return _shift(said, -1, group["unit"].lower(), *_count(count))
+    if span := group["span"]:
+        match span.lower():
+            case "week":  # the calendar week before this one, or the seven days before the day said
+                return said - timedelta(days=said.weekday() + 7), said - timedelta(days=1)
+            case "weekend":  # the latest Saturday and Sunday before the day said
+                saturday = said - timedelta(days=(said.weekday() - 5) % 7 or 7)
+                return saturday, saturday + timedelta(days=1)
+            case "month":
+                return _month_range(*_months_before(said, 1))
+        return date(said.year - 1, 1, 1), date(said.year - 1, 12, 31)
+    if this := group["this"]:
+        unit = this.split()[-1].lower()
+        if unit == "week":
+            monday = said - timedelta(days=said.weekday())
+            return monday, said
+        if unit == "month":
+            return said.replace(day=1), said
+        return date(said.year, 1, 1), said
+    if weekday := group["weekday"]:  # the latest such day before the day said
+        back = (said.weekday() - WEEKDAYS.index(weekday.lower())) % 7 or 7
+        return _day_range(said - timedelta(days=back))
+    first_month, last_month = _SEASONS[group["season"].lower()]
+    year = said.year if said.month > last_month else said.year - 1  # the latest season over by then
+    if last_month > 12:  # winter runs into the next year
+        year = said.year - 1 if said.month > 2 else said.year - 2
+    return _month_range(year, first_month)[0], _month_range(year, last_month)[1]
+
+
+# A date shifted by the words before it: "two weeks before", "the weekend after", "a few days before on".
+_OFFSET = re.compile(
+    rf"\b(?:(?:the|last) (?P<span>day|week|weekend|month|year)|(?:a |the )?(?P<count>\d{{1,2}}|{'|'.join(_NUMBERS)}"
+    rf"|{'|'.join(_VAGUE)}) (?P<unit>day|week|month|year)s?) (?P<direction>before|after)(?: on| of)?,? $",
+    re.IGNORECASE,
+)
+
+
+def _count(word: str) -> tuple[int, int]:
+    """How many units a count word means, at least and at most: "two" (2, 2), "a few" (2, 5)."""
+    word = word.lower()
+    return _VAGUE.get(word) or (int(word) if word.isdigit() else _NUMBERS[word],) * 2
+
+
+def _shift(anchor: date, sign: int, unit: str, low: int, high: int) -> tuple[date, date]:
+    """The days `low` to `high` units from `anchor` (before it with sign −1): a week ± 3 days, a
+    month or a year whole."""
+    if unit == "day":
+        ends = sorted((anchor + timedelta(days=sign * low), anchor + timedelta(days=sign * high)))
+    elif unit == "week":
+        ends = sorted((anchor + timedelta(days=sign * (7 * low - 3)), anchor + timedelta(days=sign * (7 * high + 3))))
+    elif unit == "month":
+        months = sorted((_months_before(anchor, -sign * low), _months_before(anchor, -sign * high)))
+        ends = [_month_range(*months[0])[0], _month_range(*months[1])[1]]
+    else:
+        years = sorted((anchor.year + sign * low, anchor.year + sign * high))
+        ends = [date(years[0], 1, 1), date(years[1], 12, 31)]
+    return ends[0], ends[1]
+
+
+def _shifted(named: tuple[date, date], offset: re.Match[str]) -> tuple[date, date]:
+    """The days `offset` ("two weeks before", "the weekend after") points to from the named range."""
+    before = offset["direction"].lower() == "before"
+    sign, anchor = (-1, named[0]) if before else (1, named[1])
+    if not (span := (offset["span"] or "").lower()):
+        return _shift(anchor, sign, offset["unit"].lower(), *_count(offset["count"]))
+    if span == "weekend":  # the nearest Saturday and Sunday on that side
+        saturday = anchor + timedelta(days=sign * ((sign * (5 - anchor.weekday())) % 7 or 7))
+        return saturday, saturday + timedelta(days=1)
+    if span == "week":  # the seven days on that side
+        return _shift(anchor, sign, "day", 1, 7)
+    return _shift(anchor, sign, span, 1, 1)
+
+
+def mentioned_ranges(text: str, said: date) -> list[tuple[date, date]]:
+    """The days the text speaks of, as inclusive ranges, resolved against the day it was said:
+    absolute dates, months without a year (the latest up to then), and relative words such as
+    "yesterday", "two weeks ago", "last weekend", "last Saturday", "last summer"."""
+    ranges = date_ranges(text, said)
+    return ranges + [_mention_range(match, said) for match in _MENTION.finditer(text)]

@@ -4,20 +4,20 @@ candidates they make."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from datetime import date
+from datetime import UTC, date, datetime, timedelta
 from functools import cache
 from typing import TypeVar
 
 import numpy as np
 
 from memsearch.errors import InvalidInputError, StoreNotFoundError
-from memsearch.models import OWN_TEXT_VIEWS
+from memsearch.models import OWN_TEXT_VIEWS, Memory
 from memsearch.profiles import LegSpec, Profile, leg_kind
 from memsearch.retrieval.candidates import Candidate, LegHit
-from memsearch.retrieval.dates import as_datetimes, date_ranges
+from memsearch.retrieval.dates import MENTION_REACH, as_datetimes, date_ranges, mentioned_ranges
 from memsearch.retrieval.recall import rank_hits
 from memsearch.retrieval.request import SearchRequest
 from memsearch.retrieval.routing import Route, route_query
@@ -152,28 +152,54 @@ class Recall:
         return rank_hits(ranking[: self.pool])
 
     def time_leg(self) -> dict[int, LegHit]:
-        """The memories created within a date the query names, ranked by cosine with the query (a
-        date holding many memories still ranks them); a date that holds every memory in scope
-        tells nothing and is skipped."""
+        """The memories dated within a date the query names: those created then, then those created
+        within MENTION_REACH after it whose words date something into it ("yesterday", "last
+        weekend"), each group by cosine with the query (a date holding many memories still ranks
+        them). A date that holds every memory in scope tells nothing and is not searched for the
+        former."""
         best: dict[int, float] = {}
         in_scope: int | None = None
+        created: set[int] = set()  # created within a named date: ranked before those that speak of one
         for day_range in date_ranges(self.query, self.today):
             start, end = as_datetimes(day_range)
-            since = max(start, self.scope.since) if self.scope.since else start
-            until = min(end, self.scope.until) if self.scope.until else end
-            if since > until:
-                continue
-            within = replace(self.scope, since=since, until=until)
-            if in_scope is None:
-                in_scope = self.store.count(self.scope)
-            if self.store.count(within) >= in_scope:
-                continue
-            hits = self.store.vector_search(self.vector(), within, self.pool, None)
-            if self.engines.get("time") != "index":  # any date through the index: the leg was
-                self.engines["time"] = getattr(hits, "engine", "exact")
-            for memory_id, cosine in hits:
-                best[memory_id] = max(cosine, best.get(memory_id, -1.0))
-        return rank_hits(sorted(best.items(), key=lambda hit: -hit[1]))
+            if (within := self._within(start, end)) is not None:
+                if in_scope is None:
+                    in_scope = self.store.count(self.scope)
+                if self.store.count(within) < in_scope:
+                    found = self._dated_search(within)
+                    created.update(memory_id for memory_id, _ in found)
+                    best_of(best, found)
+            if (later := self._within(end + timedelta(microseconds=1), end + MENTION_REACH)) is not None:
+                hits = self._dated_search(later)
+                said = self.store.get_many([memory_id for memory_id, _ in hits])
+                best_of(best, [hit for hit in hits if hit[0] in said and speaks_of(said[hit[0]], day_range)])
+        return rank_hits(sorted(best.items(), key=lambda hit: (hit[0] not in created, -hit[1])))
+
+    def _within(self, since: datetime, until: datetime) -> Scope | None:
+        """The search's scope narrowed to memories created from `since` to `until`; None when
+        nothing of the scope can be left."""
+        since = max(since, self.scope.since) if self.scope.since else since
+        until = min(until, self.scope.until) if self.scope.until else until
+        return replace(self.scope, since=since, until=until) if since <= until else None
+
+    def _dated_search(self, within: Scope) -> list[tuple[int, float]]:
+        hits = self.store.vector_search(self.vector(), within, self.pool, None)
+        if self.engines.get("time") != "index":  # any search through the index: the leg was
+            self.engines["time"] = getattr(hits, "engine", "exact")
+        return list(hits)
+
+
+def best_of(best: dict[int, float], hits: Iterable[tuple[int, float]]) -> None:
+    """Keep each memory's best cosine over several searches."""
+    for memory_id, cosine in hits:
+        best[memory_id] = max(cosine, best.get(memory_id, -1.0))
+
+
+def speaks_of(memory: Memory, day_range: tuple[date, date]) -> bool:
+    """Whether the memory's words, read on the day it was created, date something within the range."""
+    first, last = day_range
+    said = memory.created_at.astimezone(UTC).date()
+    return any(start <= last and first <= end for start, end in mentioned_ranges(memory.text, said))
 
 
 T = TypeVar("T")
