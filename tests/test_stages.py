@@ -151,6 +151,20 @@ def test_date_ranges_resolve_a_month_without_a_year_against_today() -> None:
 
 
 @pytest.mark.parametrize(
+    ("query", "span"),
+    [
+        ("Where was John between August 11 and August 15 2023?", (date(2023, 8, 11), date(2023, 8, 15))),
+        ("between August 11 and 15, 2023", (date(2023, 8, 11), date(2023, 8, 15))),
+        ("between 11 May and 2 June 2023", (date(2023, 5, 11), date(2023, 6, 2))),
+        ("between the 3rd and 9th of July 2023", (date(2023, 7, 3), date(2023, 7, 9))),
+        ("between December 28 and January 3, 2024", (date(2023, 12, 28), date(2024, 1, 3))),  # across the year
+    ],
+)
+def test_date_ranges_read_a_span_whose_year_is_named_once(query: str, span: tuple[date, date]) -> None:
+    assert date_ranges(query) == [span]
+
+
+@pytest.mark.parametrize(
     ("query", "shifted"),
     [
         ("the puppy she got two weeks before August 11, 2023", (date(2023, 7, 25), date(2023, 7, 31))),

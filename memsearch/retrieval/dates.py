@@ -16,6 +16,19 @@ _YEAR = r"((?:19|20)\d\d)"
 
 # Most specific first; a later pattern never reuses text an earlier one matched.
 _PATTERNS = (
+    # A span whose year is named once, at its end: "between August 11 and 15, 2023", "between 11
+    # May and 2 June 2023" (the first month may be left out only when it is the second's).
+    (
+        "between month day",
+        re.compile(rf"\bbetween\s+{_MONTH}\s+{_DAY}\s+and\s+(?:{_MONTH}\s+)?{_DAY},?\s*{_YEAR}\b", re.IGNORECASE),
+    ),
+    (
+        "between day month",
+        re.compile(
+            rf"\bbetween\s+(?:the\s+)?{_DAY}(?:\s+(?:of\s+)?{_MONTH})?\s+and\s+(?:the\s+)?{_DAY}\s+(?:of\s+)?{_MONTH},?\s*{_YEAR}\b",
+            re.IGNORECASE,
+        ),
+    ),
     ("iso", re.compile(r"\b((?:19|20)\d\d)-(\d{2})-(\d{2})\b")),
     ("day month year", re.compile(rf"\b{_DAY}\s+(?:of\s+)?{_MONTH},?\s*{_YEAR}\b", re.IGNORECASE)),
     ("month day year", re.compile(rf"\b{_MONTH}\s+{_DAY},?\s*{_YEAR}\b", re.IGNORECASE)),
@@ -35,6 +48,16 @@ def _day_range(day: date) -> tuple[date, date]:
 
 def _range(kind: str, groups: tuple[str, ...]) -> tuple[date, date]:
     match kind:
+        case "between month day":
+            month, first_day, second_month, last_day, year = groups
+            last = date(int(year), _MONTHS[(second_month or month).lower()], int(last_day))
+            first = date(int(year), _MONTHS[month.lower()], int(first_day))
+            return (first, last) if first <= last else (first.replace(year=first.year - 1), last)
+        case "between day month":
+            first_day, month, last_day, second_month, year = groups
+            last = date(int(year), _MONTHS[second_month.lower()], int(last_day))
+            first = date(int(year), _MONTHS[(month or second_month).lower()], int(first_day))
+            return (first, last) if first <= last else (first.replace(year=first.year - 1), last)
         case "iso":
             return _day_range(date(int(groups[0]), int(groups[1]), int(groups[2])))
         case "day month year":
