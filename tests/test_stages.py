@@ -217,6 +217,34 @@ def test_mentioned_ranges_resolve_a_memory_s_words_against_the_day_said(
     assert mentioned_ranges(text, date(2023, 5, 4)) == ranges
 
 
+_RELATIVE_WORDS = st.sampled_from(
+    ["yesterday", "last night", "the day before yesterday", "today", "this morning", "this week", "this month",
+     "this year", "last week", "the past week", "last weekend", "last month", "last year", "last monday",
+     "on Sunday", "this past Saturday", "last spring", "last summer", "last fall", "last winter"]
+    + [f"{count} {unit}{plural} ago" for count in ("a", "two", "10", "99", "a few", "a couple of", "several")
+       for unit in ("day", "week", "month", "year") for plural in ("", "s")]
+)  # fmt: skip
+
+
+@given(said=st.dates(date(11, 1, 1), date(9989, 12, 31)), words=_RELATIVE_WORDS)
+def test_relative_words_resolve_to_the_past_or_the_day_said(said: date, words: str) -> None:
+    """Whatever the day (memsearch keeps moments from the year 11 to 9989), never an error: words
+    reaching before the calendar's start resolve to nothing."""
+    for start, end in mentioned_ranges(f"I did it {words}.", said):
+        assert start <= end <= said
+    assert mentioned_ranges(f"I did it {words}.", date(2023, 5, 4))  # a day in the middle resolves them all
+
+
+_SHIFTS = ["two weeks before", "99 years before", "99 months after", "the weekend after", "the week before",
+           "a few days after", "the month before", "the year after", "last weekend before"]  # fmt: skip
+
+
+@given(anchor=st.dates(date(1900, 1, 1), date(2099, 12, 31)), words=st.sampled_from(_SHIFTS))
+def test_shifted_dates_are_ranges(anchor: date, words: str) -> None:
+    for start, end in date_ranges(f"what happened {words} {anchor.isoformat()}?"):
+        assert start <= end
+
+
 def test_a_season_is_the_latest_one_over_by_the_day_said() -> None:
     assert mentioned_ranges("last summer", date(2023, 9, 1)) == [(date(2023, 6, 1), date(2023, 8, 31))]
     assert mentioned_ranges("last winter", date(2023, 2, 10)) == [(date(2021, 12, 1), date(2022, 2, 28))]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import calendar
 import re
+from contextlib import suppress
 from datetime import UTC, date, datetime, time, timedelta
 
 from memsearch.timeutil import MONTHS, WEEKDAYS
@@ -46,18 +47,22 @@ def _day_range(day: date) -> tuple[date, date]:
     return day, day
 
 
+def _span(year: str, first: tuple[str, str], last: tuple[str, str]) -> tuple[date, date]:
+    """From the first (month, day) to the last, the year named once at the end: a first day later
+    in the year than the last is in the year before ("between December 28 and January 3, 2024")."""
+    end = date(int(year), _MONTHS[last[0].lower()], int(last[1]))
+    start = date(int(year), _MONTHS[first[0].lower()], int(first[1]))
+    return (start, end) if start <= end else (start.replace(year=start.year - 1), end)
+
+
 def _range(kind: str, groups: tuple[str, ...]) -> tuple[date, date]:
     match kind:
         case "between month day":
-            month, first_day, second_month, last_day, year = groups
-            last = date(int(year), _MONTHS[(second_month or month).lower()], int(last_day))
-            first = date(int(year), _MONTHS[month.lower()], int(first_day))
-            return (first, last) if first <= last else (first.replace(year=first.year - 1), last)
+            first_month, first_day, last_month, last_day, year_named = groups
+            return _span(year_named, (first_month, first_day), (last_month or first_month, last_day))
         case "between day month":
-            first_day, month, last_day, second_month, year = groups
-            last = date(int(year), _MONTHS[second_month.lower()], int(last_day))
-            first = date(int(year), _MONTHS[(month or second_month).lower()], int(first_day))
-            return (first, last) if first <= last else (first.replace(year=first.year - 1), last)
+            first_day, first_month, last_day, last_month, year_named = groups
+            return _span(year_named, (first_month or last_month, first_day), (last_month, last_day))
         case "iso":
             return _day_range(date(int(groups[0]), int(groups[1]), int(groups[2])))
         case "day month year":
@@ -87,7 +92,8 @@ def date_ranges(query: str, today: date | None = None) -> list[tuple[date, date]
                 continue
             ranges.append(named)
             if offset := _OFFSET.search(query, 0, match.start()):
-                ranges.append(_shifted(named, offset))
+                with suppress(ValueError, OverflowError):  # shifted off the calendar's ends
+                    ranges.append(_shifted(named, offset))
             taken.append(match.span())
     if today is not None:
         for match in _BARE_MONTH.finditer(query):
@@ -112,7 +118,11 @@ _ASKS_WHEN = re.compile(
     r"\b(?:when|what (?:date|day|time|year|month)|which (?:year|month|day|date)|how long)\b", re.IGNORECASE
 )
 _UNIT = r"(?:days?|nights?|weeks?|weekends?|months?|years?|hours?)"
-_COUNT = r"(?:a|an|one|two|three|four|five|six|seven|eight|nine|ten|few|couple of|several|\d+)"
+# Count words: how many units each means, at least and at most ("a few" days: 2 to 5).
+_NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
+            "eight": 8, "nine": 9, "ten": 10}  # fmt: skip
+_VAGUE = {"couple of": (2, 3), "few": (2, 5), "several": (3, 7)}
+_COUNT = "(?:" + "|".join([*_NUMBERS, *_VAGUE, r"\d+"]) + ")"
 _WEEKDAY = "(?:" + "|".join(WEEKDAYS) + ")"
 _SEASON = r"(?:spring|summer|fall|autumn|winter)"
 _SAYS_WHEN = re.compile(
@@ -140,9 +150,6 @@ def says_when(text: str) -> bool:
 # of 4 May is 3 May): for the `time` leg, whose question names the day the event happened while
 # the memory was written days or weeks later. Only the past and the day itself: a plan ("next
 # week") is not the event.
-_NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
-            "eight": 8, "nine": 9, "ten": 10}  # fmt: skip
-_VAGUE = {"couple of": (2, 3), "few": (2, 5), "several": (3, 7)}  # how many units, at least and at most
 _SEASONS = {"spring": (3, 5), "summer": (6, 8), "fall": (9, 11), "autumn": (9, 11), "winter": (12, 14)}  # months
 _MENTION = re.compile(
     r"\b(?:(?P<day_before>the day before yesterday)|(?P<yesterday>yesterday|last night)"
@@ -170,6 +177,12 @@ def _months_before(day: date, months: int) -> tuple[int, int]:
     return index // 12, index % 12 + 1
 
 
+def _weekend(anchor: date, sign: int) -> tuple[date, date]:
+    """The nearest Saturday and Sunday before the day (sign −1) or after it (sign 1)."""
+    saturday = anchor + timedelta(days=sign * ((sign * (5 - anchor.weekday())) % 7 or 7))
+    return saturday, saturday + timedelta(days=1)
+
+
 def _mention_range(match: re.Match[str], said: date) -> tuple[date, date]:
     group = match.groupdict()
     if group["day_before"]:
@@ -184,9 +197,8 @@ def _mention_range(match: re.Match[str], said: date) -> tuple[date, date]:
         match span.lower():
             case "week":  # the calendar week before this one, or the seven days before the day said
                 return said - timedelta(days=said.weekday() + 7), said - timedelta(days=1)
-            case "weekend":  # the latest Saturday and Sunday before the day said
-                saturday = said - timedelta(days=(said.weekday() - 5) % 7 or 7)
-                return saturday, saturday + timedelta(days=1)
+            case "weekend":
+                return _weekend(said, -1)
             case "month":
                 return _month_range(*_months_before(said, 1))
         return date(said.year - 1, 1, 1), date(said.year - 1, 12, 31)
@@ -244,9 +256,8 @@ def _shifted(named: tuple[date, date], offset: re.Match[str]) -> tuple[date, dat
     sign, anchor = (-1, named[0]) if before else (1, named[1])
     if not (span := (offset["span"] or "").lower()):
         return _shift(anchor, sign, offset["unit"].lower(), *_count(offset["count"]))
-    if span == "weekend":  # the nearest Saturday and Sunday on that side
-        saturday = anchor + timedelta(days=sign * ((sign * (5 - anchor.weekday())) % 7 or 7))
-        return saturday, saturday + timedelta(days=1)
+    if span == "weekend":
+        return _weekend(anchor, sign)
     if span == "week":  # the seven days on that side
         return _shift(anchor, sign, "day", 1, 7)
     return _shift(anchor, sign, span, 1, 1)
@@ -257,4 +268,9 @@ def mentioned_ranges(text: str, said: date) -> list[tuple[date, date]]:
     absolute dates, months without a year (the latest up to then), and relative words such as
     "yesterday", "two weeks ago", "last weekend", "last Saturday", "last summer"."""
     ranges = date_ranges(text, said)
-    return ranges + [_mention_range(match, said) for match in _MENTION.finditer(text)]
+    for match in _MENTION.finditer(text):
+        try:
+            ranges.append(_mention_range(match, said))
+        except (ValueError, OverflowError):  # "99 years ago" said in the year 50: before the calendar
+            continue
+    return ranges
