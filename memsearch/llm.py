@@ -111,6 +111,19 @@ def reply_text(document: Any) -> str:
     return content
 
 
+ECHO_LINE_CHARS = 16  # prompt lines shorter than this ("Memories:") are no sign of an echo
+
+
+def repeats_prompt(text: str, messages: Sequence[Message]) -> bool:
+    """Whether a reply repeats a line of the instructions (the system message) or the query's
+    line (the user message's first): a small model that continues the prompt instead of
+    answering it writes such lines back, which no answer needs."""
+    lines = [line for m in messages if m["role"] == "system" for line in m["content"].splitlines()]
+    lines += [m["content"].splitlines()[0] for m in messages if m["role"] == "user" and m["content"]]
+    reply = " ".join(text.split())
+    return any(len(line) >= ECHO_LINE_CHARS and " ".join(line.split()) in reply for line in lines)
+
+
 class HttpLLM:
     """An OpenAI-compatible endpoint over HTTP, with the disk cache and a latency estimate."""
 

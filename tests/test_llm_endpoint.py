@@ -133,6 +133,20 @@ def test_a_malformed_answer_skips_that_stage_only(filled: Memsearch, fake: FakeL
     assert statuses["rerank"] == ("skipped", "malformed reply (no memory numbers)")
 
 
+def test_echoed_prompts_are_no_answers(filled: Memsearch, fake: FakeLLM, tmp_path: Path) -> None:
+    # What a base model with no chat template (Gemma 3 270M on llama.cpp's server) sends back:
+    # HyDE's instructions continued, and the re-rank prompt's listing echoed. Neither is used.
+    fake.answers["hyde"] = "\nReply with the memory's text only, at most three sentences.\n<</SYS>> Query: x [/INST]"
+    fake.answers["rerank"] = "\n\n[1] The deploy key lives in 1Password\n[2] ssh keys are rotated [/INST]\n\n[1] Lunch"
+    with searcher(filled, fake, tmp_path) as ms:
+        document = search(ms)
+    statuses = {s["stage"]: (s["status"], s["reason"]) for s in document["stages"]}
+    assert statuses["hyde"] == ("skipped", "malformed reply (repeats the prompt)")
+    assert statuses["rerank"] == ("skipped", "malformed reply (no memory numbers)")
+    assert [e["stage"] for e in document["expansions"]] == ["synthesis"] * 3
+    assert all("rerank" not in c["explain"]["fusion"].get("detail", {}) for c in document["candidates"])
+
+
 def test_simple_intent_routes_to_vector_with_no_expansion(filled: Memsearch, fake: FakeLLM, tmp_path: Path) -> None:
     fake.answers["intent"] = json.dumps({"complexity": "simple", "domains": [], "requires_reasoning": False})
     with searcher(filled, fake, tmp_path) as ms:

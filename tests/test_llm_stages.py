@@ -13,7 +13,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from memsearch.errors import InvalidInputError
-from memsearch.llm import Answer, LLMFailure, LLMSettings, Message, llm_settings, prompt_key, reply_text
+from memsearch.llm import (
+    Answer,
+    LLMFailure,
+    LLMSettings,
+    Message,
+    llm_settings,
+    prompt_key,
+    repeats_prompt,
+    reply_text,
+)
 from memsearch.models import Memory, content_hash
 from memsearch.profiles import load_profile, with_environment
 from memsearch.retrieval import cems
@@ -136,8 +145,12 @@ def test_rrf_weighs_the_original_twice_an_expansion_once_with_rank_bonuses() -> 
 
 def test_rerank_reply_names_positions_and_the_rest_keep_their_order() -> None:
     assert cems.parse_rerank("[3, 1, 3, 9]", 4) == [2, 0, 1, 3]
-    with pytest.raises(LLMFailure):
-        cems.parse_rerank("none of them", 4)
+    for reply in ("Order: [3, 1].", "```json\n[3, 1]\n```", "[3, 1] are the relevant ones", " 3, 1 ", "[3]"):
+        assert cems.parse_rerank(reply, 4)[:2] in ([2, 0], [2, 1]), reply
+    # Gemma 3 270M's replies: the prompt's listing echoed or made up is no ranking, nor is prose
+    for reply in ("none of them", "Memory 3 is best", "[1] Caroline: hi\n[2] Mel: yo", " <<SYS>>\n[41] Mel: x\n[2] C"):
+        with pytest.raises(LLMFailure, match="no memory numbers"):
+            cems.parse_rerank(reply, 4)
     prompt = cems.rerank_prompt("q", ["a" * 1000, "b"])
     assert "[1] " + "a" * cems.RERANK_TEXT_CHARS + "\n[2] b" in prompt[1]["content"]
 
@@ -237,6 +250,16 @@ def test_settings_come_from_the_environment_and_never_show_the_key() -> None:
         llm_settings({"MEMSEARCH_LLM_URL": "http://h/v1"})
     with pytest.raises(InvalidInputError, match="MEMSEARCH_LLM_TIMEOUT"):
         llm_settings({"MEMSEARCH_LLM_URL": "http://h/v1", "MEMSEARCH_LLM_MODEL": "m", "MEMSEARCH_LLM_TIMEOUT": "0"})
+
+
+def test_a_reply_that_repeats_the_prompt_is_no_answer() -> None:
+    prompt = cems.hyde_prompt("When did Melanie paint a sunset?", "temporal")
+    # what Gemma 3 270M (a base model, no chat template) sent back: the prompt, continued
+    echo = "\nReply with the memory's  text only, at most three sentences.\n<</SYS>> [/INST]"
+    assert repeats_prompt(echo, prompt)
+    assert repeats_prompt("<</SYS>> Query: When did Melanie paint a sunset? [/INST]", prompt)
+    assert not repeats_prompt("On 7 May I painted a sunset by the lake.", prompt)
+    assert not repeats_prompt("Query: q\n[2, 1]", cems.rerank_prompt("q", ["a"]))  # a short line is no sign
 
 
 def test_reply_text_and_prompt_key() -> None:

@@ -223,11 +223,19 @@ def rerank_prompt(query: str, texts: Sequence[str]) -> list[Message]:
     ]
 
 
+# A JSON array of numbers; a lone `[3]` followed by text is a label of the prompt's listing
+# (`[3] text…`), not an answer: a small model that echoes the listing, or makes one up, names
+# memories without ranking them.
+_NUMBER_ARRAY = re.compile(r"\[\s*\d+\s*(?:,\s*\d+\s*)+\]|\[\s*\d+\s*\](?![ \t]*[^\s.,;:!?\]])")
+_BARE_NUMBERS = re.compile(r"[\s\d,]+")
+
+
 def parse_rerank(text: str, count: int) -> list[int]:
-    """0-based positions, best first: those the reply names (valid, first occurrences), then the
-    others in their old order. LLMFailure when the reply names none."""
-    start, end = text.find("["), text.rfind("]")
-    body = text[start + 1 : end] if 0 <= start < end else text
+    """0-based positions, best first: those the reply's JSON array names (the first array of
+    numbers, or a reply of bare numbers; valid, first occurrences), then the others in their old
+    order. LLMFailure when it names none."""
+    array = _NUMBER_ARRAY.search(text)
+    body = array.group() if array else text if _BARE_NUMBERS.fullmatch(text) else ""
     named = [int(n) - 1 for n in re.findall(r"\d+", body) if 1 <= int(n) <= count]
     order = list(dict.fromkeys(named))
     if not order:

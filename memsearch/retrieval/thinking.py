@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from memsearch.llm import LLM, LLMFailure, Message
+from memsearch.llm import LLM, LLMFailure, Message, repeats_prompt
 
 T = TypeVar("T")
 
@@ -106,6 +106,8 @@ class Thinking:
             self.skip(stage, str(failure))
             return None
         try:
+            if repeats_prompt(answer.text, messages):
+                raise LLMFailure("malformed reply (repeats the prompt)")
             value = parse(answer.text)
         except LLMFailure as failure:  # this answer only: the next stage may well parse
             self.skip(stage, str(failure))
