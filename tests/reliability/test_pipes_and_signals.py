@@ -61,6 +61,12 @@ def test_help_into_a_closed_pipe_is_success(command: list[str]) -> None:
     assert (done.returncode, done.stderr) == (0, b"")
 
 
+def _as_from_a_terminal() -> None:
+    """Ctrl-C's default in the child: a suite started in the background by a non-interactive
+    shell inherits SIGINT ignored, and Python then installs no handler for it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _wait_reading_stdin(child: subprocess.Popen[bytes], timeout: float = 60) -> None:
     """Until the child sits in read(0, …): past start-up, inside the command."""
     syscall = Path(f"/proc/{child.pid}/syscall")
@@ -85,6 +91,7 @@ def test_ctrl_c_prints_one_line_and_exits_130(db: Path, command: list[str]) -> N
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=child_env(),
+        preexec_fn=_as_from_a_terminal,
     )
     try:
         _wait_reading_stdin(child)
@@ -108,6 +115,7 @@ def test_ctrl_c_during_an_import_stores_nothing(db: Path, tmp_path: Path) -> Non
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=child_env(),
+        preexec_fn=_as_from_a_terminal,
     )
     time.sleep(3)  # loading, parsing or embedding: each ends the same way
     child.send_signal(signal.SIGINT)
