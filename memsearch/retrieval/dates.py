@@ -124,7 +124,9 @@ _NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 
 _VAGUE = {"couple of": (2, 3), "few": (2, 5), "several": (3, 7)}
 _COUNT = "(?:" + "|".join([*_NUMBERS, *_VAGUE, r"\d+"]) + ")"
 _WEEKDAY = "(?:" + "|".join(WEEKDAYS) + ")"
-_SEASON = r"(?:spring|summer|fall|autumn|winter)"
+# Seasons by their first and last month (winter runs into the next year).
+_SEASONS = {"spring": (3, 5), "summer": (6, 8), "fall": (9, 11), "autumn": (9, 11), "winter": (12, 14)}
+_SEASON = "(?:" + "|".join(_SEASONS) + ")"
 _SAYS_WHEN = re.compile(
     r"\b(?:yesterday|today|tonight|tomorrow|recently|the other day"
     rf"|(?:last|this|next|past|coming) (?:{_UNIT}|{_WEEKDAY}|{_SEASON}|morning|evening|night)"
@@ -150,7 +152,6 @@ def says_when(text: str) -> bool:
 # of 4 May is 3 May): for the `time` leg, whose question names the day the event happened while
 # the memory was written days or weeks later. Only the past and the day itself: a plan ("next
 # week") is not the event.
-_SEASONS = {"spring": (3, 5), "summer": (6, 8), "fall": (9, 11), "autumn": (9, 11), "winter": (12, 14)}  # months
 _MENTION = re.compile(
     r"\b(?:(?P<day_before>the day before yesterday)|(?P<yesterday>yesterday|last night)"
     r"|(?P<today>today|tonight|this (?:morning|afternoon|evening))"
