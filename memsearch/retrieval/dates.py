@@ -7,6 +7,7 @@ import calendar
 import re
 from contextlib import suppress
 from datetime import UTC, date, datetime, time, timedelta
+from functools import cache
 
 from memsearch.timeutil import MONTHS, WEEKDAYS
 
@@ -15,27 +16,34 @@ _MONTH = "(" + "|".join(sorted(_MONTHS, key=len, reverse=True)) + r")\.?"
 _DAY = r"(\d{1,2})(?:st|nd|rd|th)?"
 _YEAR = r"((?:19|20)\d\d)"
 
-# Most specific first; a later pattern never reuses text an earlier one matched.
-_PATTERNS = (
-    # A span whose year is named once, at its end: "between August 11 and 15, 2023", "between 11
-    # May and 2 June 2023" (the first month may be left out only when it is the second's).
-    (
-        "between month day",
-        re.compile(rf"\bbetween\s+{_MONTH}\s+{_DAY}\s+and\s+(?:{_MONTH}\s+)?{_DAY},?\s*{_YEAR}\b", re.IGNORECASE),
-    ),
-    (
-        "between day month",
-        re.compile(
-            rf"\bbetween\s+(?:the\s+)?{_DAY}(?:\s+(?:of\s+)?{_MONTH})?\s+and\s+(?:the\s+)?{_DAY}\s+(?:of\s+)?{_MONTH},?\s*{_YEAR}\b",
-            re.IGNORECASE,
+
+# Compiled on first use, as the patterns below: a search that names no date (or a lexical one) does
+# not pay for them at start-up.
+@cache
+def _date_patterns() -> tuple[tuple[str, re.Pattern[str]], ...]:
+    """Most specific first; a later pattern never reuses text an earlier one matched."""
+    return (
+        # A span whose year is named once, at its end: "between August 11 and 15, 2023", "between 11
+        # May and 2 June 2023" (the first month may be left out only when it is the second's).
+        (
+            "between month day",
+            re.compile(rf"\bbetween\s+{_MONTH}\s+{_DAY}\s+and\s+(?:{_MONTH}\s+)?{_DAY},?\s*{_YEAR}\b", re.IGNORECASE),
         ),
-    ),
-    ("iso", re.compile(r"\b((?:19|20)\d\d)-(\d{2})-(\d{2})\b")),
-    ("day month year", re.compile(rf"\b{_DAY}\s+(?:of\s+)?{_MONTH},?\s*{_YEAR}\b", re.IGNORECASE)),
-    ("month day year", re.compile(rf"\b{_MONTH}\s+{_DAY},?\s*{_YEAR}\b", re.IGNORECASE)),
-    ("month year", re.compile(rf"\b{_MONTH},?\s+(?:of\s+)?{_YEAR}\b", re.IGNORECASE)),
-    ("year", re.compile(rf"\b{_YEAR}\b")),
-)
+        (
+            "between day month",
+            re.compile(
+                rf"\bbetween\s+(?:the\s+)?{_DAY}(?:\s+(?:of\s+)?{_MONTH})?\s+and\s+(?:the\s+)?{_DAY}\s+(?:of\s+)?{_MONTH},?\s*{_YEAR}\b",
+                re.IGNORECASE,
+            ),
+        ),
+        ("iso", re.compile(r"\b((?:19|20)\d\d)-(\d{2})-(\d{2})\b")),
+        ("day month year", re.compile(rf"\b{_DAY}\s+(?:of\s+)?{_MONTH},?\s*{_YEAR}\b", re.IGNORECASE)),
+        ("month day year", re.compile(rf"\b{_MONTH}\s+{_DAY},?\s*{_YEAR}\b", re.IGNORECASE)),
+        ("month year", re.compile(rf"\b{_MONTH},?\s+(?:of\s+)?{_YEAR}\b", re.IGNORECASE)),
+        ("year", re.compile(rf"\b{_YEAR}\b")),
+    )
+
+
 # A month without a year ("camping in June") is the latest such month up to today.
 _BARE_MONTH = re.compile(
     rf"\b(?:in|during|of|since|early|late|mid|end of|beginning of|start of)\s+(?:the\s+)?{_MONTH}(?!\w)",
@@ -82,7 +90,7 @@ def date_ranges(query: str, today: date | None = None) -> list[tuple[date, date]
     after …"), and with `today` months named without a year."""
     ranges: list[tuple[date, date]] = []
     taken: list[tuple[int, int]] = []
-    for kind, pattern in _PATTERNS:
+    for kind, pattern in _date_patterns():
         for match in pattern.finditer(query):
             if any(start < match.end() and match.start() < end for start, end in taken):
                 continue
@@ -91,7 +99,7 @@ def date_ranges(query: str, today: date | None = None) -> list[tuple[date, date]
             except ValueError:  # 31 February and the like: not a date
                 continue
             ranges.append(named)
-            if offset := _OFFSET.search(query, 0, match.start()):
+            if offset := _offset().search(query, 0, match.start()):
                 with suppress(ValueError, OverflowError):  # shifted off the calendar's ends
                     ranges.append(_shifted(named, offset))
             taken.append(match.span())
@@ -152,17 +160,21 @@ def says_when(text: str) -> bool:
 # of 4 May is 3 May): for the `time` leg, whose question names the day the event happened while
 # the memory was written days or weeks later. Only the past and the day itself: a plan ("next
 # week") is not the event.
-_MENTION = re.compile(
-    r"\b(?:(?P<day_before>the day before yesterday)|(?P<yesterday>yesterday|last night)"
-    r"|(?P<today>today|tonight|this (?:morning|afternoon|evening))"
-    rf"|(?:(?:a |the )?(?P<count>\d{{1,2}}|{'|'.join(_NUMBERS)}|{'|'.join(_VAGUE)})"
-    r" (?P<unit>day|week|month|year)s? ago)"
-    r"|(?:last|this past|the past) (?P<span>week|weekend|month|year)"
-    r"|(?P<this>this (?:week|month|year))"
-    rf"|(?:last|this past|on) (?P<weekday>{_WEEKDAY})"
-    rf"|(?:last|this past) (?P<season>{_SEASON}))(?!\w)",
-    re.IGNORECASE,
-)
+@cache
+def _mention() -> re.Pattern[str]:
+    return re.compile(
+        r"\b(?:(?P<day_before>the day before yesterday)|(?P<yesterday>yesterday|last night)"
+        r"|(?P<today>today|tonight|this (?:morning|afternoon|evening))"
+        rf"|(?:(?:a |the )?(?P<count>\d{{1,2}}|{'|'.join(_NUMBERS)}|{'|'.join(_VAGUE)})"
+        r" (?P<unit>day|week|month|year)s? ago)"
+        r"|(?:last|this past|the past) (?P<span>week|weekend|month|year)"
+        r"|(?P<this>this (?:week|month|year))"
+        rf"|(?:last|this past|on) (?P<weekday>{_WEEKDAY})"
+        rf"|(?:last|this past) (?P<season>{_SEASON}))(?!\w)",
+        re.IGNORECASE,
+    )
+
+
 # How far after a named date the time leg looks for memories that speak of it: two years, time
 # enough for "last year", "a year ago", "last summer" (words reaching further are not looked for).
 MENTION_REACH = timedelta(days=2 * 366)
@@ -222,11 +234,13 @@ def _mention_range(match: re.Match[str], said: date) -> tuple[date, date]:
 
 
 # A date shifted by the words before it: "two weeks before", "the weekend after", "a few days before on".
-_OFFSET = re.compile(
-    rf"\b(?:(?:the|last) (?P<span>day|week|weekend|month|year)|(?:a |the )?(?P<count>\d{{1,2}}|{'|'.join(_NUMBERS)}"
-    rf"|{'|'.join(_VAGUE)}) (?P<unit>day|week|month|year)s?) (?P<direction>before|after)(?: on| of)?,? $",
-    re.IGNORECASE,
-)
+@cache
+def _offset() -> re.Pattern[str]:
+    return re.compile(
+        rf"\b(?:(?:the|last) (?P<span>day|week|weekend|month|year)|(?:a |the )?(?P<count>\d{{1,2}}|{'|'.join(_NUMBERS)}"
+        rf"|{'|'.join(_VAGUE)}) (?P<unit>day|week|month|year)s?) (?P<direction>before|after)(?: on| of)?,? $",
+        re.IGNORECASE,
+    )
 
 
 def _count(word: str) -> tuple[int, int]:
@@ -269,7 +283,7 @@ def mentioned_ranges(text: str, said: date) -> list[tuple[date, date]]:
     absolute dates, months without a year (the latest up to then), and relative words such as
     "yesterday", "two weeks ago", "last weekend", "last Saturday", "last summer"."""
     ranges = date_ranges(text, said)
-    for match in _MENTION.finditer(text):
+    for match in _mention().finditer(text):
         try:
             ranges.append(_mention_range(match, said))
         except (ValueError, OverflowError):  # "99 years ago" said in the year 50: before the calendar
