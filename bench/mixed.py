@@ -102,7 +102,7 @@ def recall(ms: Memsearch, conversation: Any, questions: Sequence[Any], profile: 
         gold = set(question.evidence_keys)
         if not question.is_scored or not gold:
             continue
-        outcome = ms.search(SearchRequest(question.text, k=K, as_of=as_of, touch=False), profile=profile)
+        outcome = ms.search(SearchRequest(question.text, k=K, as_of=as_of, touch=False, profile=profile))
         scores.append(len(found_evidence(outcome, conversation.id) & gold) / len(gold))
     return statistics.fmean(scores)
 

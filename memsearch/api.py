@@ -91,8 +91,12 @@ class Timeline:
     memories: list[Memory]
     current: int
 
-    def to_dict(self) -> list[dict[str, Any]]:
-        return [{**memory.to_dict(), "current": memory.id == self.current} for memory in self.memories]
+    def to_dict(self) -> dict[str, Any]:
+        """`{current, memories}`: the id asked for, and every memory marked whether it is that one."""
+        return {
+            "current": self.current,
+            "memories": [{**memory.to_dict(), "current": memory.id == self.current} for memory in self.memories],
+        }
 
 
 @dataclass(frozen=True)
@@ -485,8 +489,10 @@ class Memsearch:
 
     @staticmethod
     def resolve(ref: str, *, by_key: bool = False) -> int | str:
-        """A reference as typed: digits are an id unless `by_key`; anything else is a key."""
-        return ref if by_key or not ref.isdigit() else int(ref)
+        """A reference as typed: ASCII digits are an id unless `by_key`; anything else is a key."""
+        from memsearch.operations import parse_ref
+
+        return ref if by_key else parse_ref(ref)
 
     def get(self, ref: int | str) -> Memory:
         """A memory by id (an int) or key (a str)."""
@@ -603,19 +609,12 @@ class Memsearch:
         profile = load_profile(name)
         return ProfileInfo(profile.name, available()[profile.name], profile)
 
-    def search(
-        self, request: SearchRequest, *, profile: Profile | str | None = None, tau_days: float | None = None
-    ) -> SearchOutcome:
-        return self.search_many([request], profile=profile, tau_days=tau_days)[0]
+    def search(self, request: SearchRequest) -> SearchOutcome:
+        return self.search_many([request])[0]
 
-    def search_many(
-        self,
-        requests: Iterable[SearchRequest],
-        *,
-        profile: Profile | str | None = None,
-        tau_days: float | None = None,
-    ) -> builtins.list[SearchOutcome]:
-        """Run several searches in this process, loading the encoder at most once.
+    def search_many(self, requests: Iterable[SearchRequest]) -> builtins.list[SearchOutcome]:
+        """Run several searches in this process, loading the encoder at most once (each with its
+        request's profile and time-decay constant).
 
         Each search records the access on the memories it returns (last_accessed_at,
         access_count) unless the request has `as_of` or `touch=False`.
@@ -627,10 +626,15 @@ class Memsearch:
         from memsearch.retrieval.pipeline import encoder_query_vector, llm_stages, resolve_profile, run_search, with_tau
 
         store = self.store()
-        chosen = with_environment(with_tau(resolve_profile(profile), tau_days))
         embed = encoder_query_vector(self.encoder, store)
+        profiles: dict[tuple[int, float | None], Profile] = {}
         outcomes = []
         for request in requests:
+            chosen_key = (id(request.profile), request.tau_days)  # requests of a batch share their profile
+            chosen = profiles.get(chosen_key)
+            if chosen is None:
+                chosen = with_environment(with_tau(resolve_profile(request.profile), request.tau_days))
+                profiles[chosen_key] = chosen
             llm = self.llm() if llm_stages(request, chosen) else None
             outcome = run_search(store, request, embed, chosen, llm)
             if request.records_access:

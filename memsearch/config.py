@@ -20,9 +20,9 @@ from typing import Any
 
 from memsearch.choices import OUTPUT_FORMATS
 from memsearch.errors import ConfigError
+from memsearch.operations import MAX_K as MAX_LIMIT  # the largest k a search takes
 
 CONFIG_FILENAME = "config.toml"
-MAX_LIMIT = 1000  # the largest k a search takes (retrieval.request.MAX_K)
 
 
 def _text(value: object) -> str:

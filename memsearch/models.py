@@ -12,6 +12,7 @@ from typing import Any
 
 from memsearch.choices import KINDS
 from memsearch.errors import InvalidInputError, TextTooLongError
+from memsearch.operations import MAX_TEXT_CHARS
 from memsearch.timeutil import parse_time, to_iso
 
 DEFAULT_IMPORTANCE = 0.5
@@ -48,7 +49,6 @@ OWN_TEXT_VIEWS = ("context", "prev")
 # is its best chunk's. One memory's text is capped: a note at the cap imports in about half a
 # minute (see the README's "Long notes"); a 22 MB paste by mistake took gigabytes.
 CHUNK_VIEW_PREFIX = "chunk_"
-MAX_TEXT_CHARS = 100_000
 
 
 def chunk_view(number: int) -> str:

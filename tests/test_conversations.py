@@ -79,7 +79,7 @@ def test_import_keys_timeline_and_turn_results(imported: Path) -> None:
         2,
         "Ben",
     )
-    timeline = json.loads(run("timeline", "conv-a/D9:9", "-B", "2", "-A", "1", "-f", "json").stdout)
+    timeline = json.loads(run("timeline", "conv-a/D9:9", "-B", "2", "-A", "1", "-f", "json").stdout)["memories"]
     assert [m["key"] for m in timeline] == ["conv-a/D9:7", "conv-a/D9:8", "conv-a/D9:9", "conv-a/D9:10"]
     assert [m["current"] for m in timeline] == [False, False, True, False]
     document = json.loads(run("search", "skating on the frozen lake", "-f", "json", "-k", "3").stdout)

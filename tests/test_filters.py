@@ -123,7 +123,7 @@ def test_list_and_search_honour_kind_conversation_role_and_session(chat: Memsear
 def test_a_speakers_leg_stays_inside_a_role_filter(chat: Memsearch) -> None:
     profile = load_profile("default")
     profile = replace(profile, legs={"vector": "vector", "assistant": "vector:assistant"})
-    outcome = chat.search(request_from_fields("water the ferns", k=10, roles=["user"], touch=False), profile=profile)
+    outcome = chat.search(request_from_fields("water the ferns", k=10, roles=["user"], touch=False, profile=profile))
     assert outcome.results and {c.memory.role for c in outcome.results} == {"user"}
     chat.close()
 

@@ -46,7 +46,7 @@ def searcher(filled: Memsearch, fake: FakeLLM, tmp_path: Path, timeout: float = 
 
 
 def search(ms: Memsearch, query: str = "where is the deploy key?", **fields: object) -> dict:
-    return ms.search(SearchRequest(query, touch=False, **fields), profile="cems").to_dict(raw=True)  # type: ignore[arg-type]
+    return ms.search(SearchRequest(query, touch=False, profile="cems", **fields)).to_dict(raw=True)  # type: ignore[arg-type]
 
 
 def test_cems_stages_run_as_named_legs_and_are_cached(filled: Memsearch, fake: FakeLLM, tmp_path: Path) -> None:

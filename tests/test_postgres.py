@@ -626,7 +626,7 @@ def test_the_seed_sql_ranks_like_the_pgvector_profile(pg_url: str, encoder: Enco
         query = "when do we deploy?"
         # the seed's SQL first: a search records accesses, which move last_accessed_at
         seed = ms.store().seed_composite_search(encoder.encode([query])[0], EVERYTHING, 3, T0)  # type: ignore[attr-defined]
-        pipeline = ms.search(SearchRequest(query, k=3, as_of=T0), profile="pgvector")
+        pipeline = ms.search(SearchRequest(query, k=3, as_of=T0, profile="pgvector"))
         assert [i for i, _ in seed] == [c.memory.id for c in pipeline.results]
         document = pipeline.to_dict()
         assert np.allclose([s for _, s in seed], [r["score"] for r in document["results"]], atol=1e-6)

@@ -86,7 +86,7 @@ def test_new_memories_are_found_right_after_adding(notes: Memsearch) -> None:
 
 
 def test_decay_is_computed_from_as_of(notes: Memsearch) -> None:
-    outcome = notes.search(SearchRequest("python upgrade", k=1, as_of=T0), profile="siftcoder", tau_days=7)
+    outcome = notes.search(SearchRequest("python upgrade", k=1, as_of=T0, profile="siftcoder", tau_days=7))
     best = outcome.results[0]
     assert best.memory.text == NOTES[5].text
     (decay,) = best.factors
@@ -149,6 +149,6 @@ def test_bad_requests_are_refused(kwargs: dict[str, str], message: str) -> None:
 def test_memsense_lexical_mode_selects_with_stored_vectors(notes: Memsearch) -> None:
     # MMR compares memories with each other: a lexical search never embedded the query, yet the
     # memories' own vectors are stored and MMR uses them (this raised KeyError before).
-    outcome = notes.search(SearchRequest("deploy database web", mode="lexical", k=5), profile="memsense")
+    outcome = notes.search(SearchRequest("deploy database web", mode="lexical", k=5, profile="memsense"))
     assert len(outcome.results) >= 2
     assert all("mmr_score" in c.selection for c in outcome.results)

@@ -50,7 +50,9 @@ def test_every_endpoint_returns_the_clis_documents(served: Served) -> None:
     assert found.status == 200
     document = found.json()
     assert document["schema_version"] == 1 and document["results"][0]["key"] == "deploy-key"
-    assert "explain" in document["results"][0]
+    assert "explain" not in document["results"][0]  # only when asked for: it is long
+    explained = served.request("GET", "/search?q=deploy+key&k=2&explain=true").json()
+    assert "legs" in explained["results"][0]["explain"]
     posted = served.request("POST", "/search", {"query": "deploy key", "k": 2, "raw": True}).json()
     assert posted["results"][0]["id"] == 1 and "candidates" in posted
 
@@ -60,7 +62,8 @@ def test_every_endpoint_returns_the_clis_documents(served: Served) -> None:
     assert served.request("GET", "/memories/deploy-key").json()["id"] == 1
     assert served.request("GET", "/memories/2").json()["project"] == "cli"
     timeline = served.request("GET", "/timeline/2?before=1&after=1").json()
-    assert [(m["id"], m["current"]) for m in timeline] == [(1, False), (2, True), (3, False)]  # as the CLI's JSON
+    assert timeline["current"] == 2  # as the CLI's JSON and MCP's mem_timeline
+    assert [(m["id"], m["current"]) for m in timeline["memories"]] == [(1, False), (2, True), (3, False)]
 
     imported = served.request(
         "POST", "/import?source=notes.jsonl", '{"text": "imported one"}\n\n{"text": "imported two", "tags": ["t"]}\n'
@@ -100,7 +103,7 @@ def test_bad_requests_get_a_clear_400_and_store_nothing(served: Served) -> None:
     assert long_query.status == 400 and long_query.json()["field"] == "query"
     long_url = served.request("GET", "/search?q=" + "y" * 9000)
     assert long_url.status == 400 and "URL" in long_url.json()["error"]
-    for body, field in (({"query": "x", "k": 0}, None), ({"query": "x", "max_tokens": 0}, "max_tokens")):
+    for body, field in (({"query": "x", "k": 0}, "k"), ({"query": "x", "max_tokens": 0}, "max_tokens")):
         reply = served.request("POST", "/search", body)
         assert reply.status == 400 and reply.json()["field"] == field, reply.body
     assert served.request("POST", "/add", b"not json").status == 400

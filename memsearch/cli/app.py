@@ -695,9 +695,8 @@ def search(
 ) -> None:
     """Search memories (through a running `memsearch serve` of the same store when there is one)."""
     from memsearch.cli.render import render_search
+    from memsearch.operations import MAX_QUERY_CHARS
     from memsearch.retrieval.request import request_from_fields
-    from memsearch.server.common import MAX_QUERY_CHARS
-    from memsearch.timeutil import to_iso
 
     if (query is None) == (queries is None):
         raise InvalidInputError("give a QUERY or --queries FILE (one of them)")
@@ -713,35 +712,13 @@ def search(
         boost=boost,
         rerank=str(rerank) if rerank is not None else None,
         max_ms=max_ms,
+        profile=profile,
+        tau_days=tau,
         **_filters(project, namespace, tag, since, until, kind, conversation, role, session),
     )
     remote = _remote(db, server, model) if query is not None and len(query) <= MAX_QUERY_CHARS else None
     if remote is not None:
-        scope = template.scope
-        body = {
-            "query": query,
-            "k": k,
-            "mode": str(mode),
-            "profile": profile,
-            "tau_days": tau,
-            "raw": raw,
-            "granularity": str(granularity),
-            "max_tokens": max_tokens,
-            "touch": not no_touch,
-            "boost": boost or None,
-            "rerank": str(rerank) if rerank is not None else None,
-            "max_ms": max_ms,
-            "project": scope.project,
-            "namespace": scope.namespace,
-            "tags": list(scope.tags) or None,
-            "since": to_iso(scope.since) if scope.since else None,
-            "until": to_iso(scope.until) if scope.until else None,
-            "kinds": list(scope.kinds) or None,
-            "conversation": scope.conversation,
-            "roles": list(scope.roles) or None,
-            "sessions": list(scope.sessions) or None,
-            "as_of": to_iso(template.as_of) if template.as_of else None,
-        }
+        body = {**template.to_fields(), "raw": raw, "explain": True}
         document = _through(remote, "/search", body)
         if document is not None:
             render_search([document], str(fmt), raw=raw, explain=explain, batch=False)
@@ -753,7 +730,7 @@ def search(
             requests = ms.parse_queries(content, source=source, **defaults)
         else:
             requests = [template]
-        outcomes = ms.search_many(requests, profile=profile, tau_days=tau)
+        outcomes = ms.search_many(requests)
     documents = [outcome.to_dict(raw=raw) for outcome in outcomes]
     render_search(documents, str(fmt), raw=raw, explain=explain, batch=queries is not None)
 

@@ -527,8 +527,9 @@ TIMELINE_COLUMNS = (
 def render_timeline(timeline: Timeline, fmt: str) -> None:
     memories, current = timeline.memories, timeline.current
     if fmt != "table":
-        documents = timeline.to_dict()
-        write_output(fmt, document=documents, lines=documents, columns=TIMELINE_CSV_COLUMNS, rows=documents)
+        document = timeline.to_dict()
+        rows = document["memories"]
+        write_output(fmt, document=document, lines=rows, columns=TIMELINE_CSV_COLUMNS, rows=rows)
         return
     rows = []
     for m in memories:

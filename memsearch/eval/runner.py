@@ -543,9 +543,10 @@ def _search_conversation(
                 as_of=question.question_date or last_date(conversation),
                 touch=False,
                 granularity=granularity,
+                profile=profile,
             )
             tick = time.perf_counter()
-            outcome = ms.search(request, profile=profile)
+            outcome = ms.search(request)
             elapsed_ms = (time.perf_counter() - tick) * 1000
             row.strategies[outcome.route.strategy] += 1
             results = outcome.results

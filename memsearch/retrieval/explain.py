@@ -49,8 +49,9 @@ class SearchOutcome:
     def results(self) -> list[Candidate]:
         return [candidate for candidate in self.candidates if candidate.dropped is None]
 
-    def to_dict(self, *, raw: bool = False) -> dict[str, Any]:
-        """The JSON document of the contract (schema_version 1); scores are never rounded."""
+    def to_dict(self, *, raw: bool = False, explain: bool = True) -> dict[str, Any]:
+        """The JSON document of the contract (schema_version 1); scores are never rounded. `raw`
+        adds every candidate; without `explain` rows carry no score breakdown (it is long)."""
         document: dict[str, Any] = {
             "schema_version": SCHEMA_VERSION,
             "query": self.request.query,
@@ -66,13 +67,13 @@ class SearchOutcome:
             "vector_search": dict(self.vector_engines),
             "lexical_search": dict(self.lexical_engines),
             "results": [
-                {"rank": rank, **candidate_dict(candidate, self.profile)}
+                {"rank": rank, **candidate_dict(candidate, self.profile, explain=explain)}
                 for rank, candidate in enumerate(self.results, start=1)
             ],
         }
         if raw:
             document["candidates"] = [
-                {**candidate_dict(candidate, self.profile), "dropped": candidate.dropped}
+                {**candidate_dict(candidate, self.profile, explain=explain), "dropped": candidate.dropped}
                 for candidate in self.candidates
             ]
         return document
@@ -106,9 +107,9 @@ def explain_dict(candidate: Candidate, profile: Profile) -> dict[str, Any]:
     return explain
 
 
-def candidate_dict(candidate: Candidate, profile: Profile) -> dict[str, Any]:
+def candidate_dict(candidate: Candidate, profile: Profile, *, explain: bool = True) -> dict[str, Any]:
     memory = candidate.memory
-    return {
+    row = {
         "id": memory.id,
         "key": memory.key,
         "text": memory.text,
@@ -126,5 +127,7 @@ def candidate_dict(candidate: Candidate, profile: Profile) -> dict[str, Any]:
         "conversation": memory.conversation,
         "position": memory.position,
         "context_of": candidate.selection.get("context_of"),
-        "explain": explain_dict(candidate, profile),
     }
+    if explain:
+        row["explain"] = explain_dict(candidate, profile)
+    return row

@@ -5,14 +5,20 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
-from memsearch.choices import GRANULARITIES, KINDS, MODES, RERANK_METHODS
+from memsearch.choices import GRANULARITIES, MODES
 from memsearch.errors import InvalidInputError
+from memsearch.operations import MAX_K, REQUEST_FIELDS, REQUEST_NAMES, SCOPE_FIELDS, SCOPE_NAMES, SEARCH
 from memsearch.store.base import EVERYTHING, Scope
-from memsearch.timeutil import parse_moment, utc_now
+from memsearch.timeutil import parse_moment, to_iso, utc_now
+
+if TYPE_CHECKING:
+    from memsearch.profiles import Profile
+
+__all__ = ["GRANULARITIES", "MAX_K", "MODES", "REQUEST_NAMES", "SCOPE_NAMES", "Boost", "SearchRequest"]
 
 LEXICAL, VECTOR = "lexical", "vector"
-MAX_K = 1000
 BOOST_FIELDS = ("tag", "project")
 DEFAULT_BOOST = 1.5
 
@@ -57,6 +63,9 @@ class Boost:
 
 @dataclass(frozen=True)
 class SearchRequest:
+    """What a search is asked. Its values are checked against the search operation's fields
+    (memsearch.operations.SEARCH), the bounds every front end shares."""
+
     query: str
     k: int | None = None  # None: the profile's k
     mode: str = "auto"
@@ -68,139 +77,130 @@ class SearchRequest:
     boosts: tuple[Boost, ...] = ()  # per-search score multipliers (siftcoder's boostFn)
     rerank: str | None = None  # off | deterministic | llm; None: the profile's
     max_ms: int | None = None  # latency budget: LLM stages that would not fit are skipped
+    profile: Profile | str | None = None  # a profile or its name; None: the default profile
+    tau_days: float | None = None  # the profile's time-decay constant, changed for this search
 
     def __post_init__(self) -> None:
-        if not self.query.strip():
+        if not isinstance(self.query, str) or not self.query.strip():
             raise InvalidInputError("the query is empty; say what to search for")
-        if self.mode not in MODES:
-            raise InvalidInputError(f"unknown mode {self.mode!r} (choose from {', '.join(MODES)})")
-        if self.k is not None and not 1 <= self.k <= MAX_K:
-            raise InvalidInputError(f"k must be from 1 to {MAX_K}, not {self.k}")
-        if self.granularity not in GRANULARITIES:
-            raise InvalidInputError(f"granularity must be turn or session, not {self.granularity!r}")
-        if self.max_tokens is not None and self.max_tokens < 1:
-            raise InvalidInputError(f"must be at least 1, not {self.max_tokens}", field="max_tokens")
-        if self.rerank is not None and self.rerank not in RERANK_METHODS:
-            raise InvalidInputError(f"must be one of {', '.join(RERANK_METHODS)}, not {self.rerank!r}", field="rerank")
-        if self.max_ms is not None and not 1 <= self.max_ms <= 600_000:
-            raise InvalidInputError(f"must be from 1 to 600000 milliseconds, not {self.max_ms}", field="max_ms")
+        for name in ("k", "mode", "max_tokens", "granularity", "rerank", "max_ms", "tau_days"):
+            SEARCH.field(name).check(getattr(self, name))
+        if self.mode is None or self.granularity is None:
+            raise InvalidInputError("mode and granularity must be given")
+        if not isinstance(self.touch, bool):
+            raise InvalidInputError(f"must be true or false, not {self.touch!r}", field="touch")
+        if self.as_of is not None and (not isinstance(self.as_of, datetime) or self.as_of.tzinfo is None):
+            raise InvalidInputError(f"must be a time with its UTC offset, not {self.as_of!r}", field="as_of")
+        if self.profile is not None and not isinstance(self.profile, str):
+            from memsearch.profiles import Profile
+
+            if not isinstance(self.profile, Profile):
+                raise InvalidInputError(f"must be a profile or its name, not {self.profile!r}", field="profile")
 
     @property
     def records_access(self) -> bool:
         return self.touch and self.as_of is None
 
-
-def _strings(field: str, value: object) -> tuple[str, ...]:
-    """A list of strings from JSON or the command line (a lone string is one value)."""
-    if value is None:
-        return ()
-    if isinstance(value, str):
-        return (value,)
-    if not isinstance(value, list | tuple) or not all(isinstance(item, str) for item in value):
-        raise InvalidInputError(f"must be a list of strings, not {value!r}", field=field)
-    return tuple(value)
-
-
-def _optional_string(field: str, value: object) -> str | None:
-    if value is not None and not isinstance(value, str):
-        raise InvalidInputError(f"must be a string, not {value!r}", field=field)
-    return value
+    def to_fields(self) -> dict[str, Any]:
+        """The request as the search operation's JSON fields (what the CLI sends a server):
+        `request_from_fields(**request.to_fields())` is the same request. A profile given as an
+        object has no JSON form and is left out."""
+        scope = self.scope
+        fields: dict[str, Any] = {
+            "query": self.query,
+            "k": self.k,
+            "mode": self.mode,
+            "profile": self.profile if isinstance(self.profile, str) else None,
+            "tau_days": self.tau_days,
+            "granularity": self.granularity,
+            "max_tokens": self.max_tokens,
+            "as_of": to_iso(self.as_of) if self.as_of else None,
+            "touch": self.touch,
+            "boost": [str(boost) for boost in self.boosts] or None,
+            "rerank": self.rerank,
+            "max_ms": self.max_ms,
+            "project": scope.project,
+            "namespace": scope.namespace,
+            "tags": list(scope.tags) or None,
+            "since": to_iso(scope.since) if scope.since else None,
+            "until": to_iso(scope.until) if scope.until else None,
+            "kinds": list(scope.kinds) or None,
+            "conversation": scope.conversation,
+            "roles": list(scope.roles) or None,
+            "sessions": list(scope.sessions) or None,
+        }
+        return {name: value for name, value in fields.items() if value is not None}
 
 
 def _moment(field: str, value: object, now: datetime) -> datetime | None:
     if value is None or isinstance(value, datetime):
         return value
-    if not isinstance(value, str):
-        raise InvalidInputError(f"must be a string, not {value!r}", field=field)
-    return parse_moment(value, now=now, field=field)
+    return parse_moment(SEARCH.field(field).check(value), now=now, field=field)
 
 
-def scope_from_fields(
-    *,
-    project: object = None,
-    namespace: object = None,
-    tags: object = None,
-    since: object = None,
-    until: object = None,
-    kinds: object = None,
-    conversation: object = None,
-    roles: object = None,
-    sessions: object = None,
-    now: datetime | None = None,
-) -> Scope:
-    """The one way every front end (CLI, HTTP, MCP) turns filter fields into a `Scope`: JSON values
-    or option strings are checked, and `since` / `until` may be ISO-8601 or relative to `now`
-    (`7d`, `2w`, `3h`, `30m`, `today`, `yesterday`). Errors name the field at fault."""
+_SCOPE = {f.name: f for f in SCOPE_FIELDS}
+_REQUEST = {f.name: f for f in REQUEST_FIELDS}
+
+
+def scope_from_fields(*, now: datetime | None = None, **fields: object) -> Scope:
+    """The one way every front end (CLI, HTTP, MCP) turns filter fields (`SCOPE_NAMES`) into a
+    `Scope`: JSON values or option strings are checked against the search operation's fields, and
+    `since` / `until` may be ISO-8601 or relative to `now` (`7d`, `2w`, `3h`, `30m`, `today`,
+    `yesterday`). Errors name the field at fault."""
+    unknown = sorted(set(fields) - set(_SCOPE))
+    if unknown:
+        raise InvalidInputError(f"is not a filter (known: {', '.join(SCOPE_NAMES)})", field=unknown[0])
     moment = now or utc_now()
-    chosen_kinds = _strings("kinds", kinds)
-    for kind in chosen_kinds:
-        if kind not in KINDS:
-            raise InvalidInputError(f"must be one of {', '.join(KINDS)}, not {kind!r}", field="kinds")
+    checked = {name: _SCOPE[name].check(value) for name, value in fields.items() if name not in ("since", "until")}
     return Scope(
-        project=_optional_string("project", project),
-        namespace=_optional_string("namespace", namespace),
-        tags=_strings("tags", tags),
-        since=_moment("since", since, moment),
-        until=_moment("until", until, moment),
-        kinds=tuple(dict.fromkeys(chosen_kinds)),
-        conversation=_optional_string("conversation", conversation),
-        roles=_strings("roles", roles),
-        sessions=_strings("sessions", sessions),
+        project=checked.get("project"),
+        namespace=checked.get("namespace"),
+        tags=tuple(checked.get("tags") or ()),
+        since=_moment("since", fields.get("since"), moment),
+        until=_moment("until", fields.get("until"), moment),
+        kinds=tuple(dict.fromkeys(checked.get("kinds") or ())),
+        conversation=checked.get("conversation"),
+        roles=tuple(checked.get("roles") or ()),
+        sessions=tuple(checked.get("sessions") or ()),
     )
 
 
-def request_from_fields(
-    query: object,
-    *,
-    k: object = None,
-    mode: object = None,
-    granularity: object = None,
-    max_tokens: object = None,
-    as_of: object = None,
-    touch: object = True,
-    boost: object = None,
-    rerank: object = None,
-    max_ms: object = None,
-    **scope_fields: object,
-) -> SearchRequest:
+def request_from_fields(query: object, **fields: object) -> SearchRequest:
     """A validated search request from JSON values or option strings (every front end's one
-    constructor); `scope_fields` are those of `scope_from_fields`, relative times resolving
-    against `as_of` when it is given."""
-    if not isinstance(query, str):
-        raise InvalidInputError(f"must be a string, not {query!r}", field="query")
-    for name, value in (("k", k), ("max_tokens", max_tokens), ("max_ms", max_ms)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-            raise InvalidInputError(f"must be a whole number, not {value!r}", field=name)
-    for name, value in (("mode", mode), ("granularity", granularity)):
-        _optional_string(name, value)
+    constructor): `fields` are the search operation's request fields (`REQUEST_NAMES`), relative
+    times resolving against `as_of` when it is given. `profile` may also be a `Profile`."""
+    unknown = sorted(set(fields) - set(_REQUEST))
+    if unknown:
+        raise InvalidInputError(f"is not a field of search (known: {', '.join(REQUEST_NAMES)})", field=unknown[0])
+    SEARCH.field("query").check(query)
+    assert isinstance(query, str)
+    profile = fields.pop("profile", None)
+    if not _is_profile(profile):
+        profile = _REQUEST["profile"].check(profile)
     now = utc_now()
-    as_of_moment = _moment("as_of", as_of, now)
+    as_of = _moment("as_of", fields.pop("as_of", None), now)
+    scope = {name: fields.pop(name) for name in SCOPE_NAMES if name in fields}
+    checked = {name: _REQUEST[name].check(value) for name, value in fields.items()}
     return SearchRequest(
         query=query,
-        k=k,  # type: ignore[arg-type]
-        mode=str(mode or "auto"),
-        scope=scope_from_fields(now=as_of_moment or now, **scope_fields),  # type: ignore[arg-type]
-        as_of=as_of_moment,
-        max_tokens=max_tokens,  # type: ignore[arg-type]
-        touch=touch is not False,
-        granularity=str(granularity or "turn"),
-        boosts=tuple(Boost.parse(text) for text in _strings("boost", boost)),
-        rerank=_optional_string("rerank", rerank),
-        max_ms=max_ms,  # type: ignore[arg-type]
+        k=checked.get("k"),
+        mode=checked.get("mode") or "auto",
+        scope=scope_from_fields(now=as_of or now, **scope),
+        as_of=as_of,
+        max_tokens=checked.get("max_tokens"),
+        touch=checked.get("touch") is not False,
+        granularity=checked.get("granularity") or "turn",
+        boosts=tuple(Boost.parse(text) for text in checked.get("boost") or ()),
+        rerank=checked.get("rerank"),
+        max_ms=checked.get("max_ms"),
+        profile=profile,  # type: ignore[arg-type]
+        tau_days=checked.get("tau_days"),
     )
 
 
-# The fields `request_from_fields` takes besides the query, by the names the HTTP API and MCP use.
-SCOPE_FIELDS = ("project", "namespace", "tags", "since", "until", "kinds", "conversation", "roles", "sessions")
-REQUEST_FIELDS = (
-    "k",
-    "mode",
-    "granularity",
-    "max_tokens",
-    "as_of",
-    "touch",
-    "boost",
-    "rerank",
-    "max_ms",
-    *SCOPE_FIELDS,
-)
+def _is_profile(value: object) -> bool:
+    if value is None or isinstance(value, str):
+        return False
+    from memsearch.profiles import Profile
+
+    return isinstance(value, Profile)

@@ -13,8 +13,9 @@ if TYPE_CHECKING:
     from memsearch.api import Memsearch
     from memsearch.models import NewMemory
 
-MAX_QUERY_CHARS = 4_000  # a query longer than this is not a question; refuse it before embedding
-MAX_TEXT_CHARS = 100_000  # one memory's text
+from memsearch.operations import MAX_QUERY_CHARS, MAX_TEXT_CHARS, parse_ref
+
+__all__ = ["MAX_QUERY_CHARS", "MAX_TEXT_CHARS", "WarmService", "check_text", "new_memory", "parse_ref"]
 
 
 def check_text(name: str, value: object, limit: int) -> str:
@@ -32,13 +33,6 @@ def new_memory(fields: Mapping[str, Any]) -> NewMemory:
     if isinstance(fields, Mapping) and "text" in fields:
         check_text("text", fields["text"], MAX_TEXT_CHARS)
     return NewMemory.from_json(dict(fields) if isinstance(fields, Mapping) else fields)
-
-
-def parse_ref(ref: object) -> int | str:
-    """An id (an int, or a string of digits) or a key (any other string)."""
-    if isinstance(ref, bool) or not isinstance(ref, int | str) or (isinstance(ref, str) and not ref.strip()):
-        raise InvalidInputError(f"must be a memory id or key, not {ref!r}", field="ref")
-    return int(ref) if isinstance(ref, str) and ref.isdigit() else ref
 
 
 class WarmService:

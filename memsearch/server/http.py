@@ -36,7 +36,7 @@ from memsearch.errors import (
     ModelMismatchError,
     StoreNotFoundError,
 )
-from memsearch.retrieval.request import REQUEST_FIELDS, request_from_fields
+from memsearch.retrieval.request import REQUEST_NAMES, request_from_fields
 from memsearch.server.common import MAX_QUERY_CHARS, WarmService, check_text, new_memory, parse_ref
 
 MAX_BODY_BYTES = 16 * 1024 * 1024  # an import of a large conversation file fits; a mistake does not
@@ -172,6 +172,7 @@ SEARCH_FIELDS = {
     "touch": ("boolean", "Record the search as an access of its results (default true)."),
     "tau_days": ("number", "Time-decay constant in days."),
     "raw": ("boolean", "Also return every candidate before filtering."),
+    "explain": ("boolean", "Keep each result's score breakdown."),
     "boost": ("array", "Score multipliers: tag:NAME[=FACTOR] or project:NAME[=FACTOR] (default 1.5)."),
     "rerank": ("string", "off, deterministic or llm (default: the profile's)."),
     "max_ms": ("integer", "Latency budget in ms: LLM stages that would not fit are skipped."),
@@ -223,12 +224,11 @@ def _schema(fields: dict[str, tuple[str, str]], required: tuple[str, ...] = ()) 
 
 
 def _search_document(service: Service, body: dict[str, Any], default_profile: str | None = None) -> Callable[[], Any]:
-    fields = {name: body[name] for name in REQUEST_FIELDS if body.get(name) is not None}
+    fields = {name: body[name] for name in REQUEST_NAMES if body.get(name) is not None}
+    fields["profile"] = fields.get("profile") or default_profile
     request = request_from_fields(check_text("query", body.get("query"), MAX_QUERY_CHARS), **fields)
-    profile = body.get("profile") or default_profile
-    tau = body.get("tau_days")
-    raw = body.get("raw") is True
-    return lambda: service.ms.search(request, profile=profile, tau_days=tau).to_dict(raw=raw)
+    raw, explain = body.get("raw") is True, body.get("explain") is True
+    return lambda: service.ms.search(request).to_dict(raw=raw, explain=explain)
 
 
 async def post_search(service: Service, request: Request) -> Any:
@@ -279,6 +279,7 @@ async def get_search(service: Service, request: Request) -> Any:
         "granularity": params.get("granularity"),
         "max_tokens": _int_param(request, "max_tokens"),
         "raw": _bool_param(request, "raw"),
+        "explain": _bool_param(request, "explain"),
     }
     if body["query"] is None:
         raise InvalidInputError("is missing; say what to search for", field="q")

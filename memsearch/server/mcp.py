@@ -126,12 +126,9 @@ def build_server(service: WarmService) -> MCPServer:
                 boost=boost,
                 rerank=rerank,
                 max_ms=max_ms,
+                profile=profile,
             )
-            document = ms.search(request, profile=profile).to_dict(raw=raw)
-            if not explain:
-                for row in [*document["results"], *document.get("candidates", ())]:
-                    row.pop("explain", None)
-            return document
+            return ms.search(request).to_dict(raw=raw, explain=explain)
 
         return _call(run)
 
@@ -193,8 +190,7 @@ def build_server(service: WarmService) -> MCPServer:
         session; for a note, the memories around it in time. `current` marks the one asked for."""
 
         def timeline() -> dict[str, Any]:
-            found = ms.timeline(parse_ref(ref), before=before, after=after)
-            return {"current": found.current, "memories": found.to_dict()}
+            return ms.timeline(parse_ref(ref), before=before, after=after).to_dict()
 
         return _call(timeline)
 

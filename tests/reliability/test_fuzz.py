@@ -86,8 +86,8 @@ def _settings(examples: int) -> settings:
 @given(query=queries, mode=st.sampled_from(MODES), profile=st.sampled_from(["default", "memsense", "cems"]))
 def test_any_query_through_the_api(store: Memsearch, query: str, mode: str, profile: str) -> None:
     try:
-        request = SearchRequest(query, mode=mode)
-        outcome = store.search(request, profile=profile)
+        request = SearchRequest(query, mode=mode, profile=profile)
+        outcome = store.search(request)
     except MemsearchError as refused:
         assert "\n" not in str(refused)
         return
