@@ -67,7 +67,7 @@ def test_request_from_json_takes_defaults_and_checks_fields() -> None:
 def test_parse_queries_numbers_its_lines() -> None:
     requests = Memsearch.parse_queries('{"query": "a"}\n{"query": "b", "mode": "lexical"}', source="q.jsonl", k=2)
     assert [(r.query, r.k, r.mode) for r in requests] == [("a", 2, "auto"), ("b", 2, "lexical")]
-    with pytest.raises(ImportLineError, match=r"q.jsonl, line 2: unknown mode"):
+    with pytest.raises(ImportLineError, match=r"q.jsonl, line 2: mode must be one of auto, vector, hybrid, lexical"):
         Memsearch.parse_queries('{"query": "a"}\n{"query": "b", "mode": "fuzzy"}', source="q.jsonl")
 
 
@@ -148,7 +148,7 @@ def test_timeline_marks_the_memory_asked_for(ms: Memsearch) -> None:
     turn = ms.get("chat_tiny/ack-1")
     timeline = ms.timeline(turn.id, before=1, after=1)
     assert timeline.current == turn.id and turn.id in [m.id for m in timeline.memories]
-    assert [d["current"] for d in timeline.to_dict()].count(True) == 1
+    assert [d["current"] for d in timeline.to_dict()["memories"]].count(True) == 1
 
 
 # -- the command line -----------------------------------------------------------------------------
