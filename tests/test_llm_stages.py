@@ -25,12 +25,12 @@ from memsearch.llm import (
 )
 from memsearch.models import Memory, content_hash
 from memsearch.profiles import load_profile, with_environment
-from memsearch.retrieval import cems
+from memsearch.retrieval import diverse, llm_prompts, rerank
 from memsearch.retrieval.candidates import Candidate, LegHit
 from memsearch.retrieval.fusion import rrf
 from memsearch.retrieval.request import Boost, SearchRequest
 from memsearch.retrieval.scoring import apply_boosts
-from memsearch.retrieval.thinking import Thinking
+from memsearch.retrieval.stage_runner import StageRunner
 from tests.conftest import T0
 
 
@@ -58,15 +58,15 @@ def memory(memory_id: int, text: str = "x", session: str | None = None, tags: tu
 def test_route_to_strategy_as_the_seed_writes_it(
     complexity: str, reasoning: bool, domains: tuple[str, ...], strategy: str
 ) -> None:
-    assert cems.route_to_strategy(cems.Intent("x", complexity, domains, reasoning)) == strategy
+    assert llm_prompts.route_to_strategy(llm_prompts.Intent("x", complexity, domains, reasoning)) == strategy
 
 
 def test_intent_reply_is_parsed_leniently_and_checked() -> None:
-    intent = cems.parse_intent('Sure: {"complexity": "SIMPLE", "domains": ["a"], "requires_reasoning": "false"}')
+    intent = llm_prompts.parse_intent('Sure: {"complexity": "SIMPLE", "domains": ["a"], "requires_reasoning": "false"}')
     assert (intent.complexity, intent.domains, intent.requires_reasoning) == ("simple", ("a",), False)
-    assert cems.parse_intent('{"complexity": "weird"}').complexity == "moderate"  # the seed's default
+    assert llm_prompts.parse_intent('{"complexity": "weird"}').complexity == "moderate"  # the seed's default
     with pytest.raises(LLMFailure, match="malformed"):
-        cems.parse_intent("no json here")
+        llm_prompts.parse_intent("no json here")
 
 
 # -- query synthesis ---------------------------------------------------------------------------
@@ -83,8 +83,8 @@ def test_intent_reply_is_parsed_leniently_and_checked() -> None:
 def test_synthesis_asks_for_the_seeds_term_counts(query: str, kind: str, counts: str) -> None:
     from memsearch.retrieval.routing import detect_intents
 
-    assert cems.query_type(detect_intents(query)) == kind
-    prompt = cems.synthesis_prompt(query, kind, ["I use Final Cut Pro"])
+    assert llm_prompts.query_type(detect_intents(query)) == kind
+    prompt = llm_prompts.synthesis_prompt(query, kind, ["I use Final Cut Pro"])
     assert f"into {counts} alternative search terms" in prompt[0]["content"]
     # profile context (the user's own memories) only for preference queries
     assert ("I use Final Cut Pro" in prompt[1]["content"]) == (kind == "preference")
@@ -98,25 +98,25 @@ def test_synthesized_terms_are_capped_per_type() -> None:
         '["I use video editing software", "Adobe Premiere Pro", "Final Cut Pro", '
         '"my favorite video editor", "I work with video production", "one too many"]'
     )
-    terms = cems.parse_terms(seed, "preference", "recommend video editing resources")
+    terms = llm_prompts.parse_terms(seed, "preference", "recommend video editing resources")
     assert terms == [
         "I use video editing software", "Adobe Premiere Pro", "Final Cut Pro", "my favorite video editor",
         "I work with video production",
     ]  # fmt: skip
-    assert len(cems.parse_terms(seed, "temporal", "q")) == 4
-    assert len(cems.parse_terms(seed, "general", "q")) == 3
+    assert len(llm_prompts.parse_terms(seed, "temporal", "q")) == 4
+    assert len(llm_prompts.parse_terms(seed, "general", "q")) == 3
     # numbered lines work too; the query itself and repeats are dropped
-    assert cems.parse_terms("1. Python 3.12\n2) python 3.12\n- q\n", "general", "q") == ["Python 3.12"]
+    assert llm_prompts.parse_terms("1. Python 3.12\n2) python 3.12\n- q\n", "general", "q") == ["Python 3.12"]
     with pytest.raises(LLMFailure):
-        cems.parse_terms("", "general", "q")
+        llm_prompts.parse_terms("", "general", "q")
 
 
 def test_hyde_instructions_per_type() -> None:
-    preference = cems.hyde_prompt("recommend video editing resources", "preference")[0]["content"]
+    preference = llm_prompts.hyde_prompt("recommend video editing resources", "preference")[0]["content"]
     assert "FROM THE USER'S PERSPECTIVE" in preference and "by NAME" in preference and "WHY" in preference
-    temporal = cems.hyde_prompt("when did I deploy?", "temporal")[0]["content"]
+    temporal = llm_prompts.hyde_prompt("when did I deploy?", "temporal")[0]["content"]
     assert '"On March 15th..."' in temporal and "First X happened, then Y" in temporal and "3 days before" in temporal
-    assert cems.parse_hyde('  "I use Adobe Premiere Pro for video editing" ') == (
+    assert llm_prompts.parse_hyde('  "I use Adobe Premiere Pro for video editing" ') == (
         "I use Adobe Premiere Pro for video editing"
     )
 
@@ -144,21 +144,21 @@ def test_rrf_weighs_the_original_twice_an_expansion_once_with_rank_bonuses() -> 
 
 
 def test_rerank_reply_names_positions_and_the_rest_keep_their_order() -> None:
-    assert cems.parse_rerank("[3, 1, 3, 9]", 4) == [2, 0, 1, 3]
+    assert llm_prompts.parse_rerank("[3, 1, 3, 9]", 4) == [2, 0, 1, 3]
     for reply in ("Order: [3, 1].", "```json\n[3, 1]\n```", "[3, 1] are the relevant ones", " 3, 1 ", "[3]"):
-        assert cems.parse_rerank(reply, 4)[:2] in ([2, 0], [2, 1]), reply
+        assert llm_prompts.parse_rerank(reply, 4)[:2] in ([2, 0], [2, 1]), reply
     # Gemma 3 270M's replies: the prompt's listing echoed or made up is no ranking, nor is prose
     for reply in ("none of them", "Memory 3 is best", "[1] Caroline: hi\n[2] Mel: yo", " <<SYS>>\n[41] Mel: x\n[2] C"):
         with pytest.raises(LLMFailure, match="no memory numbers"):
-            cems.parse_rerank(reply, 4)
-    prompt = cems.rerank_prompt("q", ["a" * 1000, "b"])
-    assert "[1] " + "a" * cems.RERANK_TEXT_CHARS + "\n[2] b" in prompt[1]["content"]
+            llm_prompts.parse_rerank(reply, 4)
+    prompt = llm_prompts.rerank_prompt("q", ["a" * 1000, "b"])
+    assert "[1] " + "a" * llm_prompts.RERANK_TEXT_CHARS + "\n[2] b" in prompt[1]["content"]
 
 
 @given(st.permutations(list(range(5))))
 def test_apply_order_moves_candidates_and_keeps_the_scores_in_place(order: list[int]) -> None:
     ranked = [Candidate(memory(i), {}, fusion=1.0 - i / 10) for i in range(7)]
-    moved = cems.apply_order(ranked, order, "llm")
+    moved = rerank.apply_order(ranked, order, "llm")
     assert [c.id for c in moved[:5]] == order and [c.id for c in moved[5:]] == [5, 6]
     assert [c.fusion for c in moved] == [c.fusion for c in ranked]
     assert all(c.fusion_detail["rerank"]["to"] == n for n, c in enumerate(moved[:5], start=1))
@@ -166,7 +166,7 @@ def test_apply_order_moves_candidates_and_keeps_the_scores_in_place(order: list[
 
 def test_deterministic_reranker_orders_by_query_word_coverage() -> None:
     texts = ["the weather was nice", "deploy key", "the deploy key lives in the vault"]
-    assert cems.coverage_order("where is the deploy key vault?", texts) == [2, 1, 0]
+    assert rerank.coverage_order("where is the deploy key vault?", texts) == [2, 1, 0]
 
 
 # -- diverse assembly (retrieval.py:286) -----------------------------------------------------------
@@ -181,13 +181,13 @@ def test_diverse_assembly_takes_the_best_of_each_session_first() -> None:
         Candidate(memory(4, "b1" * 20, "B"), {}, fusion=0.5),
     ]
     vectors = {i: np.eye(4, dtype=np.float32)[i - 1] for i in range(1, 5)}
-    chosen = cems.assemble_diverse(ranked, vectors, 2000, 0.6)
+    chosen = diverse.assemble_diverse(ranked, vectors, 2000, 0.6)
     assert [c.id for c in chosen] == [1, 4, 2, 3]
     assert [c.selection["phase"] for c in chosen] == [1, 1, 2, 2]
     first = chosen[0].selection
     assert first["mmr_score"] == pytest.approx(0.6 * 1.0)  # nothing selected yet: λ · relevance
     # the budget still holds: 10 tokens each, room for two
-    assert [c.id for c in cems.assemble_diverse(ranked, vectors, 20, 0.6) if c.dropped is None] == [1, 4]
+    assert [c.id for c in diverse.assemble_diverse(ranked, vectors, 20, 0.6) if c.dropped is None] == [1, 4]
 
 
 # -- boostFn --------------------------------------------------------------------------------------
@@ -253,13 +253,13 @@ def test_settings_come_from_the_environment_and_never_show_the_key() -> None:
 
 
 def test_a_reply_that_repeats_the_prompt_is_no_answer() -> None:
-    prompt = cems.hyde_prompt("When did Melanie paint a sunset?", "temporal")
+    prompt = llm_prompts.hyde_prompt("When did Melanie paint a sunset?", "temporal")
     # what Gemma 3 270M (a base model, no chat template) sent back: the prompt, continued
     echo = "\nReply with the memory's  text only, at most three sentences.\n<</SYS>> [/INST]"
     assert repeats_prompt(echo, prompt)
     assert repeats_prompt("<</SYS>> Query: When did Melanie paint a sunset? [/INST]", prompt)
     assert not repeats_prompt("On 7 May I painted a sunset by the lake.", prompt)
-    assert not repeats_prompt("Query: q\n[2, 1]", cems.rerank_prompt("q", ["a"]))  # a short line is no sign
+    assert not repeats_prompt("Query: q\n[2, 1]", llm_prompts.rerank_prompt("q", ["a"]))  # a short line is no sign
 
 
 def test_reply_text_and_prompt_key() -> None:
@@ -302,13 +302,13 @@ class MeasuredLLM:
     ],
 )
 def test_max_ms_gives_up_hyde_then_reranking_then_expansion(max_ms: int | None, skipped: list[str]) -> None:
-    thinking = Thinking(MeasuredLLM(500), ["intent", "synthesis", "hyde", "rerank"], max_ms)
+    thinking = StageRunner(MeasuredLLM(500), ["intent", "synthesis", "hyde", "rerank"], max_ms)
     thinking.plan(lambda stage: False)
     assert list(thinking.skipped_groups) == skipped
 
 
 def test_cached_answers_cost_nothing_in_the_plan() -> None:
-    thinking = Thinking(MeasuredLLM(500), ["intent", "synthesis", "hyde", "rerank"], 1500)
+    thinking = StageRunner(MeasuredLLM(500), ["intent", "synthesis", "hyde", "rerank"], 1500)
     thinking.plan(lambda stage: stage == "intent")
     assert list(thinking.skipped_groups) == []
 

@@ -13,10 +13,9 @@ from hypothesis import strategies as st
 from memsearch.models import Memory, content_hash
 from memsearch.profiles import Adjustment
 from memsearch.retrieval.answers import asks_name, names_something
-from memsearch.retrieval.candidates import Candidate, Factor, LegHit
+from memsearch.retrieval.candidates import Candidate, Factor, LegHit, rank_hits
 from memsearch.retrieval.dates import asks_when, date_ranges, mentioned_ranges, says_when
 from memsearch.retrieval.fusion import rrf
-from memsearch.retrieval.recall import rank_hits
 from memsearch.retrieval.scoring import QueryFacts, apply_adjustments, exponential_decay
 from memsearch.retrieval.select import drop_exact_duplicates, rank_by_final, take_top
 from memsearch.store.vectors import VectorIndex, vector_top

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -59,3 +59,8 @@ class Candidate:
 
     def drop(self, reason: str) -> Candidate:
         return replace(self, dropped=reason)
+
+
+def rank_hits(hits: Sequence[tuple[int, float]]) -> dict[int, LegHit]:
+    """Number a leg's best-first hits 1, 2, 3, …"""
+    return {memory_id: LegHit(rank, score) for rank, (memory_id, score) in enumerate(hits, start=1)}

@@ -37,7 +37,7 @@ class SearchOutcome:
     now: datetime
     candidates: list[Candidate]  # every candidate, results first in order, each dropped or not
     embedded_query: str | None = None  # the text embedded for the vector legs (None: not embedded)
-    stages: list[dict[str, Any]] = field(default_factory=list)  # the LLM stages' trace (thinking.StageTrace)
+    stages: list[dict[str, Any]] = field(default_factory=list)  # the LLM stages' trace (stage_runner.StageTrace)
     expansions: list[Expansion] = field(default_factory=list)
     # How each vector leg was searched: "exact" (every vector in scope) or "index" (approximate).
     vector_engines: Mapping[str, str] = field(default_factory=dict)

@@ -16,9 +16,8 @@ import numpy as np
 from memsearch.errors import InvalidInputError, StoreNotFoundError
 from memsearch.models import OWN_TEXT_VIEWS, Memory
 from memsearch.profiles import LegSpec, Profile, leg_kind
-from memsearch.retrieval.candidates import Candidate, LegHit
+from memsearch.retrieval.candidates import Candidate, LegHit, rank_hits
 from memsearch.retrieval.dates import MENTION_REACH, as_datetimes, date_ranges, mentioned_ranges
-from memsearch.retrieval.recall import rank_hits
 from memsearch.retrieval.request import SearchRequest
 from memsearch.retrieval.routing import Route, route_query
 from memsearch.store.base import Scope, SearchBackend

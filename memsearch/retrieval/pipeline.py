@@ -18,20 +18,19 @@ from memsearch.embedding import Encoder
 from memsearch.errors import InvalidInputError
 from memsearch.llm import LLM
 from memsearch.profiles import Profile, leg_kind, load_profile
-from memsearch.retrieval import cems
+from memsearch.retrieval import llm_prompts, rerank
 from memsearch.retrieval.answers import asks_name
-from memsearch.retrieval.candidates import Candidate, LegHit
+from memsearch.retrieval.candidates import Candidate, LegHit, rank_hits
 from memsearch.retrieval.dates import asks_when
 from memsearch.retrieval.explain import SCHEMA_VERSION, Expansion, SearchOutcome
 from memsearch.retrieval.fusion import fuse
 from memsearch.retrieval.legs import Recall, build_candidates, choose_route, named_speakers, own_text_legs
-from memsearch.retrieval.recall import rank_hits
 from memsearch.retrieval.request import GRANULARITIES, MAX_K, MODES, SearchRequest
 from memsearch.retrieval.routing import Route, detect_intents
 from memsearch.retrieval.scoring import QueryFacts
 from memsearch.retrieval.select import select
 from memsearch.retrieval.sessions import expand_neighbours, session_support
-from memsearch.retrieval.thinking import Thinking
+from memsearch.retrieval.stage_runner import StageRunner
 from memsearch.store.base import Scope, SearchBackend
 from memsearch.text import WORD
 from memsearch.timeutil import utc_now
@@ -60,24 +59,24 @@ def run_search(
 ) -> SearchOutcome:
     """Run one search. `query_vector` embeds the query; it is called only when a vector is needed.
     `llm` (optional) runs the profile's LLM stages; without it they are skipped, with a note."""
-    thinking = Thinking(llm, llm_stages(request, profile), request.max_ms)
-    thinking.plan(
-        lambda stage: stage == "intent" and llm is not None and llm.is_cached(cems.intent_prompt(request.query))
+    stages = StageRunner(llm, llm_stages(request, profile), request.max_ms)
+    stages.plan(
+        lambda stage: stage == "intent" and llm is not None and llm.is_cached(llm_prompts.intent_prompt(request.query))
     )
     route, legs_to_run = choose_route(request, profile)
-    if thinking.wants("intent"):
-        intent = thinking.ask("intent", cems.intent_prompt(request.query), cems.parse_intent)
+    if stages.wants("intent"):
+        intent = stages.ask("intent", llm_prompts.intent_prompt(request.query), llm_prompts.parse_intent)
         if intent is not None:
             reason = f"LLM intent: complexity {intent.complexity}, {len(intent.domains)} domain(s)" + (
                 ", needs reasoning" if intent.requires_reasoning else ""
             )
-            llm_route = Route(cems.route_to_strategy(intent), reason, route.intents, route.exact_tokens)
+            llm_route = Route(llm_prompts.route_to_strategy(intent), reason, route.intents, route.exact_tokens)
             route, legs_to_run = choose_route(request, profile, llm_route)
     if profile.fusion.blend_vector is not None and {leg_kind(s) for s in legs_to_run.values()} == {"vector"}:
         # CEMS's vector mode is a plain vector search: its score is the cosine, with no RRF blend.
         profile = replace(profile, fusion=replace(profile.fusion, method="weighted", weights={"vector": 1.0}))
     scope = replace(request.scope, project=None) if profile.project_boost else request.scope
-    search = _Search(
+    search = SearchRun(
         store,
         request,
         query_vector,
@@ -86,7 +85,7 @@ def run_search(
         k=request.k or profile.k,
         now=request.as_of or utc_now(),
         project=request.scope.project if profile.project_boost else None,
-        thinking=thinking,
+        stages=stages,
         route=route,
     )
     sessions_in_scope = not scope.kinds or "session" in scope.kinds
@@ -102,7 +101,7 @@ def run_search(
 
 
 @dataclass(frozen=True)
-class _Search:
+class SearchRun:
     """One search's fixed inputs; `ranked` and `sessions` run it at turn or session level."""
 
     store: SearchBackend
@@ -113,7 +112,7 @@ class _Search:
     k: int
     now: datetime
     project: str | None
-    thinking: Thinking
+    stages: StageRunner
     route: Route
     recalls: list[Recall] = field(default_factory=list)  # in the order they ran
     expansions: list[Expansion] = field(default_factory=list)
@@ -123,7 +122,7 @@ class _Search:
         profile = self.fused_profile[-1] if self.fused_profile else self.profile
         return SearchOutcome(
             self.request, self.route, profile, self.now, candidates, self.embedded_query(),
-            stages=[t.to_dict() for t in self.thinking.trace], expansions=list(self.expansions),
+            stages=[t.to_dict() for t in self.stages.trace], expansions=list(self.expansions),
             vector_engines=self.engines(lexical=False), lexical_engines=self.engines(lexical=True),
         )  # fmt: skip
 
@@ -175,10 +174,10 @@ class _Search:
         recall, legs = self.recall(scope)
         with_vectors = self.uses_vectors(recall)
         profile = self.profile
-        thinking = self.thinking
+        stages = self.stages
         intents = detect_intents(self.request.query)
         diverse = None
-        if profile.expand.diverse_lambda is not None and "aggregation" in intents and thinking.llm is not None:
+        if profile.expand.diverse_lambda is not None and "aggregation" in intents and stages.llm is not None:
             diverse = profile.expand.diverse_lambda
 
         def attempt(extra: dict[str, dict[int, LegHit]], final: bool = True) -> list[Candidate]:
@@ -195,25 +194,25 @@ class _Search:
                 self.query_facts(candidates), boosts=self.request.boosts, diverse_lambda=diverse if final else None,
             )  # fmt: skip
 
-        wants_expansion = thinking.wants("synthesis") or thinking.wants("hyde")
+        wants_expansion = stages.wants("synthesis") or stages.wants("hyde")
         expansion_legs: dict[str, dict[int, LegHit]] = {}
         if wants_expansion and self.route.strategy != "hybrid":
             for stage in ("synthesis", "hyde"):
-                if thinking.wants(stage):
-                    thinking.skip(stage, f"the {self.route.strategy} strategy runs no expansion")
+                if stages.wants(stage):
+                    stages.skip(stage, f"the {self.route.strategy} strategy runs no expansion")
         elif wants_expansion:
-            kind = cems.query_type(intents)
+            kind = llm_prompts.query_type(intents)
             context: list[str] = []
             if kind == "preference":  # the user's own memories: the offline search's best
                 context = [c.memory.text for c in attempt({}, final=False) if c.dropped is None]
-                context = context[: cems.PROFILE_CONTEXT_MEMORIES]
+                context = context[: llm_prompts.PROFILE_CONTEXT_MEMORIES]
             expansion_legs = self.expand(scope, kind, context)
             if expansion_legs:
                 weights = {**profile.fusion.weights, **{name: profile.expand.weight for name in expansion_legs}}
                 profile = replace(profile, fusion=replace(profile.fusion, weights=weights))
                 self.fused_profile.append(profile)
         if diverse is not None:
-            thinking.note("diverse", f"aggregation query: MMR λ {diverse:g}, the best of each session first")
+            stages.note("diverse", f"aggregation query: MMR λ {diverse:g}, the best of each session first")
         ranked = attempt(expansion_legs)
         if recall.exhaustive_ranking:
             name = next(n for n, spec in self.legs_to_run.items() if spec == "vector")
@@ -230,14 +229,14 @@ class _Search:
     def expand(self, scope: Scope, kind: str, context: list[str]) -> dict[str, dict[int, LegHit]]:
         """CEMS's query synthesis and HyDE: each expansion's text runs the legs (HyDE, a
         hypothetical memory, the vector legs only), as named legs `synth1.lexical`, `hyde.vector`…"""
-        query, thinking = self.request.query, self.thinking
+        query, stages = self.request.query, self.stages
         texts: list[tuple[str, str, str]] = []  # (name, stage, text)
-        if thinking.wants("synthesis"):
-            prompt = cems.synthesis_prompt(query, kind, context)
-            terms = thinking.ask("synthesis", prompt, lambda text: cems.parse_terms(text, kind, query))
+        if stages.wants("synthesis"):
+            prompt = llm_prompts.synthesis_prompt(query, kind, context)
+            terms = stages.ask("synthesis", prompt, lambda text: llm_prompts.parse_terms(text, kind, query))
             texts += [(f"synth{n}", "synthesis", term) for n, term in enumerate(terms or [], start=1)]
-        if thinking.wants("hyde"):
-            hyde = thinking.ask("hyde", cems.hyde_prompt(query, kind, context), cems.parse_hyde)
+        if stages.wants("hyde"):
+            hyde = stages.ask("hyde", llm_prompts.hyde_prompt(query, kind, context), llm_prompts.parse_hyde)
             if hyde is not None:
                 texts.append(("hyde", "hyde", hyde))
         legs: dict[str, dict[int, LegHit]] = {}
@@ -262,17 +261,19 @@ class _Search:
         head = ordered[:limit]
         texts = [c.memory.text for c in head]
         if method == "deterministic":
-            order = cems.coverage_order(self.request.query, texts)
-            self.thinking.note("rerank", f"deterministic (query-word coverage), top {len(head)}")
+            order = rerank.coverage_order(self.request.query, texts)
+            self.stages.note("rerank", f"deterministic (query-word coverage), top {len(head)}")
         else:
-            answer = self.thinking.ask(
-                "rerank", cems.rerank_prompt(self.request.query, texts), lambda t: cems.parse_rerank(t, len(texts))
+            answer = self.stages.ask(
+                "rerank",
+                llm_prompts.rerank_prompt(self.request.query, texts),
+                lambda t: llm_prompts.parse_rerank(t, len(texts)),
             )
             if answer is None:
                 return fused
             order = answer
-            self.thinking.trace[-1].output = [head[i].id for i in order]  # as memory ids
-        return cems.apply_order(ordered, order, method)
+            self.stages.trace[-1].output = [head[i].id for i in order]  # as memory ids
+        return rerank.apply_order(ordered, order, method)
 
     def sessions(self, scope: Scope) -> list[Candidate]:
         """Session chunks are what is returned; their turns add bounded support (Memsense)."""

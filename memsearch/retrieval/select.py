@@ -174,7 +174,7 @@ def select(
         ranked = mmr_select(ranked, k, vectors, choice.mmr_lambda, choice.mmr_tag_weight, choice.duplicate_threshold)
     budget = max_tokens if max_tokens is not None else choice.max_tokens
     if diverse_lambda is not None:
-        from memsearch.retrieval.cems import DIVERSE_DEFAULT_TOKENS, assemble_diverse
+        from memsearch.retrieval.diverse import DIVERSE_DEFAULT_TOKENS, assemble_diverse
 
         ranked = assemble_diverse(ranked, vectors, budget or DIVERSE_DEFAULT_TOKENS, diverse_lambda)
         return take_top(ranked, k)

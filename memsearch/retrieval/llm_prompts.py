@@ -1,27 +1,23 @@
-"""CEMS's LLM stages as pure functions (seeds/cems-retrieval.txt): prompt builders and reply
-parsers for intent, query synthesis, HyDE and re-ranking, the strategy routing, and the diverse
-assembly of aggregation queries. The LLM call itself is the pipeline's (one injected client).
+"""The LLM stages' prompts and reply parsers as pure functions (CEMS's design,
+seeds/cems-retrieval.txt): intent, query synthesis, HyDE and re-ranking, and the strategy an
+intent routes to. The LLM call itself is the pipeline's (one injected client).
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from memsearch.llm import LLMFailure, Message
-from memsearch.retrieval.candidates import Candidate
 
 # Query synthesis: how many search terms per query type (retrieval.py:166).
 TERM_COUNTS = {"preference": (4, 5), "temporal": (3, 4), "general": (2, 3)}
 PROFILE_CONTEXT_MEMORIES = 5  # the user's own memories shown to preference synthesis and HyDE
 RERANK_TEXT_CHARS = 400  # each candidate's text in the re-rank prompt, at most
 COMPLEXITIES = ("simple", "moderate", "complex")
-DIVERSE_DEFAULT_TOKENS = 2000  # assemble_context_diverse's max_tokens
 
 
 def query_type(intents: Sequence[str]) -> str:
@@ -241,88 +237,3 @@ def parse_rerank(text: str, count: int) -> list[int]:
     if not order:
         raise LLMFailure("malformed reply (no memory numbers)")
     return order + [i for i in range(count) if i not in order]
-
-
-def apply_order(ranked: Sequence[Candidate], order: Sequence[int], method: str) -> list[Candidate]:
-    """The first len(order) candidates put in `order`: they take the fused scores of the places
-    they move to (the scores, sorted, stay where they were), so every later stage sees the new
-    order; each records where it moved from and to."""
-    head, tail = list(ranked[: len(order)]), list(ranked[len(order) :])
-    scores = [c.fusion for c in head]
-    moved = []
-    for place, position in enumerate(order):
-        candidate = head[position]
-        move = {"method": method, "from": position + 1, "to": place + 1, "score_before": candidate.fusion}
-        detail = {**candidate.fusion_detail, "rerank": move}
-        moved.append(replace(candidate, fusion=scores[place], fusion_detail=detail))
-    return moved + tail
-
-
-def coverage_order(query: str, texts: Sequence[str]) -> list[int]:
-    """siftcoder's deterministic re-ranker slot: by the share of the query's distinct content
-    words each text contains, ties kept in their old order."""
-    from memsearch.text import STOPWORDS
-
-    words = {w for w in re.findall(r"\w+", query.lower()) if w not in STOPWORDS}
-    if not words:
-        return list(range(len(texts)))
-    shares = [len(words & set(re.findall(r"\w+", text.lower()))) / len(words) for text in texts]
-    return sorted(range(len(texts)), key=lambda i: (-shares[i], i))
-
-
-# -- diverse assembly (aggregation queries) ----------------------------------------------------
-
-
-def assemble_diverse(
-    ranked: Sequence[Candidate], vectors: Mapping[int, np.ndarray], max_tokens: int, lam: float
-) -> list[Candidate]:
-    """retrieval.py:286: MMR = λ·relevance − (1−λ)·max similarity to the selected, in two phases:
-    first the top result of each session, then the rest, within the token budget. Returns the
-    selected in order, then the others marked."""
-    live = [c for c in ranked if c.dropped is None]
-    chosen: list[Candidate] = []
-    used = 0
-
-    def mmr(candidate: Candidate) -> tuple[float, float]:
-        similarity = max(
-            (
-                float(vectors[candidate.id] @ vectors[c.id])
-                for c in chosen
-                if candidate.id in vectors and c.id in vectors
-            ),
-            default=0.0,
-        )
-        return lam * candidate.final - (1 - lam) * similarity, similarity
-
-    def take(pool: list[Candidate], phase: int) -> None:
-        nonlocal used
-        while pool:
-            order = {c.id: n for n, c in enumerate(live)}
-            best = max(pool, key=lambda c: (mmr(c)[0], -order[c.id]))
-            pool.remove(best)
-            if phase == 1 and any(_session(best) == _session(c) for c in chosen):
-                continue
-            tokens = max(1, -(-len(best.memory.text) // 4))  # select.estimate_tokens
-            if used + tokens > max_tokens:
-                continue
-            score, similarity = mmr(best)
-            used += tokens
-            chosen.append(
-                replace(
-                    best,
-                    selection={**best.selection, "phase": phase, "mmr_score": score, "max_similarity": similarity,
-                               "tokens": tokens},
-                )
-            )  # fmt: skip
-
-    take(list(live), 1)
-    taken = {c.id for c in chosen}
-    take([c for c in live if c.id not in taken], 2)
-    taken = {c.id for c in chosen}
-    rest = [c.drop("budget (diverse assembly)") for c in live if c.id not in taken]
-    return chosen + rest + [c for c in ranked if c.dropped is not None]
-
-
-def _session(candidate: Candidate) -> object:
-    memory = candidate.memory
-    return (memory.conversation, memory.session) if memory.session is not None else ("memory", memory.id)

@@ -1,6 +1,6 @@
 """The LLM stages of one search: which run, within what latency budget, and the trace of each.
 
-Every call goes through `Thinking.ask`, which never raises: a stage that cannot run (no endpoint,
+Every call goes through `StageRunner.ask`, which never raises: a stage that cannot run (no endpoint,
 the budget, a failure of the endpoint) is recorded as skipped with its reason, and the search goes
 on without it. `--max-ms` plans first: the LLM calls are expected to take the endpoint's measured
 latency each (nothing when the answer is cached), and while they would not fit HyDE is dropped,
@@ -45,7 +45,7 @@ class StageTrace:
 
 
 @dataclass
-class Thinking:
+class StageRunner:
     llm: LLM | None
     stages: Sequence[str]  # the LLM stages the profile and request want, in order
     max_ms: int | None = None
