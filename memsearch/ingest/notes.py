@@ -97,10 +97,12 @@ def read_note(data: bytes, path: str) -> Note:
     text, lossy = decode_note(data)
     note = chunk_note(text, path)
     for chunk in note.chunks:
-        if len(chunk.text) > MAX_TEXT_CHARS:
-            length = len(chunk.text)
+        if len(chunk.text) > MAX_TEXT_CHARS:  # only one line over the budget can make a chunk this long
+            lengths = [len(line) for line in chunk.text.split("\n")]
+            longest = max(lengths)
+            number = chunk.start_line + lengths.index(longest)
             raise UnreadableNoteError(
-                f"line {chunk.start_line} is {length:,} characters, over one memory's limit of {MAX_TEXT_CHARS:,}"
+                f"line {number} is {longest:,} characters; its chunk is over one memory's limit of {MAX_TEXT_CHARS:,}"
             )
     return Note(note.chunks, note.tags, lossy)
 
@@ -109,107 +111,108 @@ def chunk_note(text: str, path: str) -> Note:
     """The chunks of a note's text; `path` keys the chunks and, by its suffix, says markdown or plain."""
     lines = split_lines(text)
     if not is_markdown(path):
-        spans = _split_long(lines, _blocks(lines, 0, len(lines), [False] * len(lines)))
-        return _make_note(path, lines, [((), start, end) for start, end in spans], ())
+        plain = _Layout(lines, [False] * len(lines), frozenset())
+        return _make_note(path, lines, [((), start, end) for start, end in plain.split(0, len(lines))], ())
     body_start, tags = front_matter(lines)
     in_fence = fenced_lines(lines, body_start)
-    sections = []  # (trail, first line index, end index exclusive, has a body under the heading)
+    sections = []  # (trail, first line index, end index exclusive)
+    headings = set()
     trail: list[tuple[int, str]] = []
     start = body_start
     for index in range(body_start, len(lines)):
         heading = None if in_fence[index] else _HEADING.fullmatch(lines[index])
         if heading is None:
             continue
+        headings.add(index)
         sections.append((tuple(title for _, title in trail), start, index))
         level = len(heading[1])
         title = _CLOSING_HASHES.sub("", (heading[2] or "").strip()).strip()
         trail = [*(entry for entry in trail if entry[0] < level), (level, title)]
         start = index
     sections.append((tuple(title for _, title in trail), start, len(lines)))
-    return _make_note(path, lines, _pieces(lines, sections, in_fence), tags)
+    return _make_note(path, lines, _Layout(lines, in_fence, frozenset(headings)).pieces(sections), tags)
 
 
-def _pieces(
-    lines: list[str], sections: list[tuple[tuple[str, ...], int, int]], in_fence: list[bool]
-) -> list[tuple[tuple[str, ...], int, int]]:
-    """Sections merged (bare headings into the next) and cut to the budget: (trail, start, end)."""
-    merged: list[tuple[tuple[str, ...], int, int]] = []
-    pending: int | None = None  # the first line of bare headings waiting for a body
-    for trail, start, end in sections:
-        content = [i for i in range(start, end) if lines[i].strip()]
-        if not content:
-            continue
-        if len(content) == 1 and not in_fence[content[0]] and _HEADING.fullmatch(lines[content[0]]):
-            pending = content[0] if pending is None else pending
-            continue
-        merged.append((trail, content[0] if pending is None else pending, end))
-        pending = None
-    if pending is not None:
-        if merged:
-            trail, start, _ = merged[-1]
-            merged[-1] = (trail, start, len(lines))
-        else:
-            merged.append((sections[-1][0], pending, len(lines)))
-    return [
-        (trail, piece_start, piece_end)
-        for trail, start, end in merged
-        for piece_start, piece_end in _split_long(lines, _blocks(lines, start, end, in_fence))
-    ]
+Span = tuple[int, int]  # line indexes [start, end)
 
 
-def _blocks(lines: list[str], start: int, end: int, in_fence: list[bool]) -> list[tuple[int, int]]:
-    """Runs of lines between blank lines outside code fences, as [start, end) without blank edges."""
-    blocks = []
-    block_start: int | None = None
-    last_content = start
-    for index in range(start, end):
-        blank = not lines[index].strip()
-        if blank and not in_fence[index]:
-            if block_start is not None:
-                blocks.append((block_start, last_content + 1))
-                block_start = None
-            continue
-        if not blank:
-            last_content = index
-        if block_start is None and not blank:
-            block_start = index
-    if block_start is not None:
-        blocks.append((block_start, last_content + 1))
-    return blocks
+@dataclass(frozen=True)
+class _Layout:
+    """A text's lines, which are in code fences and which are headings: what cutting it needs."""
 
+    lines: list[str]
+    in_fence: list[bool]
+    headings: frozenset[int]
 
-def _split_long(lines: list[str], blocks: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """Blocks packed greedily into spans of at most CHUNK_CHARS; a longer block is cut at line ends."""
-    units: list[tuple[int, int]] = []
-    for start, end in blocks:
-        if _chars(lines, start, end) <= CHUNK_CHARS:
-            units.append((start, end))
-        else:
-            units.extend(_line_runs(lines, start, end))
-    spans: list[tuple[int, int]] = []
-    for start, end in units:
-        if spans and _chars(lines, spans[-1][0], end) <= CHUNK_CHARS:
-            spans[-1] = (spans[-1][0], end)
-        else:
-            spans.append((start, end))
-    return spans
+    def pieces(self, sections: list[tuple[tuple[str, ...], int, int]]) -> list[tuple[tuple[str, ...], int, int]]:
+        """Sections merged (bare headings into the next) and cut to the budget: (trail, start, end)."""
+        merged: list[tuple[tuple[str, ...], int, int]] = []
+        pending: int | None = None  # the first line of bare headings waiting for a body
+        for trail, start, end in sections:
+            content = [index for index in range(start, end) if self.lines[index].strip()]
+            if not content:
+                continue
+            if content == [start] and start in self.headings:
+                pending = start if pending is None else pending
+                continue
+            merged.append((trail, content[0] if pending is None else pending, end))
+            pending = None
+        if pending is not None:
+            if merged:
+                trail, start, _ = merged[-1]
+                merged[-1] = (trail, start, len(self.lines))
+            else:
+                merged.append((sections[-1][0], pending, len(self.lines)))
+        return [(trail, *span) for trail, start, end in merged for span in self.split(start, end)]
 
+    def split(self, start: int, end: int) -> list[Span]:
+        """Lines [start, end) as spans of at most CHUNK_CHARS that start and end on a non-blank line:
+        whole blocks packed greedily, a longer block cut at line ends. A span may be longer only by
+        its leading headings (a heading always goes with what follows it) or when it is one line."""
+        units: list[Span] = []
+        for block_start, block_end in self._blocks(start, end):
+            if self._chars(block_start, block_end) <= CHUNK_CHARS:
+                units.append((block_start, block_end))
+            else:
+                units.extend(self._pack([(i, i + 1) for i in range(block_start, block_end) if self.lines[i].strip()]))
+        return self._pack(units)
 
-def _line_runs(lines: list[str], start: int, end: int) -> list[tuple[int, int]]:
-    """A long block cut at line ends: each run starts and ends on a non-blank line."""
-    runs: list[tuple[int, int]] = []
-    for index in range(start, end):
-        if not lines[index].strip():
-            continue
-        if runs and _chars(lines, runs[-1][0], index + 1) <= CHUNK_CHARS:
-            runs[-1] = (runs[-1][0], index + 1)
-        else:
-            runs.append((index, index + 1))
-    return runs
+    def _pack(self, units: list[Span]) -> list[Span]:
+        spans: list[Span] = []
+        for start, end in units:
+            if spans and (self._bare(spans[-1]) or self._chars(spans[-1][0], end) <= CHUNK_CHARS):
+                spans[-1] = (spans[-1][0], end)
+            else:
+                spans.append((start, end))
+        if len(spans) > 1 and self._bare(spans[-1]):  # headings at the very end join the span before
+            spans[-2:] = [(spans[-2][0], spans[-1][1])]
+        return spans
 
+    def _bare(self, span: Span) -> bool:
+        """Whether the span holds only headings."""
+        return all(index in self.headings for index in range(*span) if self.lines[index].strip())
 
-def _chars(lines: list[str], start: int, end: int) -> int:
-    return sum(len(line) for line in lines[start:end]) + end - start - 1
+    def _blocks(self, start: int, end: int) -> list[Span]:
+        """Runs of lines between blank lines outside code fences, without blank edges."""
+        blocks: list[Span] = []
+        block_start: int | None = None
+        last_content = start
+        for index in range(start, end):
+            blank = not self.lines[index].strip()
+            if blank and not self.in_fence[index]:
+                if block_start is not None:
+                    blocks.append((block_start, last_content + 1))
+                    block_start = None
+                continue
+            if not blank:
+                last_content = index
+                block_start = index if block_start is None else block_start
+        if block_start is not None:
+            blocks.append((block_start, last_content + 1))
+        return blocks
+
+    def _chars(self, start: int, end: int) -> int:
+        return sum(len(line) for line in self.lines[start:end]) + end - start - 1
 
 
 def _make_note(
