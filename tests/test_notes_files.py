@@ -266,6 +266,18 @@ def test_user_globs_and_exclude_patterns(tmp_path: Path) -> None:
     assert names(walk([tmp_path], ["journal/*.md"]), tmp_path) == ["journal/2024.md", "journal/keep.md"]
 
 
+def test_a_bad_pattern_is_a_clear_error_and_a_bad_gitignore_line_is_passed_over(tmp_path: Path) -> None:
+    write(tmp_path, {"a.md": "", "b.md": "", ".gitignore": "\\\nb.md\n"})
+    with pytest.raises(InvalidInputError, match="not valid gitignore syntax") as error:
+        walk([tmp_path], [], ["!"])
+    assert error.value.field == "exclude"
+    skipped: list[tuple[str, str]] = []
+    assert names(walk([tmp_path], on_skip=lambda *args: skipped.append(args)), tmp_path) == ["a.md"]
+    assert skipped == [
+        (f"{tmp_path.resolve()}/.gitignore:1", "is not a valid gitignore pattern; the file's other lines apply")
+    ]
+
+
 def test_a_root_may_be_a_file_named_whatever_its_suffix(tmp_path: Path) -> None:
     write(tmp_path, {"TODO": "todo", "notes/a.md": "a"})
     states = walk([tmp_path / "TODO", tmp_path / "notes", tmp_path / "notes/a.md"], [], ["TODO", "*.md"])

@@ -205,12 +205,21 @@ def _with_ignore_file(
 ) -> Layers:
     if not any(entry.name == IGNORE_FILE and entry.is_file() for entry in entries):
         return layers
+    path = folder / IGNORE_FILE
     try:
-        lines = (folder / IGNORE_FILE).read_text(encoding="utf-8", errors="replace").splitlines()
-        return (*layers, (relative, GitIgnoreSpec.from_lines(lines)))
-    except (OSError, ValueError, TypeError) as error:
-        skip(str(folder / IGNORE_FILE), f"cannot be used ({error})")
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError as error:
+        skip(str(path), f"cannot be read ({error.strerror or error})")
         return layers
+    valid = []
+    for number, line in enumerate(lines, start=1):
+        try:
+            GitIgnoreSpec.from_lines([line])
+        except (ValueError, TypeError):
+            skip(f"{path}:{number}", "is not a valid gitignore pattern; the file's other lines apply")  # as git does
+            continue
+        valid.append(line)
+    return (*layers, (relative, GitIgnoreSpec.from_lines(valid)))
 
 
 def _ignored(path: str, layers: Layers, exclude: GitIgnoreSpec) -> bool:
