@@ -120,11 +120,14 @@ def walk(
     A root that is a file is taken as named, whatever its suffix and the exclude patterns (as
     ripgrep does). In a folder: files matching `include_globs` (gitignore globs against the path
     under the root; `DEFAULT_INCLUDE` when empty), less those ignored by a `.gitignore` of a walked
-    folder (deeper ones win) or by `exclude_patterns` (gitignore syntax, relative to the root;
-    they win over the .gitignore files, so `!keep.md` brings back an ignored file). Hidden files and
-    folders (`.git`, `.obsidian`) are skipped, and so are symlinks that lead out of the root,
-    broken ones, folders already walked (a link loop) and folders that cannot be listed:
-    `on_skip(path, reason)` hears of each but hidden and ignored ones. A missing root is an error.
+    folder (deeper ones win; a .gitignore above the root is not read) or by `exclude_patterns`
+    (gitignore syntax, relative to the root; they win over the .gitignore files, so `!keep.md`
+    brings back an ignored file). Hidden files and folders (`.git`, `.obsidian`) are skipped, and
+    so are symlinks that lead out of the root, broken ones, folders already walked (a link loop),
+    folders that cannot be listed and invalid .gitignore lines: `on_skip(path, reason)` hears of
+    each but hidden and ignored ones. Each root is walked with its own rules and the result is the
+    union. A missing root, or a pattern that is not gitignore syntax, is an `InvalidInputError`
+    (its field "include" or "exclude" for a pattern).
     """
     include = _spec(include_globs or DEFAULT_INCLUDE, "include")
     exclude = _spec(exclude_patterns, "exclude")
