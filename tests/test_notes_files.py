@@ -136,6 +136,9 @@ def test_invalid_utf8_is_read_with_replacement_and_the_note_says_so() -> None:
     assert note.chunks[0].trail == ("Caf\ufffd",)
     assert "na\ufffdve" in note.chunks[0].text
     assert not read_note("# Café\n".encode(), "cafe.md").lossy
+    data = b"caf\xe9 au lait\n"
+    [file] = plan({}, [FileState("/n/latin1.txt", len(data), 1)], lambda path: data).files
+    assert file.status is FileStatus.NEW and file.lossy and file.add_chunks[0].text == "caf\ufffd au lait"
 
 
 def test_a_line_too_long_for_one_memory_is_a_clear_error() -> None:
