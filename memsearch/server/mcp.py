@@ -32,6 +32,7 @@ from mcp.types import (
     Tool,
     ToolAnnotations,
 )
+from pydantic_core import PydanticSerializationError
 
 from memsearch import __version__
 from memsearch.errors import MemsearchError
@@ -172,8 +173,13 @@ def build_server(service: WarmService) -> Server[Any]:
         except Exception as error:  # a bug: its traceback goes to stderr, never to the agent
             logger.exception("tool %s failed", tool.name)
             return _text_result(f"{tool.name} failed: internal error ({type(error).__name__}); see the server's log")
-        text = json.dumps(document, indent=2, ensure_ascii=False)
-        return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=document)
+        try:
+            text = json.dumps(document, indent=2, ensure_ascii=False)
+            result = CallToolResult(content=[TextContent(type="text", text=text)], structured_content=document)
+            result.model_dump(by_alias=True, mode="json")  # as the SDK will: it fails on nesting past ~250 levels
+        except (PydanticSerializationError, ValueError, RecursionError) as error:  # a memory's deep metadata
+            return _text_result(f"{tool.name}: the answer cannot be encoded as JSON ({error})")
+        return result
 
     return Server(
         "memsearch",

@@ -6,39 +6,32 @@ sent a request waits forever. So every line is read here first; the lines the SD
 to it unchanged, and each other line is answered here with one JSON-RPC error: -32700 (not
 JSON), -32600 (not a request the server can take) or -32602 (its params nest too deeply or hold
 a lone surrogate), under the request's id when one can be read, else `null`. A notification is
-never answered. The SDK's writer stops the server on a reply it cannot encode (a stored memory
-whose metadata nests past its serializer's depth): such a reply becomes an error for its request.
+never answered.
 """
 
 from __future__ import annotations
 
 import json
-import logging
 import re
 import sys
 from collections.abc import AsyncIterable, AsyncIterator
 from io import TextIOWrapper
-from types import TracebackType
 from typing import Any
 
 import anyio
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
-from mcp.shared._stream_protocols import WriteStream
 from mcp.shared.message import SessionMessage
 from mcp_types import (
-    INTERNAL_ERROR,
     INVALID_PARAMS,
     INVALID_REQUEST,
     PARSE_ERROR,
     ErrorData,
     JSONRPCError,
+    JSONRPCNotification,
     jsonrpc_message_adapter,
 )
 from pydantic import ValidationError
-from pydantic_core import PydanticSerializationError
-
-logger = logging.getLogger(__name__)
 
 MAX_DEPTH = 200  # about what the SDK's JSON parser (jiter) reads: objects and arrays inside one another
 
@@ -56,61 +49,40 @@ async def serve_stdio(server: Server[Any], stdin: AsyncIterable[str] | None = No
             async for line in lines:
                 if not line.strip():
                     continue
-                try:
-                    jsonrpc_message_adapter.validate_json(line, by_name=False)
-                except ValidationError:
-                    refusal = refusal_of(line)
-                    if refusal is not None:
-                        await refusals_in.send(refusal)
-                    continue
-                yield line
+                if _sdk_reads(line):
+                    yield line
+                elif (refusal := refusal_of(line)) is not None:
+                    await refusals_in.send(refusal)
 
     async with stdio_server(stdin=readable()) as (read_stream, write_stream):  # type: ignore[arg-type]
-        replies = EncodableReplies(write_stream)
 
         async def answer_refusals() -> None:
             async with refusals_out:
                 async for refusal in refusals_out:
                     try:
-                        await replies.send(SessionMessage(refusal))
+                        await write_stream.send(SessionMessage(refusal))
                     except (anyio.ClosedResourceError, anyio.BrokenResourceError):
                         return  # the server is closing: stdout is gone
 
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(answer_refusals)
-            await server.run(read_stream, replies, server.create_initialization_options())
+            await server.run(read_stream, write_stream, server.create_initialization_options())
             tasks.cancel_scope.cancel()
 
 
-class EncodableReplies:
-    """The SDK's write stream, each message encoded once first: one that cannot be becomes an
-    internal error for its request instead of stopping the SDK's writer (and the server)."""
-
-    def __init__(self, inner: WriteStream[SessionMessage]) -> None:
-        self._inner = inner
-
-    async def send(self, item: SessionMessage, /) -> None:
+def _sdk_reads(line: str) -> bool:
+    """Whether the SDK reads the line as what it is: a request with an id it cannot read (true,
+    null, 1.5) passes its parser as a notification, never answered."""
+    try:
+        message = jsonrpc_message_adapter.validate_json(line, by_name=False)
+    except ValidationError:
+        return False
+    if isinstance(message, JSONRPCNotification) and '"id"' in line:
         try:
-            item.message.model_dump_json(by_alias=True, exclude_unset=True)
-        except (PydanticSerializationError, ValueError) as error:
-            request_id = getattr(item.message, "id", None)
-            logger.warning("reply to request %r cannot be encoded as JSON: %s", request_id, error)
-            if request_id is None:
-                return
-            item = SessionMessage(_error(request_id, INTERNAL_ERROR, f"the answer cannot be encoded as JSON: {error}"))
-        await self._inner.send(item)
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-    async def __aenter__(self) -> EncodableReplies:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc_val: BaseException | None, exc_tb: TracebackType | None
-    ) -> bool | None:
-        await self.aclose()
-        return None
+            return "id" not in json.loads(line)
+        except (ValueError, RecursionError):
+            return False
+    return True
 
 
 def refusal_of(line: str) -> JSONRPCError | None:
