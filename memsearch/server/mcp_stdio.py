@@ -88,7 +88,7 @@ def _sdk_reads(line: str) -> bool:
 def refusal_of(line: str) -> JSONRPCError | None:
     """The error that answers a line the SDK cannot read; None for a notification or a reply."""
     try:
-        message = json.loads(line, parse_constant=_refuse_constant)
+        message = json.loads(line, parse_constant=_refuse_constant, parse_int=_whole_number)
     except RecursionError:
         return _error(top_level_id(line), INVALID_REQUEST, f"Invalid request: nested deeper than {MAX_DEPTH} levels")
     except ValueError as error:  # not JSON, NaN, a number too long
@@ -186,6 +186,12 @@ def _inspect(value: object) -> tuple[int, bool]:
 
 def _refuse_constant(name: str) -> float:
     raise ValueError(f"{name} is not a JSON number")
+
+
+def _whole_number(digits: str) -> int:
+    if len(digits) > 4000:  # Python's own limit (4300) words it with a hint about sys
+        raise ValueError(f"a number of {len(digits)} digits is too long")
+    return int(digits)
 
 
 def _error(request_id: str | int | None, code: int, message: str) -> JSONRPCError:
