@@ -178,11 +178,15 @@ class Field:
     def _check_bounds(self, value: float) -> None:
         low, high = self.minimum, self.maximum
         if (low is not None and value < low) or (high is not None and value > high):
+            if isinstance(value, int) and abs(value) > 1e300:  # beyond a float, which :g converts it to
+                shown = f"{'a negative' if value < 0 else 'a'} {value.bit_length()}-bit number"
+            else:
+                shown = f"{value:g}"
             if low is not None and high is not None:
-                raise self._error(f"must be from {low:g} to {high:g}, not {value:g}")
+                raise self._error(f"must be from {low:g} to {high:g}, not {shown}")
             if low is not None:
-                raise self._error(f"must be at least {low:g}, not {value:g}")
-            raise self._error(f"must be at most {high:g}, not {value:g}")
+                raise self._error(f"must be at least {low:g}, not {shown}")
+            raise self._error(f"must be at most {high:g}, not {shown}")
 
     def _check_choice(self, value: str) -> None:
         if self.choices and value not in self.choices:

@@ -13,9 +13,14 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from memsearch.embedding import Encoder
+from memsearch.operations import ADD, DELETE, GET, SEARCH, STATS, TIMELINE
 from tests.serving import server_env
 
 TOOLS = {"mem_search", "mem_add", "mem_get", "mem_timeline", "mem_delete", "mem_stats"}
+OPERATIONS = {
+    "mem_search": SEARCH, "mem_add": ADD, "mem_get": GET,
+    "mem_timeline": TIMELINE, "mem_delete": DELETE, "mem_stats": STATS,
+}  # fmt: skip
 
 
 async def _session_calls(db: Path) -> dict[str, Any]:
@@ -52,6 +57,24 @@ async def _session_calls(db: Path) -> dict[str, Any]:
             seen["bad_tokens"] = await call("mem_search", query="x", max_tokens=0)
             seen["bad_get"] = await call("mem_get", ref=99)
             seen["bad_add"] = await call("mem_add", text="   ")
+            seen["unknown_argument"] = await call("mem_search", query="port", limit=3)
+            seen["bool_k"] = await call("mem_search", query="port", k=True)
+            seen["string_k"] = await call("mem_search", query="port", k="2")
+            seen["float_k"] = await call("mem_search", query="port", k=1.5)
+            seen["huge_k"] = await call("mem_search", query="port", k=10**400)
+            seen["bad_mode"] = await call("mem_search", query="port", mode="fuzzy")
+            seen["no_query"] = await call("mem_search", k=2)
+            seen["bad_importance"] = await call("mem_add", text="x", importance="high")
+            seen["bool_ref"] = await call("mem_get", ref=False)
+            seen["unknown_stats_argument"] = await call("mem_stats", verbose=True)
+            seen["wide_timeline"] = await call("mem_timeline", ref=2, before=5000, after=5)
+            seen["too_wide_timeline"] = await call("mem_timeline", ref=2, before=10_001)
+            seen["as_of"] = await call(
+                "mem_search", query="port", as_of="2030-01-01T00:00:00Z", touch=False, tau_days=0, profile="default"
+            )
+            seen["boosted"] = await call(
+                "mem_search", query="coffee", boost=["project:home=2"], rerank="deterministic", max_ms=5000
+            )
     return seen
 
 
@@ -61,17 +84,24 @@ def test_an_agent_stores_and_recalls_through_every_tool(tmp_path: Path, encoder:
     assert set(seen["tools"]) == TOOLS
     for tool in seen["tools"].values():
         assert tool.description and tool.input_schema["type"] == "object"
+    for name, operation in OPERATIONS.items():  # every field, as memsearch/operations.py describes it
+        schema = seen["tools"][name].input_schema
+        assert schema == operation.json_schema() and schema["additionalProperties"] is False, name
+        assert all(property_.get("description") for property_ in schema["properties"].values())
     search_schema = seen["tools"]["mem_search"].input_schema
-    assert {"query", "k", "mode", "profile", "project", "namespace", "tags", "since", "until"} <= set(
-        search_schema["properties"]
-    )
-    assert {"granularity", "explain", "raw", "kinds", "conversation", "roles", "sessions"} <= set(
+    assert {"profile", "tau_days", "as_of", "touch", "boost", "rerank", "max_ms", "raw", "explain"} <= set(
         search_schema["properties"]
     )
     assert search_schema["required"] == ["query"]
-    assert all(property_.get("description") for property_ in search_schema["properties"].values())
+    assert seen["tools"]["mem_timeline"].input_schema["properties"]["before"]["maximum"] == 10_000
+    hints = {name: tool.annotations for name, tool in seen["tools"].items()}
+    assert all(hints[name].read_only_hint for name in ("mem_get", "mem_stats", "mem_timeline"))
+    assert hints["mem_delete"].destructive_hint and not hints["mem_add"].destructive_hint
 
     assert [r.structured_content["id"] for r in seen["add"]] == [1, 2, 3]
+    assert seen["add"][0].structured_content == {  # AddOutcome.to_dict()
+        "id": 1, "stored": True, "duplicate_of": None, "similarity": None, "threshold": None,
+    }  # fmt: skip
     found = seen["search"].structured_content
     assert not seen["search"].is_error and found["schema_version"] == 1
     assert found["results"][0]["id"] == 3 and "explain" not in found["results"][0]
@@ -90,23 +120,35 @@ def test_an_agent_stores_and_recalls_through_every_tool(tmp_path: Path, encoder:
     assert seen["delete_ok"].structured_content == {"deleted": [1]}
     assert seen["stats"].structured_content["memories"] == 2
 
+    assert len(seen["wide_timeline"].structured_content["memories"]) == 2  # before may exceed 100
+    assert seen["as_of"].structured_content["as_of"].startswith("2030-01-01")
+    assert seen["boosted"].structured_content["results"][0]["id"] == 2
+
     for name, wanted in (
-        ("bad_tokens", "argument 'max_tokens' must be at least 1"),
+        ("bad_tokens", "argument 'max_tokens' must be at least 1, not 0"),
         ("bad_get", "no memory with id 99"),
         ("bad_since", "is neither an ISO-8601 date"),
         ("bad_add", "memory text is empty"),
+        ("unknown_argument", "argument 'limit' is not a field of search (known: query, k, mode,"),
+        ("bool_k", "argument 'k' must be a whole number, not True"),
+        ("string_k", "argument 'k' must be a whole number, not '2'"),
+        ("float_k", "argument 'k' must be a whole number, not 1.5"),
+        ("huge_k", "argument 'k' must be from 1 to 1000, not a 1329-bit number"),
+        ("bad_mode", "argument 'mode' must be one of auto, vector, hybrid, lexical, not 'fuzzy'"),
+        ("no_query", "argument 'query' is missing"),
+        ("bad_importance", "argument 'importance' must be a number, not 'high'"),
+        ("bool_ref", "argument 'ref' must be a memory id or key, not False"),
+        ("unknown_stats_argument", "argument 'verbose' is not a field of stats"),
+        ("too_wide_timeline", "argument 'before' must be from 0 to 10000, not 10001"),
     ):
         result = seen[name]
         assert result.is_error, name
         text = result.content[0].text
-        assert wanted in text and "Traceback" not in text, text
+        assert wanted in text and "\n" not in text and "pydantic" not in text, text
 
 
 @pytest.mark.parametrize("tool", sorted(TOOLS))
 def test_every_tool_has_an_actionable_description(tool: str) -> None:
-    from memsearch.server.common import WarmService
-    from memsearch.server.mcp import build_server
+    from memsearch.server.mcp import TOOL_BY_NAME
 
-    server = build_server(WarmService(None, warm=False))
-    listed = {t.name: t for t in anyio.run(server.list_tools)}
-    assert len(listed[tool].description or "") > 30
+    assert len(TOOL_BY_NAME[tool].listing().description or "") > 30

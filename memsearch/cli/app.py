@@ -930,7 +930,7 @@ def timeline(
 @app.command()
 def mcp(
     http: Annotated[bool, typer.Option("--http", help="Serve streamable HTTP on loopback instead of stdio.")] = False,
-    port: Annotated[int, typer.Option("--port", help="The port for --http.", min=1, max=65535)] = 8766,
+    port: Annotated[int, typer.Option("--port", help="The port for --http (0: any free).", min=0, max=65535)] = 8766,
     db: DbOption = None,
     model: ModelOption = None,
 ) -> None:

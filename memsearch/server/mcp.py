@@ -1,30 +1,48 @@
 """`memsearch mcp`: the library as MCP tools, on stdio (or streamable HTTP on loopback).
 
-Every tool makes one library call on a `Memsearch` that stays warm for the life of the process.
-Library errors come back as tool errors with the library's message, the field named as the tool
-argument; anything else is a bug and the SDK reports it without a traceback.
+Each tool is one operation of `memsearch.operations`: its input schema is the operation's JSON
+schema (unknown arguments refused), its arguments are checked by `Operation.check` (strict JSON
+types, the same wording as the HTTP API), and it makes one library call on a `Memsearch` that
+stays warm for the life of the process. Library errors come back as one-line tool errors naming
+the argument; anything else is a bug, logged on stderr and reported without a traceback.
 """
 
 from __future__ import annotations
 
+import json
+import logging
 import os
+import sys
 from collections.abc import Callable
-from typing import Annotated, Any, Literal, TypeVar
+from dataclasses import dataclass
+from functools import partial
+from typing import TYPE_CHECKING, Any
 
-from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import ToolAnnotations
-from pydantic import Field
+import anyio
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import Server
+from mcp.shared.exceptions import MCPError
+from mcp.types import (
+    INVALID_PARAMS,
+    CallToolRequestParams,
+    CallToolResult,
+    ListToolsResult,
+    PaginatedRequestParams,
+    TextContent,
+    Tool,
+    ToolAnnotations,
+)
+from pydantic_core import PydanticSerializationError
 
 from memsearch import __version__
 from memsearch.errors import MemsearchError
-from memsearch.retrieval.request import request_from_fields
-from memsearch.server.common import MAX_QUERY_CHARS, WarmService, check_text, new_memory, parse_ref
+from memsearch.operations import ADD, DELETE, GET, SEARCH, STATS, TIMELINE, Operation
+from memsearch.server.common import WarmService
 
-# The tool argument for each library field whose name differs from it.
-ARGUMENT_OF_FIELD = {"tau_days": "tau_days", "fmt": "format"}
+if TYPE_CHECKING:
+    from memsearch.api import Memsearch
 
-T = TypeVar("T")
+logger = logging.getLogger(__name__)
 
 INSTRUCTIONS = (
     "memsearch is a long-term memory. Call mem_search before answering anything that may depend on "
@@ -33,189 +51,143 @@ INSTRUCTIONS = (
     "to mem_get, mem_timeline or mem_delete."
 )
 
+READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+WRITES = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
+DESTRUCTIVE = ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=False)
+# Every tool answers with one JSON object, as structured content and as its text.
+OUTPUT_SCHEMA: dict[str, Any] = {"type": "object", "additionalProperties": True}
+
+
+def _search(ms: Memsearch, fields: dict[str, Any]) -> dict[str, Any]:
+    from memsearch.retrieval.request import request_from_fields
+
+    raw, explain = fields.pop("raw", False), fields.pop("explain", False)
+    request = request_from_fields(fields.pop("query"), **fields)
+    return ms.search(request).to_dict(raw=raw, explain=explain)
+
+
+def _add(ms: Memsearch, fields: dict[str, Any]) -> dict[str, Any]:
+    from memsearch.models import NewMemory
+
+    replace, profile = fields.pop("replace", False), fields.pop("profile", None)
+    return ms.add(NewMemory.from_json(fields), replace=replace, profile=profile).to_dict()
+
+
+@dataclass(frozen=True)
+class McpTool:
+    """An operation as an MCP tool: what the agent reads, and the one library call it makes."""
+
+    name: str
+    operation: Operation
+    description: str
+    annotations: ToolAnnotations
+    call: Callable[[Memsearch, dict[str, Any]], dict[str, Any]]
+
+    def listing(self) -> Tool:
+        return Tool(
+            name=self.name,
+            description=self.description,
+            input_schema=self.operation.json_schema(),
+            output_schema=OUTPUT_SCHEMA,
+            annotations=self.annotations,
+        )
+
+    def run(self, ms: Memsearch, arguments: dict[str, Any]) -> dict[str, Any]:
+        return self.call(ms, self.operation.check(arguments))
+
+
+TOOLS: tuple[McpTool, ...] = (
+    McpTool(
+        "mem_search",
+        SEARCH,
+        "Search the memories. Returns the same JSON document as `memsearch search --format json`: "
+        "results ranked best first, each with id, text, score, created_at, tags and scope fields "
+        "(without the per-result `explain` breakdown unless explain is true).",
+        WRITES,  # a search records an access of its results (unless touch is false or as_of is given)
+        _search,
+    ),
+    McpTool(
+        "mem_add",
+        ADD,
+        "Store one memory. Returns its id; with a deduplicating profile, a near-duplicate is not "
+        "stored and the existing memory's id is returned with stored=false.",
+        WRITES,
+        _add,
+    ),
+    McpTool(
+        "mem_get",
+        GET,
+        "One memory with every field, by id or key.",
+        READ_ONLY,
+        lambda ms, fields: ms.get(fields["ref"]).to_dict(),
+    ),
+    McpTool(
+        "mem_timeline",
+        TIMELINE,
+        "The memories around one in order: for a conversation turn, the turns around it in its "
+        "session; for a note, the memories around it in time. `current` marks the one asked for.",
+        READ_ONLY,
+        lambda ms, fields: ms.timeline(**fields).to_dict(),
+    ),
+    McpTool(
+        "mem_delete",
+        DELETE,
+        "Delete memories: all of them, or none if any is not found. Returns the deleted ids.",
+        DESTRUCTIVE,
+        lambda ms, fields: {"deleted": ms.delete(fields["refs"])},
+    ),
+    McpTool(
+        "mem_stats",
+        STATS,
+        "What the store holds: counts of memories by kind, project and namespace, the model, the file.",
+        READ_ONLY,
+        lambda ms, fields: ms.stats(),
+    ),
+)
+TOOL_BY_NAME = {tool.name: tool for tool in TOOLS}
+
 
 def tool_message(error: MemsearchError) -> str:
-    """The library's message, its field worded as the tool argument."""
-    if error.field is None:
-        return str(error)
-    return f"argument {ARGUMENT_OF_FIELD.get(error.field, error.field)!r} {error.problem}"
+    """The library's message, its field worded as the tool argument (they have the same names)."""
+    return str(error) if error.field is None else f"argument {error.field!r} {error.problem}"
 
 
-def _call(action: Callable[[], T]) -> T:
-    try:
-        return action()
-    except MemsearchError as error:
-        raise ToolError(tool_message(error)) from None
+def _text_result(text: str) -> CallToolResult:
+    return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
 
 
-Ref = Annotated[int | str, Field(description="The memory's id (a number) or its key (a string).")]
-Mode = Literal["auto", "vector", "hybrid", "lexical"]
-
-
-def build_server(service: WarmService) -> MCPServer:
+def build_server(service: WarmService) -> Server[Any]:
     ms = service.ms
-    server = MCPServer("memsearch", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
-    read_only = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
-    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False))
-    def mem_search(
-        query: Annotated[str, Field(description="What to look for, in natural language or keywords.")],
-        k: Annotated[int | None, Field(description="How many results (1-1000); default: the profile's.")] = None,
-        mode: Annotated[
-            Mode, Field(description="auto picks vector or hybrid per query; lexical is keyword-only (BM25).")
-        ] = "auto",
-        profile: Annotated[
-            str | None, Field(description="Ranking profile (default, cems, siftcoder, …); default: default.")
-        ] = None,
-        project: Annotated[str | None, Field(description="Only memories of this project.")] = None,
-        namespace: Annotated[str | None, Field(description="Only memories of this namespace.")] = None,
-        tags: Annotated[list[str] | None, Field(description="Only memories that have all these tags.")] = None,
-        since: Annotated[
-            str | None, Field(description="Only memories created at or after this time: ISO-8601, or 7d, 2w, today.")
-        ] = None,
-        until: Annotated[
-            str | None, Field(description="Only memories created at or before this time: ISO-8601, or 7d, yesterday.")
-        ] = None,
-        kinds: Annotated[list[str] | None, Field(description="Only these kinds: note, turn, session.")] = None,
-        conversation: Annotated[str | None, Field(description="Only this conversation's memories.")] = None,
-        roles: Annotated[list[str] | None, Field(description="Only memories of these roles (speakers).")] = None,
-        sessions: Annotated[list[str] | None, Field(description="Only memories of these sessions.")] = None,
-        granularity: Annotated[
-            Literal["turn", "session"],
-            Field(description="turn: turns and notes; session: whole conversation sessions."),
-        ] = "turn",
-        max_tokens: Annotated[int | None, Field(description="Token budget for all results' text.")] = None,
-        boost: Annotated[
-            list[str] | None,
-            Field(description="Score multipliers: tag:NAME[=FACTOR] or project:NAME[=FACTOR] (default 1.5)."),
-        ] = None,
-        rerank: Annotated[
-            Literal["off", "deterministic", "llm"] | None,
-            Field(description="Re-rank the top fused candidates (default: the profile's)."),
-        ] = None,
-        max_ms: Annotated[
-            int | None, Field(description="Latency budget in ms: LLM stages that would not fit are skipped.")
-        ] = None,
-        explain: Annotated[
-            bool, Field(description="Keep each result's score breakdown (legs, fusion, factors).")
-        ] = False,
-        raw: Annotated[
-            bool, Field(description="Also return every candidate before filtering, with why it was dropped.")
-        ] = False,
-    ) -> dict[str, Any]:
-        """Search the memories. Returns the same JSON document as `memsearch search --format json`:
-        results ranked best first, each with id, text, score, created_at, tags and scope fields
-        (without the per-result `explain` breakdown unless explain is true)."""
+    async def list_tools(ctx: ServerRequestContext[Any], params: PaginatedRequestParams | None) -> ListToolsResult:
+        return ListToolsResult(tools=[tool.listing() for tool in TOOLS])
 
-        def run() -> dict[str, Any]:
-            request = request_from_fields(
-                check_text("query", query, MAX_QUERY_CHARS),
-                k=k,
-                mode=mode,
-                project=project,
-                namespace=namespace,
-                tags=tags,
-                since=since,
-                until=until,
-                kinds=kinds,
-                conversation=conversation,
-                roles=roles,
-                sessions=sessions,
-                granularity=granularity,
-                max_tokens=max_tokens,
-                boost=boost,
-                rerank=rerank,
-                max_ms=max_ms,
-                profile=profile,
-            )
-            return ms.search(request).to_dict(raw=raw, explain=explain)
+    async def call_tool(ctx: ServerRequestContext[Any], params: CallToolRequestParams) -> CallToolResult:
+        tool = TOOL_BY_NAME.get(params.name)
+        if tool is None:
+            raise MCPError(INVALID_PARAMS, f"Unknown tool: {params.name} (known: {', '.join(TOOL_BY_NAME)})")
+        try:
+            document = await anyio.to_thread.run_sync(partial(tool.run, ms, dict(params.arguments or {})))
+        except MemsearchError as error:
+            return _text_result(tool_message(error))
+        except Exception as error:  # a bug: its traceback goes to stderr, never to the agent
+            logger.exception("tool %s failed", tool.name)
+            return _text_result(f"{tool.name} failed: internal error ({type(error).__name__}); see the server's log")
+        try:
+            text = json.dumps(document, indent=2, ensure_ascii=False)
+            result = CallToolResult(content=[TextContent(type="text", text=text)], structured_content=document)
+            result.model_dump(by_alias=True, mode="json")  # as the SDK will: it fails on nesting past ~250 levels
+        except (PydanticSerializationError, ValueError, RecursionError) as error:  # a memory's deep metadata
+            return _text_result(f"{tool.name}: the answer cannot be encoded as JSON ({error})")
+        return result
 
-        return _call(run)
-
-    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False))
-    def mem_add(
-        text: Annotated[str, Field(description="The memory: one self-contained statement.")],
-        key: Annotated[str | None, Field(description="A unique key to find or replace it by.")] = None,
-        tags: Annotated[list[str] | None, Field(description="Tags.")] = None,
-        importance: Annotated[float, Field(description="0 to 1.")] = 0.5,
-        priority: Annotated[float, Field(description="1 to 2; ranking boost.")] = 1.0,
-        pinned: Annotated[bool, Field(description="Pinned memories are boosted and never superseded.")] = False,
-        project: Annotated[str | None, Field(description="The project it belongs to.")] = None,
-        namespace: Annotated[str | None, Field(description="Its namespace.")] = None,
-        session: Annotated[str | None, Field(description="The session it came from.")] = None,
-        role: Annotated[str | None, Field(description="Who said it (user, assistant, …).")] = None,
-        created_at: Annotated[str | None, Field(description="When, ISO-8601; default: now.")] = None,
-        metadata: Annotated[dict[str, Any] | None, Field(description="Any JSON object to keep with it.")] = None,
-        replace: Annotated[bool, Field(description="Overwrite the memory that has the same key.")] = False,
-        profile: Annotated[
-            str | None, Field(description="A profile whose ingest dedup may find it a near-duplicate.")
-        ] = None,
-    ) -> dict[str, Any]:
-        """Store one memory. Returns its id; with a deduplicating profile, a near-duplicate is not
-        stored and the existing memory's id is returned with stored=false."""
-        fields = {
-            "text": text,
-            "key": key,
-            "tags": tags,
-            "importance": importance,
-            "priority": priority,
-            "pinned": pinned,
-            "project": project,
-            "namespace": namespace,
-            "session": session,
-            "role": role,
-            "created_at": created_at,
-            "metadata": metadata,
-        }
-
-        def run() -> dict[str, Any]:
-            memory = new_memory({name: value for name, value in fields.items() if value is not None})
-            outcome = ms.add(memory, replace=replace, profile=profile)
-            return add_document(outcome)
-
-        return _call(run)
-
-    @server.tool(annotations=read_only)
-    def mem_get(ref: Ref) -> dict[str, Any]:
-        """One memory with every field, by id or key."""
-        return _call(lambda: ms.get(parse_ref(ref)).to_dict())
-
-    @server.tool(annotations=read_only)
-    def mem_timeline(
-        ref: Ref,
-        before: Annotated[int, Field(description="How many memories before it.", ge=0, le=100)] = 5,
-        after: Annotated[int, Field(description="How many memories after it.", ge=0, le=100)] = 5,
-    ) -> dict[str, Any]:
-        """The memories around one in order: for a conversation turn, the turns around it in its
-        session; for a note, the memories around it in time. `current` marks the one asked for."""
-
-        def timeline() -> dict[str, Any]:
-            return ms.timeline(parse_ref(ref), before=before, after=after).to_dict()
-
-        return _call(timeline)
-
-    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, open_world_hint=False))
-    def mem_delete(
-        refs: Annotated[list[int | str], Field(description="Ids or keys of the memories to delete.", min_length=1)],
-    ) -> dict[str, Any]:
-        """Delete memories: all of them, or none if any is not found. Returns the deleted ids."""
-        return _call(lambda: {"deleted": ms.delete([parse_ref(ref) for ref in refs])})
-
-    @server.tool(annotations=read_only)
-    def mem_stats() -> dict[str, Any]:
-        """What the store holds: counts of memories by kind, project and namespace, the model, the file."""
-        return _call(ms.stats)
-
-    return server
-
-
-def add_document(outcome: Any) -> dict[str, Any]:
-    return {
-        "id": outcome.id,
-        "stored": outcome.stored,
-        "duplicate_of": outcome.duplicate_of,
-        "similarity": outcome.similarity,
-    }
+    return Server(
+        "memsearch",
+        version=__version__,
+        instructions=INSTRUCTIONS,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+    )
 
 
 def run_mcp(
@@ -231,8 +203,27 @@ def run_mcp(
     server = build_server(service)
     try:
         if http:
-            server.run("streamable-http", host=host, port=port)
+            _serve_http(server, host, port)
         else:
-            server.run("stdio")
+            from memsearch.server.mcp_stdio import serve_stdio
+
+            anyio.run(serve_stdio, server)
     finally:
         service.close()
+
+
+def _serve_http(server: Server[Any], host: str, port: int) -> None:
+    """Streamable HTTP at http://HOST:PORT/mcp, announced on stderr once the port is bound."""
+    import uvicorn
+
+    from memsearch.server.http import listening_socket
+
+    listener = listening_socket(host, port)
+    shown_host = f"[{host}]" if ":" in host else host
+    url = f"http://{shown_host}:{listener.getsockname()[1]}/mcp"
+    config = uvicorn.Config(server.streamable_http_app(host=host), log_level="warning", access_log=False)
+    print(f"memsearch mcp: serving MCP (streamable HTTP) at {url}", file=sys.stderr, flush=True)
+    try:
+        uvicorn.Server(config).run(sockets=[listener])
+    finally:
+        listener.close()

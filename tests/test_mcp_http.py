@@ -1,0 +1,54 @@
+"""`memsearch mcp --http`: it names its URL on stderr once listening, and the SDK's client reaches it there."""
+
+from __future__ import annotations
+
+import re
+import select
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import anyio
+from mcp.client.session import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+
+from memsearch.embedding import Encoder
+from tests.serving import server_env
+
+URL = re.compile(r"http://127\.0\.0\.1:[0-9]+/mcp\b")
+
+
+def _announced_url(process: subprocess.Popen[bytes], timeout: float) -> tuple[str, str]:
+    """The URL the server prints on stderr, and all it printed until then."""
+    assert process.stderr is not None
+    deadline, seen = time.monotonic() + timeout, b""
+    while (found := URL.search(seen.decode(errors="replace"))) is None:
+        ready, _, _ = select.select([process.stderr], [], [], max(deadline - time.monotonic(), 0))
+        chunk = process.stderr.read1(4096) if ready else b""  # type: ignore[attr-defined]
+        assert chunk, f"no URL on stderr: {seen.decode(errors='replace')}"
+        seen += chunk
+    return found.group(), seen.decode(errors="replace")
+
+
+async def _stats_over_http(url: str) -> tuple[set[str], int]:
+    with anyio.fail_after(60):
+        async with streamable_http_client(url) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            tools = {tool.name for tool in (await session.list_tools()).tools}
+            stats = await session.call_tool("mem_stats", {})
+            return tools, stats.structured_content["memories"]
+
+
+def test_mcp_over_http_prints_its_url_and_serves_there(tmp_path: Path, encoder: Encoder) -> None:
+    db = tmp_path / "store" / "memsearch.db"
+    command = [sys.executable, "-m", "memsearch", "mcp", "--http", "--port", "0", "--db", str(db)]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=server_env())
+    try:
+        url, printed = _announced_url(process, timeout=120)
+        assert printed.strip().endswith(url) and "Traceback" not in printed
+        tools, memories = anyio.run(_stats_over_http, url)
+        assert "mem_search" in tools and memories == 0
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
