@@ -8,12 +8,15 @@ import http.client
 import json
 import resource
 import socket
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from memsearch.api import Memsearch
 from memsearch.embedding import Encoder
 from tests.serving import Served, server_env, start_server
 
@@ -206,3 +209,114 @@ def test_idle_connections_do_not_starve_a_real_request(db_path: Path, encoder: E
         for connection in idle:
             connection.close()
         assert server.stop() == 0
+
+
+# -- `memsearch mcp --http` ------------------------------------------------------------------
+
+MCP_ACCEPT = "application/json, text/event-stream"
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture
+def mcp_http(db_path: Path, encoder: Encoder) -> Iterator[int]:
+    """`memsearch mcp --http` on a free loopback port; yields the port once it accepts connections."""
+    port = _free_port()
+    db_path.parent.mkdir(parents=True, exist_ok=True)
+    stderr_path = db_path.parent / "mcp.stderr"
+    with stderr_path.open("wb") as stderr:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "memsearch", "mcp", "--http", "--port", str(port), "--db", str(db_path)],
+            env=server_env(),
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+        )
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            assert process.poll() is None, stderr_path.read_text()
+            assert time.monotonic() < deadline, f"mcp --http did not start: {stderr_path.read_text()}"
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        yield port
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def _mcp_post(port: int, message: dict[str, object], headers: dict[str, str]) -> tuple[int, bytes, dict[str, str]]:
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    try:
+        connection.request("POST", "/mcp", body=json.dumps(message).encode(), headers=headers)
+        response = connection.getresponse()
+        return response.status, response.read(), {k.lower(): v for k, v in response.getheaders()}
+    finally:
+        connection.close()
+
+
+def _mcp_session(port: int) -> dict[str, str]:
+    """The headers of an initialized session (the legitimate client's)."""
+    base = {"Host": f"127.0.0.1:{port}", "Content-Type": "application/json", "Accept": MCP_ACCEPT}
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+    }
+    status, body, headers = _mcp_post(port, initialize, base)
+    assert status == 200, body
+    session = {**base, "mcp-session-id": headers["mcp-session-id"], "mcp-protocol-version": "2025-06-18"}
+    status, body, _ = _mcp_post(port, {"jsonrpc": "2.0", "method": "notifications/initialized"}, session)
+    assert status == 202, body
+    return session
+
+
+def _mem_add(text: str) -> dict[str, object]:
+    return {
+        "jsonrpc": "2.0",
+        "id": 2,
+        "method": "tools/call",
+        "params": {"name": "mem_add", "arguments": {"text": text}},
+    }
+
+
+def test_mcp_http_refuses_foreign_hosts_and_origins(mcp_http: int, db_path: Path) -> None:
+    port = mcp_http
+    session = _mcp_session(port)
+    for host in ("127.0.0.1:{port}", "localhost:{port}", "[::1]:{port}"):
+        initialize = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "1"},
+            },
+        }
+        status, body, _ = _mcp_post(port, initialize, {**session, "Host": host.format(port=port)})
+        assert status == 200, (host, body)
+    for host in FOREIGN_HOSTS:
+        status, _, _ = _mcp_post(port, _mem_add("planted by rebinding"), {**session, "Host": host.format(port=port)})
+        assert status in (400, 421), host  # an empty Host is malformed before it is foreign
+    for origin in ("https://evil.example", "null", "http://localhost.evil.example"):
+        status, _, _ = _mcp_post(port, _mem_add("planted cross-site"), {**session, "Origin": origin})
+        assert status == 403, origin
+    for kind in SIMPLE_TYPES:
+        headers = {**session, "Origin": f"http://127.0.0.1:{port}"}
+        headers.pop("Content-Type")
+        if kind:
+            headers["Content-Type"] = kind
+        status, _, _ = _mcp_post(port, _mem_add("planted as a simple request"), headers)
+        assert status in (400, 415), kind
+    status, body, _ = _mcp_post(port, _mem_add("the real one"), session)
+    assert status == 200 and b'isError":false' in body.replace(b" ", b""), body
+    with Memsearch(db_path) as ms:
+        assert ms.stats()["memories"] == 1
