@@ -13,8 +13,8 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 import anyio.to_thread
@@ -41,7 +41,7 @@ from memsearch.operations import ADD, DELETE, GET, IMPORT, SEARCH, STATS, TIMELI
 from memsearch.retrieval.request import request_from_fields
 from memsearch.server.common import WarmService, new_memory
 from memsearch.server.http_guard import AUTHENTICATED, error_response, guarded, host_names
-from memsearch.server.http_openapi import openapi_document
+from memsearch.server.http_openapi import Endpoint, openapi_document
 from memsearch.server.http_transport import (
     is_loopback,
     listening_socket,
@@ -49,7 +49,7 @@ from memsearch.server.http_transport import (
     uvicorn_settings,
 )
 
-__all__ = ["ENDPOINTS", "MAX_BODY_BYTES", "build_app", "is_loopback", "listening_socket", "run_serve"]
+__all__ = ["ENDPOINTS", "MAX_BODY_BYTES", "Endpoint", "build_app", "is_loopback", "listening_socket", "run_serve"]
 
 MAX_BODY_BYTES = 16 * 1024 * 1024  # an import of a large conversation file fits; a mistake does not
 JSON_TYPES = ("application/json",)
@@ -137,21 +137,6 @@ def parameters(request: Request, **in_path: str) -> dict[str, list[str]]:
 # -- endpoints -------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Endpoint:
-    """One route: its handler, and the fields its parameters and body are made of."""
-
-    method: str
-    path: str
-    handler: Callable[[Service, Request], Awaitable[Any]]
-    summary: str
-    query: Operation | None = None  # the query parameters are this operation's fields (less the path's)
-    body: Operation | None = None  # a JSON body of this operation's fields
-    content_types: tuple[str, ...] = ()  # the body types a POST takes
-    path_fields: tuple[Field, ...] = ()
-    returns: str = "the CLI's JSON document"
-
-
 class Service:
     """The warm library and the handlers' one way to call it (off the event loop)."""
 
@@ -178,11 +163,20 @@ CEMS_NAMES = {
     "until": "until",
     "granularity": "granularity",
 }
+CEMS_DESCRIPTIONS = {"limit": "Maximum results.", "profile": "Ranking profile; default: cems."}
 CEMS_SEARCH = Operation(
     "CEMS search",
     "Search with CEMS's request body",
     (
-        *(replace(SEARCH.field(ours), name=theirs, parameter=None) for theirs, ours in CEMS_NAMES.items()),
+        *(
+            replace(
+                SEARCH.field(ours),
+                name=theirs,
+                parameter=None,
+                description=CEMS_DESCRIPTIONS.get(theirs) or SEARCH.field(ours).description,
+            )
+            for theirs, ours in CEMS_NAMES.items()
+        ),
         Field("scope", "string", "personal or shared (a namespace), or both.", choices=("personal", "shared", "both")),
         Field("enable_query_synthesis", "boolean", "Accepted and ignored: the LLM stages run when configured."),
         Field("enable_graph", "boolean", "Accepted and ignored."),

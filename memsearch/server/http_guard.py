@@ -42,7 +42,9 @@ def host_names(bound_host: str, extra: Sequence[str] = ()) -> list[str]:
     names: list[str] = []
     for name in (*LOOPBACK_NAMES, bound_host, *extra):
         name = name.strip().lower()
-        if ":" in name and not name.startswith("["):
+        if name.count(":") == 1:  # name:port; the port is the socket's, not checked here
+            name = name.partition(":")[0]
+        elif ":" in name and not name.startswith("["):
             name = f"[{name}]"
         if name and name not in names:
             names.append(name)

@@ -4,13 +4,28 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from memsearch import __version__
+from memsearch.operations import Field, Operation
 
-if TYPE_CHECKING:
-    from memsearch.server.http import Endpoint
+
+@dataclass(frozen=True)
+class Endpoint:
+    """One route of the API: its handler, and the fields its parameters and body are made of."""
+
+    method: str
+    path: str
+    handler: Callable[..., Awaitable[Any]]  # (Service, Request) -> the JSON document
+    summary: str
+    query: Operation | None = None  # the query parameters are this operation's fields (less the path's)
+    body: Operation | None = None  # a JSON body of this operation's fields
+    content_types: tuple[str, ...] = ()  # the body types a POST takes
+    path_fields: tuple[Field, ...] = ()
+    returns: str = "the CLI's JSON document"
+
 
 ERROR_STATUSES = {
     "400": "A value is malformed or out of bounds, or a parameter or field is unknown",
