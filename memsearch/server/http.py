@@ -112,10 +112,14 @@ def check_content_type(request: Request, accepted: Sequence[str]) -> None:
     """415 unless the body is one of `accepted` (a charset, if given, must be UTF-8)."""
     given = request.headers.get("content-type", "")
     media, *options = (part.strip().lower() for part in given.split(";"))
-    charsets = [value.strip('" ') for name, _, value in (o.partition("=") for o in options) if name == "charset"]
+    charsets = [
+        value.strip('" ') for name, _, value in (o.partition("=") for o in options) if name.strip() == "charset"
+    ]
     if media not in accepted or any(charset not in ("utf-8", "utf8") for charset in charsets):
         raise BadRequest(
-            f"the body must be {' or '.join(accepted)}, not {given or 'of no stated type'}",
+            f"the body must be {' or '.join(accepted)} (UTF-8), not {given!r}"
+            if given
+            else f"the request states no Content-Type; send {' or '.join(accepted)}",
             415,
             kind="UnsupportedMediaType",
             field="Content-Type",
