@@ -141,9 +141,9 @@ _memsearch_serve() {
     case $prev in
         --db) _memsearch_paths -f; return ;;
         --model) _memsearch_paths -d; return ;;
-        --host|--port) return ;;
+        --host|--port|--allowed-host|--cors-origin) return ;;
     esac
-    _memsearch_reply -W '--host --port --db --model -h --help'
+    _memsearch_reply -W '--host --port --allowed-host --cors-origin --db --model -h --help'
 }
 
 _memsearch_eval() {

@@ -179,6 +179,8 @@ complete -c memsearch -n '__fish_memsearch_using mcp' -s h -l help -d 'Show this
 
 complete -c memsearch -n '__fish_memsearch_using serve' -l host -x -d 'Address to bind; off loopback a bearer token is required.'
 complete -c memsearch -n '__fish_memsearch_using serve' -l port -x -d 'Port to bind (0: any free port).'
+complete -c memsearch -n '__fish_memsearch_using serve' -l allowed-host -x -d 'Also accept requests whose Host header names this (repeatable). Default: loopback names and the --host address only.'
+complete -c memsearch -n '__fish_memsearch_using serve' -l cors-origin -x -d 'Accept requests from web pages of this origin, e.g. http://localhost:3000 (repeatable). Default: none.'
 complete -c memsearch -n '__fish_memsearch_using serve' -l db -r -F -d 'Store file, or a postgresql://user@host/db URL. Default: $MEMSEARCH_DB, else db in config.toml, else $MEMSEARCH_HOME/memsearch.db, else the user data dir.'
 complete -c memsearch -n '__fish_memsearch_using serve' -l model -x -a '(__fish_complete_directories)' -d 'A sentence-transformers model directory. Default: $MEMSEARCH_MODEL, else the bundled all-MiniLM-L6-v2.'
 complete -c memsearch -n '__fish_memsearch_using serve' -s h -l help -d 'Show this message and exit.'

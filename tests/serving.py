@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -77,8 +78,11 @@ def server_env(**extra: str) -> dict[str, str]:
     return env
 
 
-def start_server(db: Path, *args: str, env: dict[str, str] | None = None) -> Served:
-    """`memsearch serve --port 0` on the store; returns once its discovery file names its URL."""
+def start_server(
+    db: Path, *args: str, env: dict[str, str] | None = None, preexec_fn: Callable[[], None] | None = None
+) -> Served:
+    """`memsearch serve --port 0` on the store; returns once its discovery file names its URL.
+    `preexec_fn` runs in the child before it starts (a resource limit, a signal's disposition)."""
     from memsearch.server.discovery import discovery_path
 
     db.parent.mkdir(parents=True, exist_ok=True)
@@ -91,6 +95,7 @@ def start_server(db: Path, *args: str, env: dict[str, str] | None = None) -> Ser
             env=env or server_env(),
             stdout=subprocess.DEVNULL,
             stderr=stderr,
+            preexec_fn=preexec_fn,
         )
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:

@@ -11,6 +11,7 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -24,6 +25,8 @@ NOTES = [
     {"text": "parseConfig crashes on an empty YAML file", "project": "cli"},
     {"text": "Alice prefers dark roast coffee", "namespace": "personal"},
 ]
+JSONL = {"Content-Type": "application/x-ndjson"}
+JSON = {"Content-Type": "application/json"}
 
 
 @pytest.fixture
@@ -66,14 +69,17 @@ def test_every_endpoint_returns_the_clis_documents(served: Served) -> None:
     assert [(m["id"], m["current"]) for m in timeline["memories"]] == [(1, False), (2, True), (3, False)]
 
     imported = served.request(
-        "POST", "/import?source=notes.jsonl", '{"text": "imported one"}\n\n{"text": "imported two", "tags": ["t"]}\n'
+        "POST",
+        "/import?source=notes.jsonl",
+        '{"text": "imported one"}\n\n{"text": "imported two", "tags": ["t"]}\n',
+        headers=JSONL,
     )
     assert imported.status == 200 and imported.json()["counts"]["note"] == 2
     chat = "\n".join(
         json.dumps({"session": "s1", "role": role, "text": text, "created_at": f"2024-05-01T12:0{n}:00Z"})
         for n, (role, text) in enumerate([("user", "I moved to Lisbon"), ("assistant", "Nice city!")])
     )
-    imported = served.request("POST", "/import?format=chat&source=chat", chat)
+    imported = served.request("POST", "/import?format=chat&source=chat", chat, headers=JSONL)
     assert imported.status == 200, imported.body
     assert imported.json()["counts"]["turn"] == 2
 
@@ -97,7 +103,7 @@ def test_openapi_describes_every_route_of_the_table(served: Served) -> None:
 
 def test_bad_requests_get_a_clear_400_and_store_nothing(served: Served) -> None:
     _fill(served)
-    too_big = served.request("POST", "/add", b"{" + b" " * (MAX_BODY_BYTES + 10) + b"}")
+    too_big = served.request("POST", "/add", b"{" + b" " * (MAX_BODY_BYTES + 10) + b"}", headers=JSON)
     assert too_big.status == 400 and "limit" in too_big.json()["error"]
     long_query = served.request("POST", "/search", {"query": "x" * 5000})
     assert long_query.status == 400 and long_query.json()["field"] == "query"
@@ -106,10 +112,11 @@ def test_bad_requests_get_a_clear_400_and_store_nothing(served: Served) -> None:
     for body, field in (({"query": "x", "k": 0}, "k"), ({"query": "x", "max_tokens": 0}, "max_tokens")):
         reply = served.request("POST", "/search", body)
         assert reply.status == 400 and reply.json()["field"] == field, reply.body
-    assert served.request("POST", "/add", b"not json").status == 400
+    assert served.request("POST", "/add", b"not json", headers=JSON).status == 400
     assert served.request("POST", "/add", {"text": ""}).status == 400
-    assert served.request("POST", "/add", {"text": "x", "colour": "red"}).json()["error"].startswith("unknown field")
-    bad_import = served.request("POST", "/import", '{"text": "fine"}\n{"text": 3}\n')
+    unknown = served.request("POST", "/add", {"text": "x", "colour": "red"}).json()
+    assert unknown["field"] == "colour" and "is not a field of add" in unknown["error"]
+    bad_import = served.request("POST", "/import", '{"text": "fine"}\n{"text": 3}\n', headers=JSONL)
     assert bad_import.status == 400 and "line 2" in bad_import.json()["error"]
     assert served.request("GET", "/stats").json()["memories"] == len(NOTES)
 
@@ -180,13 +187,16 @@ def test_off_loopback_every_request_needs_the_token(db_path: Path, encoder: Enco
     server = start_server(db_path, "--host", "0.0.0.0", env=server_env(MEMSEARCH_API_KEY=token))
     try:
         for endpoint in ENDPOINTS:
+            if endpoint.path == "/health":  # answered, but with nothing more than {"status": "ok"}
+                continue
             path = endpoint.path.replace("{ref}", "1")
             for given in (None, "wrong", token + "x", token[:-1]):
                 reply = server.request(endpoint.method, path, {"query": "x", "text": "x"}, token=given)
                 assert reply.status == 401, (endpoint.path, given, reply.body)
                 assert reply.headers.get("www-authenticate") == "Bearer"
         assert server.request("GET", "/openapi.json").status == 401
-        assert server.request("GET", "/health", headers={"Authorization": token}).status == 401  # no scheme
+        assert server.request("GET", "/stats", headers={"Authorization": token}).status == 401  # no scheme
+        assert server.request("GET", "/health").json() == {"status": "ok"}
         _fill(server, token)
         assert server.request("GET", "/search?q=coffee", token=token).json()["results"][0]["id"] == 3
         assert server.request("GET", "/stats", token=token).json()["memories"] == len(NOTES)
@@ -219,7 +229,7 @@ def test_concurrent_clients_lose_nothing(served: Served) -> None:
 def test_sigterm_finishes_the_request_in_flight_and_exits_cleanly(served: Served) -> None:
     lines = "\n".join(json.dumps({"text": f"memory number {n} of a long import"}) for n in range(600))
     replies = []
-    sender = threading.Thread(target=lambda: replies.append(served.request("POST", "/import", lines)))
+    sender = threading.Thread(target=lambda: replies.append(served.request("POST", "/import", lines, headers=JSONL)))
     sender.start()
     time.sleep(0.5)  # the body is on the server and being embedded
     served.process.send_signal(signal.SIGTERM)
@@ -312,3 +322,177 @@ def test_http_search_takes_the_same_filters_as_the_cli(served: Served) -> None:
     assert bad.status == 400 and bad.json()["field"] == "since" and "relative time" in bad.json()["error"]
     wrong = served.request("POST", "/search", {"query": "x", "kinds": "fact"})
     assert wrong.status == 400 and wrong.json()["field"] == "kinds"
+
+
+# -- no input gives a 500 --------------------------------------------------------------------
+
+DEEP = b"[" * 100_000 + b"]" * 100_000
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "headers", "status", "field"),
+    [
+        ("POST", "/search", b'{"query": "x", "tau_days": "abc"}', JSON, 400, "tau_days"),
+        ("POST", "/search", b'{"query": "x", "tau_days": -1}', JSON, 400, "tau_days"),
+        ("POST", "/search", b'{"query": "x", "k": true}', JSON, 400, "k"),
+        ("POST", "/search", b'["query"]', JSON, 400, None),
+        ("POST", "/search", DEEP, JSON, 400, None),
+        ("POST", "/add", DEEP, JSON, 400, None),
+        ("POST", "/api/memory/search", DEEP, JSON, 400, None),
+        ("POST", "/api/memory/search", b'{"query": "x", "limit": "ten"}', JSON, 400, "limit"),
+        ("POST", "/import", b'{"text": ' + DEEP + b"}\n", JSONL, 400, None),
+        ("POST", "/import?format=chat", b'{"role": "user"}\n', JSONL, 400, None),
+        ("POST", "/import?format=chat", b"[1, 2]\n", JSONL, 400, None),
+        ("POST", "/import?format=locomo", b'{"conversation": 3}', JSONL, 400, None),
+        ("POST", "/import?format=locomo", b"[{}]", JSONL, 400, None),
+        ("POST", "/import?format=longmemeval", b'[{"haystack_sessions": "x"}]', JSONL, 400, None),
+        ("POST", "/import?format=longmemeval", b"[1]", JSONL, 400, None),
+        ("POST", "/import?format=yaml", b"", JSONL, 400, "format"),
+        ("POST", "/import?colour=red", b'{"text": "x"}\n', JSONL, 400, "colour"),
+        ("GET", "/memories/%C2%B2", None, {}, 404, None),
+        ("GET", "/memories/%EF%BC%92", None, {}, 404, None),
+        ("DELETE", "/memories/%C2%B2", None, {}, 404, None),
+        ("GET", "/timeline/%C2%B2", None, {}, 404, None),
+        ("GET", "/timeline/1?before=-1", None, {}, 400, "before"),
+        ("GET", "/timeline/1?after=10001", None, {}, 400, "after"),
+        ("GET", "/timeline/1?ref=2", None, {}, 400, "ref"),
+        ("GET", "/search?q=x&colour=red", None, {}, 400, "colour"),
+        ("GET", "/search?q=x&k=1&k=2", None, {}, 400, "k"),
+        ("GET", "/stats?verbose=1", None, {}, 400, "verbose"),
+        ("GET", "/nonesuch", None, {}, 404, None),
+        ("PUT", "/search", b"{}", JSON, 405, None),
+        ("DELETE", "/stats", None, {}, 405, None),
+    ],
+)  # fmt: skip
+def test_no_input_gives_a_500(
+    served: Served, method: str, path: str, body: bytes | None, headers: dict[str, str], status: int, field: str | None
+) -> None:
+    reply = served.request(method, path, body, headers=headers)
+    assert reply.status == status, reply.body[:300]
+    document = reply.json()
+    assert set(document) == {"error", "type", "field"} and document["field"] == field, document
+    assert "Traceback" not in served.stderr() and "internal error" not in served.stderr()
+    assert served.request("GET", "/stats").json()["memories"] == 0
+
+
+def test_dataset_errors_carry_the_librarys_message(served: Served) -> None:
+    reply = served.request("POST", "/import?format=locomo&source=conv.json", b'{"conversation": 3}', headers=JSONL)
+    assert reply.status == 400 and reply.json()["type"] == "DatasetError"
+    assert reply.json()["error"].startswith("conv.json")
+
+
+def test_timeline_takes_the_librarys_bounds(served: Served) -> None:
+    _fill(served)
+    reply = served.request("GET", "/timeline/2?before=10000&after=5000")
+    assert reply.status == 200, reply.body
+    assert [m["id"] for m in reply.json()["memories"]] == [1, 2, 3]
+
+
+# -- the operations' fields: one source for parameters, bodies and the OpenAPI document --------
+
+
+def test_openapi_describes_every_field_of_the_operations(served: Served) -> None:
+    from memsearch.operations import ADD, IMPORT, SEARCH, TIMELINE
+
+    paths = served.request("GET", "/openapi.json").json()["paths"]
+
+    def body(path: str) -> dict[str, Any]:
+        return paths[path]["post"]["requestBody"]["content"]["application/json"]["schema"]
+
+    def params(path: str, method: str = "get") -> dict[str, dict[str, Any]]:
+        return {p["name"]: p for p in paths[path][method]["parameters"]}
+
+    assert body("/search") == SEARCH.json_schema() and body("/add") == ADD.json_schema()
+    assert set(paths["/import"]["post"]["requestBody"]["content"]) == {
+        "application/json",
+        "application/x-ndjson",
+        "application/jsonl",
+    }
+    for operation, parameters in (
+        (SEARCH, params("/search")),
+        (IMPORT, params("/import", "post")),
+        (TIMELINE, params("/timeline/{ref}")),
+    ):
+        for f in operation.fields:
+            described = parameters[f.query_name]
+            assert described["schema"] == f.json_schema(), f.name
+            assert described["in"] == ("path" if f.name == "ref" else "query")
+            assert described["required"] == f.required
+    assert params("/timeline/{ref}")["before"]["schema"]["maximum"] == 10_000
+    assert {"q", "tag", "kind", "role", "session", "tau_days", "profile", "raw", "explain"} <= set(params("/search"))
+    cems = body("/api/memory/search")["properties"]
+    assert cems["limit"]["maximum"] == SEARCH.field("k").json_schema()["maximum"]
+    assert {"query", "limit", "mode", "max_tokens", "project", "scope"} <= set(cems)
+
+
+@pytest.mark.parametrize(
+    ("query", "fields", "field"),
+    [
+        ("k=0", {"k": 0}, "k"),
+        ("k=1001", {"k": 1001}, "k"),
+        ("mode=fast", {"mode": "fast"}, "mode"),
+        ("kind=fact", {"kinds": ["fact"]}, "kinds"),
+        ("tau_days=-2", {"tau_days": -2}, "tau_days"),
+        ("granularity=day", {"granularity": "day"}, "granularity"),
+        ("max_tokens=0", {"max_tokens": 0}, "max_tokens"),
+        ("since=3x", {"since": "3x"}, "since"),
+        ("raw=maybe", {"raw": "maybe"}, "raw"),
+        ("rerank=magic", {"rerank": "magic"}, "rerank"),
+        ("max_ms=0", {"max_ms": 0}, "max_ms"),
+        ("", {}, "query"),
+        ("q=" + "x" * 4001, {"query": "x" * 4001}, "query"),
+    ],
+)
+def test_get_and_post_search_refuse_a_bad_value_alike(
+    served: Served, query: str, fields: dict[str, Any], field: str
+) -> None:
+    with_query = query if query.startswith("q=") or not query else f"q=x&{query}"
+    got = served.request("GET", f"/search?{with_query}")
+    posted = served.request("POST", "/search", {"query": "x", **fields} if "query" not in fields and query else fields)
+    assert got.status == posted.status == 400, (got.body, posted.body)
+    assert got.json()["field"] == posted.json()["field"] == field
+    assert got.json()["type"] == posted.json()["type"]
+
+
+def test_get_search_takes_every_search_field(served: Served) -> None:
+    _fill(served)
+    got = served.request(
+        "GET",
+        "/search?q=deploy+key&k=2&mode=lexical&profile=default&tau_days=30&tag=ops&kind=note&granularity=turn"
+        "&max_tokens=500&touch=false&boost=tag:ops&rerank=off&max_ms=5000&raw=true&explain=true&since=30d",
+    )
+    assert got.status == 200, got.body
+    document = got.json()
+    assert document["results"][0]["key"] == "deploy-key" and "explain" in document["results"][0]
+    assert "candidates" in document
+
+
+def test_import_names_the_conversation(served: Served) -> None:
+    turn = {"session": "s1", "role": "user", "text": "I moved to Lisbon", "created_at": "2024-05-01T12:00:00Z"}
+    chat = json.dumps(turn) + "\n"
+    imported = served.request("POST", "/import?format=chat&conversation=trip", chat, headers=JSONL)
+    assert imported.status == 200, imported.body
+    found = served.request("GET", "/search?q=Lisbon&conversation=trip").json()["results"]
+    assert found and served.request("GET", "/search?q=Lisbon&conversation=other").json()["results"] == []
+
+
+# -- Ctrl-C ----------------------------------------------------------------------------------
+
+
+def _ctrl_c_as_from_a_terminal() -> None:
+    """SIGINT's default in the child: a suite started in the background inherits it ignored."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def test_ctrl_c_finishes_the_request_in_flight_and_exits_0(db_path: Path, encoder: Encoder) -> None:
+    server = start_server(db_path, preexec_fn=_ctrl_c_as_from_a_terminal)
+    lines = "\n".join(json.dumps({"text": f"memory number {n} of a long import"}) for n in range(600))
+    replies = []
+    sender = threading.Thread(target=lambda: replies.append(server.request("POST", "/import", lines, headers=JSONL)))
+    sender.start()
+    time.sleep(0.5)
+    server.process.send_signal(signal.SIGINT)
+    sender.join(timeout=120)
+    assert server.process.wait(timeout=60) == 0, server.stderr()
+    assert replies and replies[0].status == 200 and replies[0].json()["counts"]["note"] == 600
+    assert not discovery_path(server.db).exists() and "Traceback" not in server.stderr()

@@ -947,15 +947,39 @@ def serve(
         str, typer.Option("--host", help="Address to bind; off loopback a bearer token is required.")
     ] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="Port to bind (0: any free port).", min=0, max=65535)] = 8765,
+    allowed_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allowed-host",
+            help="Also accept requests whose Host header names this (repeatable). "
+            "Default: loopback names and the --host address only.",
+        ),
+    ] = None,
+    cors_origin: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--cors-origin",
+            help="Accept requests from web pages of this origin, e.g. http://localhost:3000 (repeatable). "
+            "Default: none.",
+        ),
+    ] = None,
     db: DbOption = None,
     model: ModelOption = None,
 ) -> None:
     """Serve the HTTP JSON API over one warm process (search, add, import, get, delete, timeline).
-    The token comes from $MEMSEARCH_API_KEY or api_key in config.toml; SIGTERM finishes in-flight
-    requests and exits."""
+    The token comes from $MEMSEARCH_API_KEY or api_key in config.toml; SIGTERM or Ctrl-C finishes
+    in-flight requests and exits."""
     from memsearch.server.http import run_serve
 
-    run_serve(db, model, host=host, port=port, announce=lambda line: messages().print(line, markup=False))
+    run_serve(
+        db,
+        model,
+        host=host,
+        port=port,
+        allowed_hosts=allowed_host or (),
+        cors_origins=cors_origin or (),
+        announce=lambda line: messages().print(line, markup=False),
+    )
 
 
 @app.command("eval")

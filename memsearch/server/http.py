@@ -1,29 +1,29 @@
 """`memsearch serve`: an HTTP JSON API over one warm `Memsearch` (Starlette on uvicorn).
 
 Every endpoint parses, makes one library call on a worker thread and returns the CLI's JSON
-document. The routes, their parameters and the OpenAPI description come from one table
-(`ENDPOINTS`). Off loopback every request needs the bearer token.
+document. The routes come from one table (`ENDPOINTS`); their parameters and bodies are the
+operations' fields (`memsearch.operations`), checked by `Operation.check` / `from_query` and
+described by the same fields in the OpenAPI document. Before any route, the trust boundary of
+`memsearch.server.http_guard` (Host, Origin, token); the socket and uvicorn's bounds on slow
+clients are in `memsearch.server.http_transport`.
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
-import ipaddress
 import json
 import logging
 import os
-import socket
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 import anyio.to_thread
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp
 
 from memsearch import __version__
 from memsearch.config import config_path, configured_token
@@ -36,14 +36,30 @@ from memsearch.errors import (
     ModelMismatchError,
     StoreNotFoundError,
 )
-from memsearch.retrieval.request import REQUEST_NAMES, request_from_fields
-from memsearch.server.common import MAX_QUERY_CHARS, WarmService, check_text, new_memory, parse_ref
+from memsearch.ingest.readers import DatasetError
+from memsearch.operations import ADD, DELETE, GET, IMPORT, SEARCH, STATS, TIMELINE, Field, Operation
+from memsearch.retrieval.request import request_from_fields
+from memsearch.server.common import WarmService, new_memory
+from memsearch.server.http_guard import AUTHENTICATED, error_response, guarded, host_names
+from memsearch.server.http_openapi import Endpoint, openapi_document
+from memsearch.server.http_transport import (
+    is_loopback,
+    listening_socket,
+    raise_descriptor_limit,
+    uvicorn_settings,
+)
+
+__all__ = ["ENDPOINTS", "MAX_BODY_BYTES", "Endpoint", "build_app", "is_loopback", "listening_socket", "run_serve"]
 
 MAX_BODY_BYTES = 16 * 1024 * 1024  # an import of a large conversation file fits; a mistake does not
-MAX_URL_BYTES = 8 * 1024
+JSON_TYPES = ("application/json",)
+# The body types of /import: JSON Lines under its own names too. None is a type a web page may
+# send without asking first (a CORS "simple" request), so a page of another origin cannot send one.
+IMPORT_TYPES = ("application/json", "application/x-ndjson", "application/jsonl")
 STATUS_OF_ERROR: dict[type[MemsearchError], int] = {
     InvalidInputError: 400,
     ImportLineError: 400,
+    DatasetError: 400,
     MemoryNotFoundError: 404,
     StoreNotFoundError: 404,
     DuplicateKeyError: 409,
@@ -54,20 +70,16 @@ STATUS_OF_ERROR: dict[type[MemsearchError], int] = {
 class BadRequest(Exception):
     """A request the API refuses before any library call (400 unless told otherwise)."""
 
-    def __init__(self, message: str, status: int = 400) -> None:
+    def __init__(self, message: str, status: int = 400, *, kind: str = "BadRequest", field: str | None = None) -> None:
         super().__init__(message)
-        self.status = status
-
-
-def error_response(message: str, status: int, *, kind: str = "BadRequest", field_name: str | None = None) -> Response:
-    return JSONResponse({"error": message, "type": kind, "field": field_name}, status_code=status)
+        self.status, self.kind, self.field = status, kind, field
 
 
 # -- request parsing -------------------------------------------------------------------------
 
 
-async def read_json(request: Request, *, limit: int = MAX_BODY_BYTES) -> Any:
-    return _decode_json(await read_body(request, limit=limit))
+async def read_json(request: Request) -> Any:
+    return _decode_json(await read_body(request))
 
 
 async def read_body(request: Request, *, limit: int = MAX_BODY_BYTES) -> bytes:
@@ -92,53 +104,41 @@ def _decode_json(body: bytes) -> Any:
         return json.loads(body)
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise BadRequest(f"request body is not valid JSON ({error})") from None
+    except RecursionError:
+        raise BadRequest("request body nests JSON too deeply") from None
 
 
-def _object(value: Any) -> dict[str, Any]:
-    if not isinstance(value, dict):
-        raise BadRequest("request body must be a JSON object")
-    return value
+def check_content_type(request: Request, accepted: Sequence[str]) -> None:
+    """415 unless the body is one of `accepted` (a charset, if given, must be UTF-8)."""
+    given = request.headers.get("content-type", "")
+    media, *options = (part.strip().lower() for part in given.split(";"))
+    charsets = [
+        value.strip('" ') for name, _, value in (o.partition("=") for o in options) if name.strip() == "charset"
+    ]
+    if media not in accepted or any(charset not in ("utf-8", "utf8") for charset in charsets):
+        raise BadRequest(
+            f"the body must be {' or '.join(accepted)} (UTF-8), not {given!r}"
+            if given
+            else f"the request states no Content-Type; send {' or '.join(accepted)}",
+            415,
+            kind="UnsupportedMediaType",
+            field="Content-Type",
+        )
 
 
-def _known(body: dict[str, Any], names: set[str]) -> None:
-    unknown = sorted(set(body) - names)
-    if unknown:
-        raise BadRequest(f"unknown field {unknown[0]!r} (known: {', '.join(sorted(names))})")
-
-
-def _int_param(request: Request, name: str) -> int | None:
-    value = request.query_params.get(name)
-    if value is None or value == "":
-        return None
-    try:
-        return int(value)
-    except ValueError:
-        raise InvalidInputError(f"must be a whole number, not {value!r}", field=name) from None
-
-
-def _bool_param(request: Request, name: str) -> bool:
-    value = request.query_params.get(name, "").lower()
-    if value in ("", "0", "false", "no"):
-        return False
-    if value in ("1", "true", "yes"):
-        return True
-    raise InvalidInputError(f"must be true or false, not {value!r}", field=name)
+def parameters(request: Request, **in_path: str) -> dict[str, list[str]]:
+    """The URL's query parameters, each with all its values, and the path's (which the query may not repeat)."""
+    params: dict[str, list[str]] = {}
+    for name, value in request.query_params.multi_items():
+        params.setdefault(name, []).append(value)
+    for name, value in in_path.items():
+        if name in params:
+            raise InvalidInputError("is given in the path already", field=name)
+        params[name] = [value]
+    return params
 
 
 # -- endpoints -------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Endpoint:
-    """One route: its handler and what the OpenAPI description says about it."""
-
-    method: str
-    path: str
-    handler: Callable[[Service, Request], Awaitable[Any]]
-    summary: str
-    parameters: tuple[tuple[str, str, str, str], ...] = ()  # (name, in, type, description)
-    body: dict[str, Any] | None = None  # a JSON schema, or {"text": description} for a text body
-    responses: dict[str, str] = field(default_factory=lambda: {"200": "the CLI's JSON document"})
 
 
 class Service:
@@ -152,325 +152,165 @@ class Service:
         return await anyio.to_thread.run_sync(function)
 
 
-SEARCH_FIELDS = {
-    "query": ("string", "What to search for."),
-    "k": ("integer", "How many results (default: the profile's)."),
-    "mode": ("string", "auto, vector, hybrid or lexical."),
-    "profile": ("string", "Ranking profile."),
-    "project": ("string", "Only this project (a boost instead, for profiles that boost projects)."),
-    "namespace": ("string", "Only this namespace."),
-    "tags": ("array", "Only memories with all these tags."),
-    "since": ("string", "Only memories created at or after this time: ISO-8601, or 7d, 2w, 3h, 30m, today."),
-    "until": ("string", "Only memories created at or before this time: ISO-8601, or 7d, 2w, 3h, 30m, yesterday."),
-    "kinds": ("array", "Only these kinds: note, turn, session."),
-    "conversation": ("string", "Only this conversation's memories."),
-    "roles": ("array", "Only memories of these roles (speakers)."),
-    "sessions": ("array", "Only memories of these sessions."),
-    "granularity": ("string", "turn or session."),
-    "max_tokens": ("integer", "Token budget for the results."),
-    "as_of": ("string", "The 'now' for time decay, ISO-8601 (such a search changes nothing)."),
-    "touch": ("boolean", "Record the search as an access of its results (default true)."),
-    "tau_days": ("number", "Time-decay constant in days."),
-    "raw": ("boolean", "Also return every candidate before filtering."),
-    "explain": ("boolean", "Keep each result's score breakdown."),
-    "boost": ("array", "Score multipliers: tag:NAME[=FACTOR] or project:NAME[=FACTOR] (default 1.5)."),
-    "rerank": ("string", "off, deterministic or llm (default: the profile's)."),
-    "max_ms": ("integer", "Latency budget in ms: LLM stages that would not fit are skipped."),
+# CEMS's body (POST /api/memory/search): its names for SEARCH's fields, and fields accepted for
+# compatibility that have no counterpart here (LLM query synthesis, graph traversal).
+CEMS_NAMES = {
+    "query": "query",
+    "mode": "mode",
+    "limit": "k",
+    "max_tokens": "max_tokens",
+    "project": "project",
+    "raw": "raw",
+    "profile": "profile",
+    "tags": "tags",
+    "since": "since",
+    "until": "until",
+    "granularity": "granularity",
 }
-# CEMS's body (POST /api/memory/search): its names for ours, and fields accepted for compatibility
-# that have no counterpart here (LLM query synthesis, graph traversal).
-CEMS_FIELDS = {
-    "query": ("string", "What to search for."),
-    "mode": ("string", "auto, vector, hybrid or lexical."),
-    "limit": ("integer", "Maximum results."),
-    "max_tokens": ("integer", "Token budget for the results."),
-    "scope": ("string", "personal or shared (a namespace), or both."),
-    "project": ("string", "Project id to boost (the cems profile) or filter by."),
-    "raw": ("boolean", "Also return every candidate before filtering."),
-    "profile": ("string", "Ranking profile (default: cems)."),
-    "tags": ("array", "Only memories with all these tags."),
-    "since": ("string", "ISO-8601 lower bound of created_at."),
-    "until": ("string", "ISO-8601 upper bound of created_at."),
-    "granularity": ("string", "turn or session."),
-    "enable_query_synthesis": ("boolean", "Accepted and ignored: the LLM stages run when an endpoint is configured."),
-    "enable_graph": ("boolean", "Accepted and ignored."),
-}
-ADD_FIELDS = {
-    "text": ("string", "The memory's text (required)."),
-    "key": ("string", "A unique key."),
-    "tags": ("array", "Tags."),
-    "importance": ("number", "0 to 1."),
-    "priority": ("number", "1 to 2."),
-    "pinned": ("boolean", "Pin it."),
-    "project": ("string", "Its project."),
-    "namespace": ("string", "Its namespace."),
-    "session": ("string", "The session it came from."),
-    "role": ("string", "Who said it."),
-    "created_at": ("string", "ISO-8601; default now."),
-    "metadata": ("object", "Any JSON object."),
-    "replace": ("boolean", "Overwrite the memory with the same key."),
-    "profile": ("string", "A profile whose ingest dedup applies."),
-}
+CEMS_DESCRIPTIONS = {"limit": "Maximum results.", "profile": "Ranking profile; default: cems."}
+CEMS_SEARCH = Operation(
+    "CEMS search",
+    "Search with CEMS's request body",
+    (
+        *(
+            replace(
+                SEARCH.field(ours),
+                name=theirs,
+                parameter=None,
+                description=CEMS_DESCRIPTIONS.get(theirs) or SEARCH.field(ours).description,
+            )
+            for theirs, ours in CEMS_NAMES.items()
+        ),
+        Field("scope", "string", "personal or shared (a namespace), or both.", choices=("personal", "shared", "both")),
+        Field("enable_query_synthesis", "boolean", "Accepted and ignored: the LLM stages run when configured."),
+        Field("enable_graph", "boolean", "Accepted and ignored."),
+    ),
+)
 
 
-def _schema(fields: dict[str, tuple[str, str]], required: tuple[str, ...] = ()) -> dict[str, Any]:
-    properties = {}
-    for name, (kind, description) in fields.items():
-        prop: dict[str, Any] = {"type": kind, "description": description}
-        if kind == "array":
-            prop["items"] = {"type": "string"}
-        properties[name] = prop
-    return {"type": "object", "properties": properties, "required": list(required), "additionalProperties": False}
-
-
-def _search_document(service: Service, body: dict[str, Any], default_profile: str | None = None) -> Callable[[], Any]:
-    fields = {name: body[name] for name in REQUEST_NAMES if body.get(name) is not None}
-    fields["profile"] = fields.get("profile") or default_profile
-    request = request_from_fields(check_text("query", body.get("query"), MAX_QUERY_CHARS), **fields)
-    raw, explain = body.get("raw") is True, body.get("explain") is True
+def _search(service: Service, fields: dict[str, Any]) -> Callable[[], Any]:
+    """The search call for SEARCH's checked fields."""
+    fields = dict(fields)
+    query = fields.pop("query")
+    raw, explain = fields.pop("raw", False), fields.pop("explain", False)
+    request = request_from_fields(query, **fields)
     return lambda: service.ms.search(request).to_dict(raw=raw, explain=explain)
 
 
 async def post_search(service: Service, request: Request) -> Any:
-    body = _object(await read_json(request))
-    _known(body, set(SEARCH_FIELDS))
-    return await service.call(_search_document(service, body))
-
-
-async def post_cems_search(service: Service, request: Request) -> Any:
-    body = _object(await read_json(request))
-    _known(body, set(CEMS_FIELDS))
-    scope = body.get("scope")
-    if scope not in (None, "both", "personal", "shared"):
-        raise InvalidInputError(f"must be personal, shared or both, not {scope!r}", field="scope")
-    mapped = {
-        "query": body.get("query"),
-        "mode": body.get("mode"),
-        "k": body.get("limit"),
-        "max_tokens": body.get("max_tokens"),
-        "namespace": scope if scope in ("personal", "shared") else None,
-        "project": body.get("project"),
-        "raw": body.get("raw"),
-        "profile": body.get("profile"),
-        "tags": body.get("tags"),
-        "since": body.get("since"),
-        "until": body.get("until"),
-        "granularity": body.get("granularity"),
-    }
-    return await service.call(_search_document(service, mapped, default_profile="cems"))
+    return await service.call(_search(service, SEARCH.check(await read_json(request))))
 
 
 async def get_search(service: Service, request: Request) -> Any:
-    params = request.query_params
-    body = {
-        "query": params.get("q"),
-        "k": _int_param(request, "k"),
-        "mode": params.get("mode"),
-        "profile": params.get("profile"),
-        "project": params.get("project"),
-        "namespace": params.get("namespace"),
-        "tags": params.getlist("tag") or None,
-        "since": params.get("since"),
-        "until": params.get("until"),
-        "kinds": params.getlist("kind") or None,
-        "conversation": params.get("conversation"),
-        "roles": params.getlist("role") or None,
-        "sessions": params.getlist("session") or None,
-        "granularity": params.get("granularity"),
-        "max_tokens": _int_param(request, "max_tokens"),
-        "raw": _bool_param(request, "raw"),
-        "explain": _bool_param(request, "explain"),
-    }
-    if body["query"] is None:
-        raise InvalidInputError("is missing; say what to search for", field="q")
-    return await service.call(_search_document(service, body))
+    return await service.call(_search(service, SEARCH.from_query(parameters(request))))
+
+
+async def post_cems_search(service: Service, request: Request) -> Any:
+    body = CEMS_SEARCH.check(await read_json(request))
+    mapped = {CEMS_NAMES[name]: value for name, value in body.items() if name in CEMS_NAMES}
+    if body.get("scope") in ("personal", "shared"):
+        mapped["namespace"] = body["scope"]
+    mapped.setdefault("profile", "cems")
+    return await service.call(_search(service, SEARCH.check(mapped)))
 
 
 async def post_add(service: Service, request: Request) -> Any:
-    body = _object(await read_json(request))
-    _known(body, set(ADD_FIELDS))
-    replace = body.pop("replace", False) is True
-    profile = body.pop("profile", None)
-    memory = new_memory(body)
-    outcome = await service.call(lambda: service.ms.add(memory, replace=replace, profile=profile))
+    fields = ADD.check(await read_json(request))
+    replace_key, profile = fields.pop("replace", False), fields.pop("profile", None)
+    memory = new_memory(fields)
+    outcome = await service.call(lambda: service.ms.add(memory, replace=replace_key, profile=profile))
     return outcome.to_dict()
 
 
-IMPORT_FORMATS = ("jsonl", "chat", "locomo", "longmemeval")
-
-
 async def post_import(service: Service, request: Request) -> Any:
-    fmt = request.query_params.get("format", "jsonl")
-    if fmt not in IMPORT_FORMATS:
-        raise InvalidInputError(f"must be one of {', '.join(IMPORT_FORMATS)}, not {fmt!r}", field="format")
+    options = IMPORT.from_query(parameters(request))
     try:
         content = (await read_body(request)).decode("utf-8")
     except UnicodeDecodeError:
         raise BadRequest("request body is not UTF-8 text") from None
-    source = request.query_params.get("source") or "request body"
-    sessions = request.query_params.get("sessions", "true").lower() not in ("false", "0", "no")
-    facets, replace = _bool_param(request, "facets"), _bool_param(request, "replace")
-    profile = request.query_params.get("profile")
     outcome = await service.call(
         lambda: service.ms.import_text(
-            content, source=source, fmt=fmt, sessions=sessions, facets=facets, replace=replace, profile=profile
+            content,
+            source=options.get("source") or "request body",
+            fmt=options.get("format", "jsonl"),
+            sessions=options.get("sessions", True),
+            facets=options.get("facets", False),
+            replace=options.get("replace", False),
+            profile=options.get("profile"),
+            conversation=options.get("conversation"),
         )
     )
     return outcome.to_dict()
 
 
 async def get_memory(service: Service, request: Request) -> Any:
-    ref = parse_ref(request.path_params["ref"])
+    ref = GET.from_query(parameters(request, ref=request.path_params["ref"]))["ref"]
     return (await service.call(lambda: service.ms.get(ref))).to_dict()
 
 
 async def delete_memory(service: Service, request: Request) -> Any:
-    ref = parse_ref(request.path_params["ref"])
-    return {"deleted": await service.call(lambda: service.ms.delete([ref]))}
+    refs = DELETE.from_query(parameters(request, refs=request.path_params["ref"]))["refs"]
+    return {"deleted": await service.call(lambda: service.ms.delete(refs))}
 
 
 async def get_timeline(service: Service, request: Request) -> Any:
-    ref = parse_ref(request.path_params["ref"])
-    before = _int_param(request, "before")
-    after = _int_param(request, "after")
-    for name, value in (("before", before), ("after", after)):
-        if value is not None and not 0 <= value <= 1000:
-            raise InvalidInputError(f"must be from 0 to 1000, not {value}", field=name)
+    fields = TIMELINE.from_query(parameters(request, ref=request.path_params["ref"]))
     timeline = await service.call(
-        lambda: service.ms.timeline(ref, before=5 if before is None else before, after=5 if after is None else after)
+        lambda: service.ms.timeline(fields["ref"], before=fields.get("before", 5), after=fields.get("after", 5))
     )
     return timeline.to_dict()
 
 
 async def get_stats(service: Service, request: Request) -> Any:
+    STATS.from_query(parameters(request))
     return await service.call(service.ms.stats)
 
 
 async def get_health(service: Service, request: Request) -> Any:
+    if not request.scope.get(AUTHENTICATED):  # liveness only: no path or pid for whoever asks
+        return {"status": "ok"}
     return {"status": "ok", "version": __version__, "db": str(service.ms.path), "pid": os.getpid()}
 
 
-REF = ("ref", "path", "string", "The memory's id (digits) or key.")
+_REF = GET.field("ref")
 ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint(
         "POST",
         "/api/memory/search",
         post_cems_search,
-        "Search with CEMS's request body",
-        body=_schema(CEMS_FIELDS, ("query",)),
+        CEMS_SEARCH.summary,
+        body=CEMS_SEARCH,
+        content_types=JSON_TYPES,
     ),
     Endpoint(
-        "POST", "/search", post_search, "Search with memsearch's own fields", body=_schema(SEARCH_FIELDS, ("query",))
+        "POST", "/search", post_search, "Search with memsearch's own fields", body=SEARCH, content_types=JSON_TYPES
     ),
-    Endpoint(
-        "GET",
-        "/search",
-        get_search,
-        "Search",
-        parameters=(
-            ("q", "query", "string", "What to search for."),
-            ("k", "query", "integer", "How many results."),
-            ("mode", "query", "string", "auto, vector, hybrid or lexical."),
-            ("profile", "query", "string", "Ranking profile."),
-            ("project", "query", "string", "Only this project."),
-            ("namespace", "query", "string", "Only this namespace."),
-            ("tag", "query", "string", "Only memories with this tag (repeat: all of them)."),
-            ("since", "query", "string", "Lower bound of created_at: ISO-8601, or 7d, 2w, 3h, 30m, today."),
-            ("until", "query", "string", "Upper bound of created_at: ISO-8601, or 7d, 2w, 3h, 30m, yesterday."),
-            ("kind", "query", "string", "Only this kind: note, turn or session (repeat: any of them)."),
-            ("conversation", "query", "string", "Only this conversation's memories."),
-            ("role", "query", "string", "Only this role (repeat: any of them)."),
-            ("session", "query", "string", "Only this session (repeat: any of them)."),
-            ("granularity", "query", "string", "turn or session."),
-            ("max_tokens", "query", "integer", "Token budget."),
-            ("raw", "query", "boolean", "Also return every candidate before filtering."),
-        ),
-    ),
+    Endpoint("GET", "/search", get_search, SEARCH.summary, query=SEARCH),
     Endpoint(
         "POST",
         "/add",
         post_add,
-        "Add one memory",
-        body=_schema(ADD_FIELDS, ("text",)),
-        responses={"200": "{id, stored, duplicate_of, similarity}"},
+        ADD.summary,
+        body=ADD,
+        content_types=JSON_TYPES,
+        returns="{id, stored, duplicate_of, similarity}",
     ),
-    Endpoint(
-        "POST",
-        "/import",
-        post_import,
-        "Import a JSONL or conversation file sent as the body: all of it is stored, or none",
-        parameters=(
-            ("format", "query", "string", "jsonl (default), chat, locomo or longmemeval."),
-            ("source", "query", "string", "The name to use in messages."),
-            ("sessions", "query", "boolean", "Conversations: store a chunk per session too (default true)."),
-            ("facets", "query", "boolean", "Conversations: extract facet views."),
-            ("replace", "query", "boolean", "Overwrite memories whose key exists already."),
-            ("profile", "query", "string", "A profile whose ingest dedup applies."),
-        ),
-        body={"text": "The file's content."},
-    ),
-    Endpoint("GET", "/memories/{ref}", get_memory, "One memory", parameters=(REF,)),
+    Endpoint("POST", "/import", post_import, IMPORT.summary, query=IMPORT, content_types=IMPORT_TYPES),
+    Endpoint("GET", "/memories/{ref}", get_memory, GET.summary, query=GET, path_fields=(_REF,)),
     Endpoint(
         "DELETE",
         "/memories/{ref}",
         delete_memory,
         "Delete one memory",
-        parameters=(REF,),
-        responses={"200": "{deleted: [id]}"},
+        path_fields=(_REF,),
+        returns="{deleted: [id]}",
     ),
+    Endpoint("GET", "/timeline/{ref}", get_timeline, TIMELINE.summary, query=TIMELINE, path_fields=(_REF,)),
+    Endpoint("GET", "/stats", get_stats, STATS.summary),
     Endpoint(
-        "GET",
-        "/timeline/{ref}",
-        get_timeline,
-        "The memories around one, in order",
-        parameters=(
-            REF,
-            ("before", "query", "integer", "How many before it (default 5)."),
-            ("after", "query", "integer", "How many after it (default 5)."),
-        ),
+        "GET", "/health", get_health, "Liveness; with the token (or when none is set) also the version, store and pid"
     ),
-    Endpoint("GET", "/stats", get_stats, "What the store holds"),
-    Endpoint("GET", "/health", get_health, "Liveness, version, store path and pid"),
 )
-
-
-def openapi_document() -> dict[str, Any]:
-    error = {"description": "{error, type, field}", "content": {"application/json": {"schema": {"type": "object"}}}}
-    paths: dict[str, Any] = {}
-    for endpoint in ENDPOINTS:
-        operation: dict[str, Any] = {
-            "summary": endpoint.summary,
-            "operationId": endpoint.handler.__name__,
-            "responses": {
-                **{
-                    code: {"description": text, "content": {"application/json": {"schema": {"type": "object"}}}}
-                    for code, text in endpoint.responses.items()
-                },
-                "400": error,
-                "401": error,
-                "404": error,
-            },
-        }
-        if endpoint.parameters:
-            operation["parameters"] = [
-                {"name": name, "in": where, "required": where == "path", "schema": {"type": kind}, "description": text}
-                for name, where, kind, text in endpoint.parameters
-            ]
-        if endpoint.body is not None:
-            content = (
-                {"text/plain": {"schema": {"type": "string"}}}
-                if "text" in endpoint.body and "type" not in endpoint.body
-                else {"application/json": {"schema": endpoint.body}}
-            )
-            operation["requestBody"] = {"required": True, "content": content}
-        paths.setdefault(endpoint.path, {})[endpoint.method.lower()] = operation
-    return {
-        "openapi": "3.1.0",
-        "info": {"title": "memsearch", "version": __version__},
-        "components": {"securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
-        "security": [{"bearer": []}, {}],
-        "paths": paths,
-    }
 
 
 # -- the application -------------------------------------------------------------------------
@@ -479,12 +319,16 @@ def openapi_document() -> dict[str, Any]:
 def _route(service: Service, endpoint: Endpoint) -> Route:
     async def handle(request: Request) -> Response:
         try:
+            if endpoint.content_types:
+                check_content_type(request, endpoint.content_types)
             result = await endpoint.handler(service, request)
         except BadRequest as error:
-            return error_response(str(error), error.status)
+            return error_response(str(error), error.status, kind=error.kind, field_name=error.field)
         except MemsearchError as error:
             status = next((s for kind, s in STATUS_OF_ERROR.items() if isinstance(error, kind)), 500)
             return error_response(str(error), status, kind=type(error).__name__, field_name=error.field)
+        except RecursionError:  # a JSON line nested thousands deep, parsed by the library
+            return error_response("the request nests JSON too deeply", 400)
         except Exception as error:  # a bug: one JSON line for the client, the traceback in the server's log
             logging.getLogger("memsearch").exception("internal error in %s %s", endpoint.method, endpoint.path)
             return error_response(f"internal error: {type(error).__name__}: {error}", 500, kind="InternalError")
@@ -493,71 +337,38 @@ def _route(service: Service, endpoint: Endpoint) -> Route:
     return Route(endpoint.path, handle, methods=[endpoint.method])
 
 
-class Guard:
-    """Refuses, before any routing: over-long URLs (400), and requests without the bearer token
-    when one is set (401, the token compared in constant time)."""
-
-    def __init__(self, app: ASGIApp, token: str | None) -> None:
-        self.app = app
-        # Digests of equal length, so the comparison's time says nothing about the token's length either.
-        self._expected = _digest(f"Bearer {token}".encode()) if token else None
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        if len(scope.get("raw_path", b"")) + len(scope.get("query_string", b"")) > MAX_URL_BYTES:
-            await error_response(f"the URL is over the limit of {MAX_URL_BYTES} bytes", 400)(scope, receive, send)
-            return
-        if self._expected is not None:
-            given = dict(scope["headers"]).get(b"authorization", b"")
-            if not hmac.compare_digest(_digest(given), self._expected):
-                response = error_response("a valid bearer token is required", 401, kind="Unauthorized")
-                response.headers["WWW-Authenticate"] = "Bearer"
-                await response(scope, receive, send)
-                return
-        await self.app(scope, receive, send)
+async def _http_error(request: Request, error: Exception) -> Response:
+    """Starlette's own refusals (no such route: 404; wrong method: 405) in the API's error document."""
+    assert isinstance(error, HTTPException)
+    if error.status_code == 404:
+        message, kind = f"no route {request.method} {request.url.path} (see /openapi.json)", "NotFound"
+    elif error.status_code == 405:
+        message, kind = f"{request.url.path} does not take {request.method}", "MethodNotAllowed"
+    else:
+        message, kind = error.detail, "HTTPError"
+    response = error_response(message, error.status_code, kind=kind)
+    response.headers.update(error.headers or {})
+    return response
 
 
-def _digest(value: bytes) -> bytes:
-    return hashlib.sha256(value).digest()
-
-
-def build_app(warm: WarmService, *, token: str | None) -> ASGIApp:
+def build_app(
+    warm: WarmService,
+    *,
+    token: str | None,
+    host: str = "127.0.0.1",
+    port: int = 8765,
+    allowed_hosts: Sequence[str] = (),
+    cors_origins: Sequence[str] = (),
+) -> ASGIApp:
     service = Service(warm)
     routes = [_route(service, endpoint) for endpoint in ENDPOINTS]
-    document = openapi_document()
+    document = openapi_document(ENDPOINTS)
     routes.append(Route("/openapi.json", lambda request: JSONResponse(document), methods=["GET"]))
-    return Guard(Starlette(routes=routes), token)
+    app = Starlette(routes=routes, exception_handlers={HTTPException: _http_error})
+    return guarded(app, token=token, hosts=host_names(host, allowed_hosts), port=port, cors_origins=cors_origins)
 
 
 # -- start-up --------------------------------------------------------------------------------
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False  # a name other than localhost may resolve anywhere
-
-
-def listening_socket(host: str, port: int) -> socket.socket:
-    """A TCP socket bound and listening on host:port. It is made with IPPROTO_TCP named: asyncio
-    sets TCP_NODELAY only on sockets whose protocol says TCP, and accepted connections inherit
-    the listener's. Without it each response on a kept-alive connection waits ~40 ms for the
-    client's delayed ACK (Nagle holds the body back behind the headers)."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    listener = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        listener.bind((host, port))
-    except OSError as error:
-        listener.close()
-        raise InvalidInputError(f"cannot listen on {host}:{port}: {error.strerror or error}") from None
-    listener.listen(128)
-    return listener
 
 
 def run_serve(
@@ -566,6 +377,8 @@ def run_serve(
     *,
     host: str = "127.0.0.1",
     port: int = 8765,
+    allowed_hosts: Sequence[str] = (),
+    cors_origins: Sequence[str] = (),
     announce: Callable[[str], None] = print,
 ) -> None:
     """Bind, warm the library, write the discovery file, serve until SIGTERM or Ctrl-C (in-flight
@@ -587,23 +400,29 @@ def run_serve(
     shown_host = f"[{host}]" if ":" in host else host
     url = f"http://{shown_host}:{bound_port}"
     warm = WarmService(db, model)
+    app = build_app(
+        warm, token=token, host=host, port=bound_port, allowed_hosts=allowed_hosts, cors_origins=cors_origins
+    )
     config = uvicorn.Config(
-        build_app(warm, token=token),
+        app,
         log_level="warning",
         access_log=False,
         timeout_graceful_shutdown=30,
         lifespan="off",
+        **uvicorn_settings(raise_descriptor_limit()),
     )
     server = uvicorn.Server(config)
     discovery = write_discovery(warm.ms.path, url, os.getpid(), authenticated=token is not None)
     announce(f"serving {warm.ms.path} at {url}" + (" (bearer token required)" if token else ""))
-    # uvicorn re-raises the signal that stopped it once it has shut down; with a handler of ours
-    # in place that is a no-op, so SIGTERM ends in a clean exit 0 after the clean-up below.
-    previous = signal.signal(signal.SIGTERM, lambda *_: None)
+    # uvicorn re-raises the signal that stopped it once it has shut down; with handlers of ours in
+    # place that is a no-op, so SIGTERM and Ctrl-C (SIGINT) both end, after in-flight requests and
+    # the clean-up below, in a clean exit 0.
+    previous = {number: signal.signal(number, lambda *_: None) for number in (signal.SIGTERM, signal.SIGINT)}
     try:
         server.run(sockets=[listener])
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for number, handler in previous.items():
+            signal.signal(number, handler)
         remove_discovery(discovery, os.getpid())
         warm.close()
         listener.close()
