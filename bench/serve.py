@@ -163,7 +163,7 @@ def token_timing(db: Path, rounds: int) -> dict[str, list[float]]:
             for name in times:
                 headers = {"Authorization": f"Bearer {wrong[name]}"} if name in wrong else {}
                 start = time.perf_counter()
-                connection.request("GET", "/health", headers=headers)
+                connection.request("GET", "/stats", headers=headers)
                 response = connection.getresponse()
                 response.read()
                 times[name].append(time.perf_counter() - start)
