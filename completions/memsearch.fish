@@ -172,7 +172,7 @@ complete -c memsearch -n '__fish_memsearch_using timeline' -l db -r -F -d 'Store
 complete -c memsearch -n '__fish_memsearch_using timeline' -s h -l help -d 'Show this message and exit.'
 
 complete -c memsearch -n '__fish_memsearch_using mcp' -l http -d 'Serve streamable HTTP on loopback instead of stdio.'
-complete -c memsearch -n '__fish_memsearch_using mcp' -l port -x -d 'The port for --http.'
+complete -c memsearch -n '__fish_memsearch_using mcp' -l port -x -d 'The port for --http (0: any free).'
 complete -c memsearch -n '__fish_memsearch_using mcp' -l db -r -F -d 'Store file, or a postgresql://user@host/db URL. Default: $MEMSEARCH_DB, else db in config.toml, else $MEMSEARCH_HOME/memsearch.db, else the user data dir.'
 complete -c memsearch -n '__fish_memsearch_using mcp' -l model -x -a '(__fish_complete_directories)' -d 'A sentence-transformers model directory. Default: $MEMSEARCH_MODEL, else the bundled all-MiniLM-L6-v2.'
 complete -c memsearch -n '__fish_memsearch_using mcp' -s h -l help -d 'Show this message and exit.'
