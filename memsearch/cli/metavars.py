@@ -3,6 +3,10 @@ Python types Typer 0.29 shows (`<str>`, `<list[str]>`, `<bool>`).
 
 Applied to the whole command tree when it is built (see MemsearchGroup), so every option, also
 ones added later, is covered without a metavar on each declaration.
+
+Rich wraps the help's type column only at spaces and folds a longer word mid-letter, so a long
+choice list (`auto|vector|hybrid|lexical`) is shown in help on lines of at most CHOICE_LINE
+cells, broken after a `|`: at 80 columns no choice is cut and the help text keeps its room.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import typer._click as click
 from typer.core import TyperArgument, TyperOption
 
 _NAMES: dict[Any, str] = {str: "TEXT", int: "INTEGER", float: "NUMBER", bool: "BOOLEAN", Path: "PATH"}
+CHOICE_LINE = 16  # the widest line of a choice list in help (as wide as `INTEGER [x>=1]` and a little more)
 
 
 def type_label(param: TyperOption | TyperArgument) -> str:
@@ -30,6 +35,18 @@ def type_label(param: TyperOption | TyperArgument) -> str:
     return _NAMES.get(annotation, "VALUE")
 
 
+def wrapped_choices(label: str, width: int = CHOICE_LINE) -> str:
+    """`label` (`a|b|c`) on lines of at most `width` cells, each line but the last ending in `|`;
+    a single choice longer than `width` keeps a line of its own, whole."""
+    lines: list[str] = []
+    for choice in label.split("|"):
+        if lines and len(lines[-1]) + len(choice) <= width:
+            lines[-1] += choice + "|"
+        else:
+            lines.append(choice + "|")
+    return "\n".join(lines)[:-1] if lines else label
+
+
 def _shown_type(label: str) -> Any:
     return lambda ctx: label
 
@@ -41,8 +58,12 @@ def apply(command: click.Command, help_option_names: list[str]) -> None:
     for param in [*command.params, command.get_help_option(context)]:
         if isinstance(param, TyperOption) and param.metavar is None:
             param.metavar = "" if param.is_flag or param.count else type_label(param)
+            if param.type_descriptor.is_choice:  # the help's type column; the metavar stays one line
+                setattr(param, "display_type_rich", _shown_type(wrapped_choices(param.metavar)))  # noqa: B010
         elif isinstance(param, TyperArgument):
             # An argument's metavar would be its name in help; its type column has a method of its own.
-            setattr(param, "display_type_rich", _shown_type(type_label(param)))  # noqa: B010 - on the instance
+            label = type_label(param)
+            shown = wrapped_choices(label) if param.type_descriptor.is_choice else label
+            setattr(param, "display_type_rich", _shown_type(shown))  # noqa: B010 - on the instance
     for sub in getattr(command, "commands", {}).values():
         apply(sub, help_option_names)

@@ -158,12 +158,12 @@ def render_stats(stats: dict[str, Any], fmt: str) -> None:
         pairs = [{"name": name, "value": value} for name, value in stats.items()]
         write_output(fmt, document=stats, columns=("name", "value"), rows=pairs)
         return
-    rows: list[tuple[str, Any]] = []
-    for name, value in stats.items():
-        if isinstance(value, dict):
-            value = ", ".join(f"{k or '(none)'}: {n}" for k, n in value.items()) or "—"
-        rows.append((name.replace("_", " "), "—" if value is None else value))
-    print_grid(NAME_VALUE, rows, show_header=False)
+    from memsearch.cli.charts import stats_rows, stats_table
+
+    if is_terminal():  # the added-per-period counts as a sparkline, the kinds and projects as bars
+        stdout_console().print(stats_table(stats))
+    else:
+        print_grid(NAME_VALUE, stats_rows(stats), show_header=False)
 
 
 # -- search --------------------------------------------------------------------------------

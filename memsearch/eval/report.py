@@ -1,14 +1,19 @@
-"""Show an `EvalReport`: Rich tables (one pair per granularity) or the JSON document."""
+"""Show an `EvalReport`: Rich tables (one pair per granularity) on a terminal, plain lines in a
+pipe or a file (a header and one tab-separated line per row, as every command's tables), or the
+JSON document."""
 
 from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
+from typing import IO
 
 from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from memsearch.cli.literal import one_line
 from memsearch.errors import InvalidInputError
 from memsearch.eval.runner import EvalReport, EvalRow
 
@@ -71,7 +76,7 @@ def overall_table(report: EvalReport, granularity: str) -> Table:
     return table
 
 
-def _categories(rows: list[EvalRow]) -> list[tuple[str | int, int]]:
+def categories_of(rows: list[EvalRow]) -> list[tuple[str | int, int]]:
     """Every category of the rows with its question count (from the first row that has it)."""
     found: dict[str | int, int] = {}
     for row in rows:
@@ -87,7 +92,7 @@ def category_table(report: EvalReport, granularity: str) -> Table:
     labels = report.category_labels
     title = f"{report.dataset} · {granularity} level · R@5 / R@10 by category"
     table = _table(report, granularity, title, _caption(report))
-    categories = _categories(rows)
+    categories = categories_of(rows)
     for category, count in categories:
         name = labels.get(category, str(category))
         table.add_column(f"{name} (n={count})", justify="right")
@@ -100,20 +105,111 @@ def category_table(report: EvalReport, granularity: str) -> Table:
     return table
 
 
-def render_report(report: EvalReport, fmt: str = "table", *, console: Console | None = None) -> None:
-    """Print the report to stdout (or `console`): "table" as Rich tables, "json" as the JSON document."""
-    if fmt not in REPORT_FORMATS:
-        raise InvalidInputError(f"unknown report format {fmt!r} (choose from {', '.join(REPORT_FORMATS)})")
-    if fmt == "json":
-        out = console.file if console is not None else sys.stdout
-        out.write(json.dumps(report.to_dict(), indent=2) + "\n")
-        return
-    console = console or Console(markup=False, emoji=False)  # profile and category names are data, not markup
+# -- plain lines: every cell on one line, the granularity a column, a category a row ----------------
+
+
+def _overall_header(report: EvalReport) -> list[str]:
+    return ["granularity", "profile", "mode", "n", *(f"R@{k}" for k in report.ks), "NDCG@10", "p50 ms", "p95 ms"]
+
+
+def overall_rows(report: EvalReport) -> list[list[str]]:
+    recall, ndcg = report.recall_metric, report.ndcg_metric
+    rows = []
+    for row in report.rows:
+        latency = row.latency_ms
+        rows.append([
+            row.granularity,
+            row.name,
+            row.mode or DASH,
+            str(row.questions),
+            *(_number(row.mean(f"{recall}@{k}")) for k in report.ks),
+            _number(row.mean(f"{ndcg}@10")),
+            _number(latency.p50 if latency else None, 1),
+            _number(latency.p95 if latency else None, 1),
+        ])  # fmt: skip
+    return rows
+
+
+CATEGORY_HEADER = ["granularity", "profile", "mode", "category", "n", "R@5", "R@10"]
+
+
+def category_rows(report: EvalReport) -> list[list[str]]:
+    """A row per profile, mode, granularity and category that has questions (R@5 and R@10 apart,
+    not "0.500 / 1.000" in one cell)."""
+    recall, labels = report.recall_metric, report.category_labels
+    rows = []
     for granularity in report.granularities:
-        console.print(overall_table(report, granularity))
-        console.print(category_table(report, granularity))
+        table_rows = report.rows_for(granularity)
+        categories = categories_of(table_rows)
+        for row in table_rows:
+            for category, count in categories:
+                r5 = row.mean(f"{recall}@5", category)
+                if r5 is not None:
+                    name = labels.get(category, str(category))
+                    r10 = _number(row.mean(f"{recall}@10", category))
+                    rows.append([granularity, row.name, row.mode or DASH, name, str(count), _number(r5), r10])
+    return rows
+
+
+def plain_lines(report: EvalReport) -> list[str]:
+    """The two tables as plain text: header and rows, a blank line, header and rows."""
+    blocks = [[_overall_header(report), *overall_rows(report)], [CATEGORY_HEADER, *category_rows(report)]]
+    text = ["\n".join("\t".join(one_line(cell) for cell in line) for line in block) for block in blocks]
+    return "\n\n".join(text).splitlines()
+
+
+def notes(report: EvalReport) -> list[str]:
+    """What the tables' titles and captions say, for stderr when the tables are plain lines."""
+    scored = {row.questions for row in report.rows if row.kind == "profile"}
+    count = f"{scored.pop()} scored questions" if len(scored) == 1 else "questions: see n"
+    k = report.parameters.get("k")
+    lines = [f"{report.dataset} · {report.protocol} · {report.conversations} conversations, {count}, k={k}"]
+    if caption := _caption(report):
+        lines.append(caption)
+    return [*lines, _timing(report)]
+
+
+def _timing(report: EvalReport) -> str:
     timing = report.timing
-    console.print(
+    return (
         f"ingest {timing.get('ingest', 0):.1f} s · search {timing.get('search', 0):.1f} s · "
         f"baseline {timing.get('baseline', 0):.1f} s · total {timing.get('total', 0):.1f} s"
     )
+
+
+def check_target(path: Path) -> None:
+    """Fail before a run whose report or plot could not be written to `path`."""
+    if path.is_dir():
+        raise InvalidInputError(f"cannot write {path}: it is a folder")
+    if not path.parent.is_dir():
+        raise InvalidInputError(f"cannot write {path}: there is no folder {path.parent}")
+
+
+def _check_format(fmt: str) -> None:
+    if fmt not in REPORT_FORMATS:
+        raise InvalidInputError(f"unknown report format {fmt!r} (choose from {', '.join(REPORT_FORMATS)})")
+
+
+def write_report(report: EvalReport, fmt: str, out: IO[str]) -> None:
+    """Write the report to a file (or any text stream): "json" as the JSON document, "table" as plain lines."""
+    _check_format(fmt)
+    if fmt == "json":
+        out.write(json.dumps(report.to_dict(), indent=2) + "\n")
+    else:
+        out.write("".join(line + "\n" for line in plain_lines(report)))
+
+
+def render_report(report: EvalReport, fmt: str = "table", *, console: Console | None = None) -> None:
+    """Print the report to stdout (or `console`): "json" as the JSON document; "table" as Rich
+    tables on a terminal, else as plain lines, with the titles and timing on stderr."""
+    _check_format(fmt)
+    console = console or Console(markup=False, emoji=False)  # profile and category names are data, not markup
+    if fmt == "json" or not console.is_terminal:
+        write_report(report, fmt, console.file)
+        if fmt == "table":
+            sys.stderr.write("".join(line + "\n" for line in notes(report)))
+        return
+    for granularity in report.granularities:
+        console.print(overall_table(report, granularity))
+        console.print(category_table(report, granularity))
+    console.print(_timing(report))

@@ -35,6 +35,7 @@ from memsearch.errors import (
     StoreNotFoundError,
     StoreUnavailableError,
 )
+from memsearch.growth import added_per_period
 from memsearch.models import (
     CHUNK_VIEW_PREFIX,
     LEXICAL_VIEWS,
@@ -1853,6 +1854,9 @@ class PostgresStore:
             "SELECT sum(pg_total_relation_size(to_regclass(t))) FROM unnest(%s::text[]) t",
             (["memories", "postings", "term_docs", "fts_totals", "vectors", "views", "meta", "memsearch_schema"],),
         ).fetchone()  # type: ignore[misc]
+        per_day = db.execute(
+            "SELECT to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD'), count(*) FROM memories GROUP BY 1"
+        ).fetchall()
         return {
             "path": self.location,
             "memories": total,
@@ -1864,5 +1868,7 @@ class PostgresStore:
             "newest": _utc(newest).isoformat(timespec="microseconds") if newest else None,
             "projects": counts("project"),
             "namespaces": counts("namespace"),
+            "kinds": counts("kind"),
+            "growth": added_per_period(dict(per_day)),
             "size_bytes": int(size or 0),
         }

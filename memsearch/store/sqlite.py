@@ -25,6 +25,7 @@ from memsearch.errors import (
     StoreNotFoundError,
     StoreUnavailableError,
 )
+from memsearch.growth import added_per_period
 from memsearch.models import (
     CHUNK_VIEW_PREFIX,
     LEXICAL_VIEWS,
@@ -1207,6 +1208,8 @@ class SQLiteStore:
             return {name: n for name, n in rows}
 
         size = sum(os.path.getsize(p) for p in (self.path, Path(f"{self.path}-wal")) if os.path.exists(p))
+        # created_at is stored in UTC, so its first 10 characters are the UTC day (the index serves it)
+        per_day = db.execute("SELECT substr(created_at, 1, 10), count(*) FROM memories GROUP BY 1").fetchall()
         return {
             "path": str(self.path),
             "memories": total,
@@ -1218,6 +1221,8 @@ class SQLiteStore:
             "newest": newest,
             "projects": counts("project"),
             "namespaces": counts("namespace"),
+            "kinds": counts("kind"),
+            "growth": added_per_period(dict(per_day)),
             "size_bytes": size,
         }
 
