@@ -151,12 +151,14 @@ _memsearch_eval() {
         -d|--dataset-format) _memsearch_reply -W 'locomo longmemeval'; return ;;
         -m|--mode) _memsearch_reply -W 'auto vector hybrid lexical'; return ;;
         -g|--granularity) _memsearch_reply -W 'turn session'; return ;;
-        -f|-o|--format|--output) _memsearch_reply -W 'table json'; return ;;
+        -f|--format) _memsearch_reply -W 'table json'; return ;;
+        -o|--output) _memsearch_paths -f; return ;;
+        --plot) _memsearch_paths -f; return ;;
         --model) _memsearch_paths -d; return ;;
         --db) _memsearch_paths -f; return ;;
         -p|--profile|--limit) return ;;
     esac
-    if [[ $cur == -* ]]; then _memsearch_reply -W '-d --dataset-format -p --profile -m --mode -g --granularity --baseline --no-baseline --limit -f -o --format --output --model --db -h --help'
+    if [[ $cur == -* ]]; then _memsearch_reply -W '-d --dataset-format -p --profile -m --mode -g --granularity --no-baseline --limit -f --format -o --output --plot --model --db -h --help'
     else _memsearch_paths -f; fi
 }
 

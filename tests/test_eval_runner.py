@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import math
 from collections.abc import Iterator
@@ -10,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from rich.console import Console
 
 from memsearch.embedding import Encoder
 from memsearch.errors import InvalidInputError
@@ -335,10 +337,16 @@ def test_bad_arguments_fail_before_any_work(changes: dict[str, Any], message: st
 
 
 def test_render_table_and_json(tiny_report: EvalReport, capsys: pytest.CaptureFixture[str]) -> None:
-    render_report(tiny_report, "table")
-    shown = capsys.readouterr().out
+    terminal = Console(file=io.StringIO(), force_terminal=True, width=160, color_system=None)
+    render_report(tiny_report, "table", console=terminal)
+    shown = terminal.file.getvalue()  # type: ignore[attr-defined]
     for text in ("R@5", "R@50", "NDCG@10", "p95 ms", "siftcoder", "rank-bm25", "multi-hop", "session level"):
         assert text in shown
+    render_report(tiny_report, "table")  # not a terminal: plain lines, the titles on stderr
+    plain = capsys.readouterr()
+    for text in ("R@5", "R@50", "NDCG@10", "p95 ms", "siftcoder", "rank-bm25", "multi-hop", "session\t"):
+        assert text in plain.out
+    assert "locomo-evidence-recall" in plain.err
     render_report(tiny_report, "json")
     assert json.loads(capsys.readouterr().out) == json.loads(json.dumps(tiny_report.to_dict()))
     with pytest.raises(InvalidInputError, match="report format"):

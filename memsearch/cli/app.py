@@ -997,9 +997,8 @@ def eval_(
         typer.Option("--granularity", "-g", help="turn and/or session (repeatable). Default: both."),
     ] = None,
     # One flag, not --baseline/--no-baseline: a pair takes a help column of its own, which at 80
-    # columns leaves the help text too narrow for its longer words (--baseline is still taken).
+    # columns leaves the help text too narrow for its longer words.
     no_baseline: Annotated[bool, typer.Option("--no-baseline", help="Skip the plain BM25 baseline.")] = False,
-    baseline: Annotated[bool, typer.Option("--baseline", hidden=True)] = True,
     limit: Annotated[
         int | None, typer.Option("--limit", help="Only the first N conversations (or questions).", min=1)
     ] = None,

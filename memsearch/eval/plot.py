@@ -48,6 +48,7 @@ def _label(row: EvalRow) -> str:
 def plot_report(report: EvalReport, path: Path) -> None:
     """Draw the report's recall@k curves and per-category bars into `path` (.svg or .png)."""
     check_plot_target(path)
+    import matplotlib
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -61,7 +62,11 @@ def plot_report(report: EvalReport, path: Path) -> None:
     for granularity, (bars,) in zip(granularities, axes[1:], strict=True):
         _category_bars(bars, report, granularity, colours)
     figure.suptitle(f"{report.dataset} · {report.protocol} · {report.conversations} conversations")
-    figure.savefig(path, dpi=DPI, format=path.suffix.lower().lstrip("."))
+    suffix = path.suffix.lower().lstrip(".")
+    # An SVG keeps its text as text (searchable, selectable, smaller) and no date (the same report
+    # draws the same file).
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "memsearch"}):
+        figure.savefig(path, dpi=DPI, format=suffix, metadata={"Date": None} if suffix == "svg" else None)
 
 
 def _curves(axes: Axes, report: EvalReport, colours: dict[str, str]) -> None:
