@@ -28,6 +28,7 @@ EXTRA_HINT = 'pip install "memsearch[plot]"'
 DASHES = {"turn": "-", "session": "--"}  # and markers: lines of equal values stay told apart
 MARKERS = {"turn": "o", "session": "s"}
 DPI = 120
+TICK_WIDTH = 15  # characters of a category's name on one line under its bars
 
 
 def check_plot_target(path: Path) -> None:
@@ -39,6 +40,17 @@ def check_plot_target(path: Path) -> None:
         import matplotlib  # noqa: F401 - only whether it is there
     except ImportError:
         raise MemsearchError(f"plotting needs matplotlib, the plot extra: {EXTRA_HINT}") from None
+
+
+def _wrapped(name: str, width: int = TICK_WIDTH) -> str:
+    """A category name on lines of about `width` characters, broken after its hyphens
+    (LongMemEval's `single-session-preference`), so that six categories' names do not overlap."""
+    lines = [""]
+    for part in name.replace("-", "-\n").splitlines():
+        if lines[-1] and len(lines[-1]) + len(part) > width:
+            lines.append("")
+        lines[-1] += part
+    return "\n".join(lines)
 
 
 def _label(row: EvalRow) -> str:
@@ -115,9 +127,8 @@ def _category_bars(axes: Axes, report: EvalReport, granularity: str, colours: di
             solid.set_gid(f"category-bar-{granularity}-{index}-{position}-r5")
             if r10 == 0:  # a bar of no height: say 0, or it reads as no data
                 axes.annotate("0", (position + offset, 0), ha="center", va="bottom", fontsize="x-small")
-    axes.set_xticks(
-        range(len(categories)), [f"{names.get(c, str(c))}\n(n={n})" for c, n in categories], fontsize="small"
-    )
+    ticks = [f"{_wrapped(names.get(c, str(c)))}\n(n={n})" for c, n in categories]
+    axes.set_xticks(range(len(categories)), ticks, fontsize="small")
     axes.set_ylim(0, 1.02)
     axes.set_ylabel("recall")
     axes.set_title(f"{granularity} level · R@5 (solid) and R@10 (light) by category", loc="left")
