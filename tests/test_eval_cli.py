@@ -103,3 +103,9 @@ def test_plot_without_matplotlib_names_the_extra(tmp_path: Path) -> None:
         'memsearch: plotting needs matplotlib, the plot extra: pip install "memsearch[plot]"'
     )
     assert done.stdout == "" and not (tmp_path / "recall.svg").exists()
+
+
+def test_matplotlib_is_imported_only_for_a_plot() -> None:
+    code = "import sys, memsearch.cli.app, memsearch.eval.report, memsearch.eval.plot; print('matplotlib' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    assert done.stdout.strip() == "False"
