@@ -5,6 +5,7 @@ whatever the umask; a config.toml that holds an API key and others can read is w
 from __future__ import annotations
 
 import os
+import shutil
 import sqlite3
 import stat
 from collections.abc import Iterator
@@ -94,23 +95,84 @@ def modes_under(folder: Path) -> dict[str, str]:
     }
 
 
-@pytest.mark.usefixtures("open_umask")
-def test_every_file_memsearch_writes_is_private_under_umask_0(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from memsearch.embedding import load_encoder, resolve_model
+def assert_private(folder: Path) -> None:
+    modes = modes_under(folder)
+    assert modes, f"nothing was written in {folder}"
+    loose = {name: mode for name, mode in modes.items() if mode != ("0o700" if (folder / name).is_dir() else "0o600")}
+    assert not loose, f"{folder}: {loose}"
 
-    cache = tmp_path / "cache"
-    home = tmp_path / "home"
+
+@pytest.mark.usefixtures("open_umask")
+def test_every_file_memsearch_writes_is_private_under_umask_0(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, encoder: Encoder
+) -> None:
+    """The model cache (an export as an older version left it, the optimised copy onnxruntime
+    writes beside it, the int8 model) and the store (its file, WAL and index) under umask 000."""
+    from memsearch.embedding import resolve_model
+    from memsearch.embedding.onnx import OnnxEncoder, export_dir
+    from memsearch.paths import make_private_dirs
+
+    spec = resolve_model()
+    made = export_dir(spec)  # the session's export
+    cache, home = tmp_path / "cache", tmp_path / "home"
     monkeypatch.setenv("MEMSEARCH_CACHE_DIR", str(cache))
     monkeypatch.setenv("MEMSEARCH_HOME", str(home))
-    encoder = load_encoder(resolve_model(), "onnx")  # exports the model into the fresh cache
-    with Memsearch(encoder=encoder) as ms:
+    target = export_dir(spec)
+    make_private_dirs(target)
+    for name in ("model.onnx", "tokenizer.json", "manifest.json"):
+        shutil.copyfile(made / name, target / name)
+        (target / name).chmod(0o644)  # as exports were written before
+    OnnxEncoder(spec, quantized=True)  # quantises, and saves the optimised copy of the int8 model
+    fresh = OnnxEncoder(spec)  # saves the optimised copy of the model
+    with Memsearch(encoder=fresh) as ms:
         ms.add_many([NewMemory(f"note {n} about private files") for n in range(3)])
         ms.delete([1])
-        ms.search_many  # noqa: B018 - the store is written
-    for folder in (cache, home):
-        modes = modes_under(folder)
-        assert modes, folder
-        loose = {
-            name: mode for name, mode in modes.items() if mode != ("0o700" if (folder / name).is_dir() else "0o600")
-        }
-        assert not loose, f"{folder}: {loose}"
+        assert (home / "memsearch.db-wal").exists()  # the store is open, with its WAL and index
+        assert_private(home)
+    assert_private(cache)
+    assert_private(home)
+
+
+@pytest.mark.soak
+@pytest.mark.usefixtures("open_umask")
+def test_a_model_export_is_private_under_umask_0(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The export itself (torch writes model.onnx), from scratch: about ten seconds."""
+    from memsearch.embedding import resolve_model
+    from memsearch.embedding.onnx import ensure_export
+
+    monkeypatch.setenv("MEMSEARCH_CACHE_DIR", str(tmp_path / "cache"))
+    ensure_export(resolve_model())
+    assert_private(tmp_path / "cache")
+
+
+# -- the config file ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("mode", "warned"), [(0o644, True), (0o640, True), (0o600, False)])
+def test_a_config_file_with_an_api_key_that_others_can_read_is_warned_about(
+    isolated_home: Path, mode: int, warned: bool
+) -> None:
+    from memsearch import config
+    from tests.test_cli import run
+
+    config._warned_about.clear()
+    isolated_home.mkdir(parents=True, exist_ok=True)
+    path = isolated_home / "config.toml"
+    path.write_text('api_key = "s3cret-token"\n', encoding="utf-8")
+    path.chmod(mode)
+    stderr = run("stats").stderr
+    lines = [line for line in stderr.splitlines() if "holds api_key" in line]
+    assert len(lines) == (1 if warned else 0), stderr
+    if warned:
+        assert str(path) in lines[0] and "chmod 600" in lines[0] and "s3cret" not in stderr
+
+
+def test_a_config_file_without_an_api_key_is_not_warned_about(isolated_home: Path) -> None:
+    from memsearch import config
+    from tests.test_cli import run
+
+    config._warned_about.clear()
+    isolated_home.mkdir(parents=True, exist_ok=True)
+    (isolated_home / "config.toml").write_text("limit = 5\n", encoding="utf-8")
+    (isolated_home / "config.toml").chmod(0o644)
+    assert "holds api_key" not in run("stats").stderr
