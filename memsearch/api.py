@@ -23,7 +23,7 @@ from memsearch.arguments import (
     check_scope,
     check_threshold,
     check_whole,
-)  # fmt: skip
+)
 from memsearch.choices import IMPORT_FORMATS
 from memsearch.embedding import Encoder, Progress, load_encoder, resolve_model
 from memsearch.errors import DuplicateKeyError, ImportLineError, InvalidInputError, MemsearchError, StoreNotFoundError

@@ -11,6 +11,7 @@ the fuzz found.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
@@ -223,8 +224,8 @@ def check_call(fixture: Fixture, name: str, args: tuple[Any, ...], kwargs: dict[
         fixture.reset()
 
 
-FUZZ = settings(
-    max_examples=4000,
+FUZZ = settings(  # MEMSEARCH_FUZZ_EXAMPLES=25000 for a longer hunt
+    max_examples=int(os.environ.get("MEMSEARCH_FUZZ_EXAMPLES", "4000")),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large],
     database=None,

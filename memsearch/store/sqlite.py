@@ -572,9 +572,11 @@ class SQLiteStore:
                 self._db.execute("DELETE FROM memories_fts WHERE rowid = ?", (memory_id,))
             for rewrite in rewrites:
                 self._rewrite(rewrite)
-            self._forget_deleted_text()
+            if ids:
+                self._forget_deleted_text()
             self._bump_generation()
-        self._checkpoint()
+        if ids:
+            self._checkpoint()
 
     def _forget_deleted_text(self) -> None:
         """Merge the full-text index into one segment, which drops deleted rows' words: FTS5 keeps
