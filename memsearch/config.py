@@ -32,7 +32,7 @@ def _text(value: object) -> str:
 
 
 def _limit(value: object) -> int:
-    if isinstance(value, str) and value.strip().isdigit():  # from the environment
+    if isinstance(value, str) and re.fullmatch(r"[0-9]{1,9}", value.strip()):  # from the environment; ASCII only
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_LIMIT:
         raise ValueError(f"must be a whole number from 1 to {MAX_LIMIT}")

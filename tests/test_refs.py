@@ -66,3 +66,13 @@ def test_a_lookalike_that_is_no_key_is_not_found_rather_than_an_id() -> None:
         run("delete", ref, code=1)
     for memory_id in (1, 2, 3):
         untouched(memory_id)
+
+
+@pytest.mark.parametrize("value", ["٣", "２", "²"])
+def test_a_lookalike_limit_in_the_environment_is_refused(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    from memsearch.config import load_config
+    from memsearch.errors import ConfigError
+
+    monkeypatch.setenv("MEMSEARCH_LIMIT", value)
+    with pytest.raises(ConfigError, match=r"MEMSEARCH_LIMIT: limit must be a whole number from 1 to \d+, not"):
+        load_config()
