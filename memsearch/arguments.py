@@ -129,11 +129,12 @@ def check_scope(scope: object, field: str = "scope") -> Scope:
 
 def check_request(request: object) -> SearchRequest:
     """A `SearchRequest` (its constructor checked its own fields) with a valid query, scope and boosts."""
+    from memsearch.operations import SEARCH
     from memsearch.retrieval.request import Boost, SearchRequest
 
     if not isinstance(request, SearchRequest):
         raise InvalidInputError(f"must be a SearchRequest, not {shown(request)}", field="request")
-    check_text("query", request.query)
+    SEARCH.field("query").check(check_text("query", request.query))  # its length limit, as every front end's
     check_scope(request.scope)
     if not isinstance(request.boosts, tuple | list) or not all(isinstance(b, Boost) for b in request.boosts):
         raise InvalidInputError(f"must be a tuple of Boost, not {shown(request.boosts)}", field="boost")

@@ -291,6 +291,11 @@ def test_deeply_nested_queries_are_refused(content: str) -> None:
         ("consolidate", (), {"dry_run": "yes"}, "dry_run"),
         ("copy_to", (None,), {}, "destination"),
         ("copy_to", (1,), {}, "destination"),
+        ("search", (SearchRequest("x" * 4001, mode="lexical"),), {}, "query"),
+        ("search", (SearchRequest("\ud800", mode="lexical"),), {}, "query"),
+        ("search", (SearchRequest("x", mode="lexical", scope=Scope(tags="ops")),), {}, "tags"),  # type: ignore[arg-type]
+        ("search", (SearchRequest("x", mode="lexical", scope=Scope(kinds=("memo",))),), {}, "kinds"),
+        ("search_many", ("x",), {}, "requests"),
     ],
 )
 def test_wrong_types_are_refused_naming_the_argument(
