@@ -9,11 +9,26 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, Any
 
+from memsearch.arguments import (
+    MAX_ROWS,
+    check_flag,
+    check_iterable,
+    check_location,
+    check_name,
+    check_profile,
+    check_progress,
+    check_ref,
+    check_refs,
+    check_request,
+    check_scope,
+    check_threshold,
+    check_whole,
+)
 from memsearch.choices import IMPORT_FORMATS
 from memsearch.embedding import Encoder, Progress, load_encoder, resolve_model
 from memsearch.errors import DuplicateKeyError, ImportLineError, InvalidInputError, MemsearchError, StoreNotFoundError
 from memsearch.ingest.embed import embed_memories, near_duplicates, with_chunks
-from memsearch.models import Memory, NewMemory, check_range, normalise_tags
+from memsearch.models import Memory, NewMemory, check_range, check_text, normalise_tags, shown
 from memsearch.paths import resolve_db_path, shown_location
 from memsearch.store import EVERYTHING, Scope, Store, open_store
 from memsearch.store.base import Rewrite
@@ -180,8 +195,8 @@ class Memsearch:
         encoder_factory: Callable[[], Encoder] | None = None,
         llm: LLM | None = _UNSET,
     ) -> None:
-        self.path: Path | str = resolve_db_path(db)  # a SQLite path or a postgresql:// URL
-        self._model = model
+        self.path: Path | str = resolve_db_path(None if db is None else check_location("db", db))
+        self._model = check_name("model", model)
         self._encoder = encoder
         self._encoder_factory = encoder_factory
         self._opened: Store | None = None
@@ -263,6 +278,13 @@ class Memsearch:
         (or an earlier one of the batch) reaches it is not stored and is reported as that memory's
         duplicate. A key that exists already (without `replace`) fails before anything is embedded.
         """
+        memories = check_iterable("memories", memories)
+        for memory in memories:
+            if not isinstance(memory, NewMemory):
+                raise InvalidInputError(f"must be NewMemory objects, not {shown(memory)}", field="memories")
+        check_flag("replace", replace)
+        check_profile(profile)
+        check_progress(progress)
         if not memories:
             return []
         keys = [m.key for m in memories if m.key is not None]
@@ -326,7 +348,14 @@ class Memsearch:
         from memsearch.ingest.conversations import with_facets
         from memsearch.ingest.records import parse_memories
 
-        if fmt not in IMPORT_FORMATS:
+        check_text("content", content)
+        check_name("source", source, optional=False)
+        for name, flag in (("sessions", sessions), ("facets", facets), ("replace", replace)):
+            check_flag(name, flag)
+        check_name("conversation", conversation)
+        check_profile(profile)
+        check_progress(progress)
+        if not isinstance(fmt, str) or fmt not in IMPORT_FORMATS:
             raise InvalidInputError(
                 f"unknown import format {fmt!r} (choose from {', '.join(IMPORT_FORMATS)})", field="fmt"
             )
@@ -410,7 +439,7 @@ class Memsearch:
         A deleted turn leaves no trace search can reach: its session's other turns get their views
         rebuilt without it, and its session chunk its text (the chunk goes when no turn is left),
         in the same transaction as the delete."""
-        memories = {memory.id: memory for memory in (self.get(ref) for ref in refs)}
+        memories = {memory.id: memory for memory in (self.get(ref) for ref in check_refs(refs))}
         ids = builtins.list(memories)
         store = self.store()
         rewrites, emptied = self._rebuilt_sessions(store, builtins.list(memories.values()))
@@ -470,6 +499,7 @@ class Memsearch:
 
     def reindex(self, progress: Progress | None = None) -> int:
         """Re-embed every memory with the current model; returns how many."""
+        check_progress(progress)
         store = self.store()
         encoder = self.encoder()
         rows = builtins.list(store.iter_texts())
@@ -492,19 +522,27 @@ class Memsearch:
         """A reference as typed: ASCII digits are an id unless `by_key`; anything else is a key."""
         from memsearch.operations import parse_ref
 
-        return ref if by_key else parse_ref(ref)
+        if not isinstance(ref, str):
+            raise InvalidInputError(f"must be the text of an id or key, not {shown(ref)}", field="ref")
+        return check_ref(ref) if check_flag("by_key", by_key) else check_ref(parse_ref(ref))
 
     def get(self, ref: int | str) -> Memory:
-        """A memory by id (an int) or key (a str)."""
+        """A memory by id (an int) or key (a str): the type decides (see `resolve` for typed text)."""
+        ref = check_ref(ref)
         store = self.store()
         return store.get(ref) if isinstance(ref, int) else store.get_by_key(ref)
 
     def get_many(self, refs: Iterable[int | str], *, by_key: bool = False) -> builtins.list[Memory]:
         """Memories by id or key, in the order given; a str is resolved as typed (see `resolve`)
         unless it is all digits and `by_key`. Any not found raises MemoryNotFoundError."""
+        check_flag("by_key", by_key)
+        refs = check_refs(refs)
         return [self.get(self.resolve(ref, by_key=by_key) if isinstance(ref, str) else ref) for ref in refs]
 
     def list(self, scope: Scope = EVERYTHING, limit: int | None = None, offset: int = 0) -> builtins.list[Memory]:
+        check_scope(scope)
+        limit = check_whole("limit", limit, 0, MAX_ROWS, optional=True)
+        offset = check_whole("offset", offset, 0, MAX_ROWS) or 0
         return self.store().list(scope, limit=limit, offset=offset)
 
     def export(self, scope: Scope = EVERYTHING) -> Iterator[dict[str, Any]]:
@@ -513,6 +551,10 @@ class Memsearch:
         made by that store's model), and exporting that store gives the same lines."""
         from memsearch.ingest.records import export_record
 
+        check_scope(scope)
+        return self._export(scope, export_record)
+
+    def _export(self, scope: Scope, export_record: Callable[..., dict[str, Any]]) -> Iterator[dict[str, Any]]:
         store = self.store()
         keys: dict[int, str | None] = {}  # parent id → its key (session chunks precede their turns)
         for exported in store.export():
@@ -583,8 +625,10 @@ class Memsearch:
 
     def timeline(self, ref: int | str, *, before: int = 5, after: int = 5) -> Timeline:
         """The turns around a memory in order (for a note: the memories around it in time)."""
-        check_range("before", before, 0, 10_000)
-        check_range("after", after, 0, 10_000)
+        from memsearch.operations import MAX_TIMELINE
+
+        before = check_whole("before", before, 0, MAX_TIMELINE) or 0
+        after = check_whole("after", after, 0, MAX_TIMELINE) or 0
         memory = self.get(ref)
         return Timeline(self.store().around(memory, before, after), memory.id)
 
@@ -606,7 +650,7 @@ class Memsearch:
         """One ranking profile with its resolved parameters."""
         from memsearch.profiles import available, load_profile
 
-        profile = load_profile(name)
+        profile = load_profile(str(check_name("name", name, optional=False)))
         return ProfileInfo(profile.name, available()[profile.name], profile)
 
     def search(self, request: SearchRequest) -> SearchOutcome:
@@ -619,7 +663,7 @@ class Memsearch:
         Each search records the access on the memories it returns (last_accessed_at,
         access_count) unless the request has `as_of` or `touch=False`.
         """
-        requests = builtins.list(requests)
+        requests = [check_request(request) for request in check_iterable("requests", requests)]
         if any(request.mode != "lexical" for request in requests):
             self._load_encoder_meanwhile()
         from memsearch.profiles import with_environment
@@ -649,18 +693,21 @@ class Memsearch:
         first; a bad one raises ImportLineError with its line number."""
         from memsearch.ingest.records import parse_queries
 
-        return parse_queries(content, source, defaults)
+        check_text("content", content)
+        return parse_queries(content, str(check_name("source", source, optional=False)), defaults)
 
     # -- curation ---------------------------------------------------------------------------
 
     def update(self, ref: int | str, **changes: object) -> Memory:
         """Change importance, priority, pinned, project, namespace, memory_score or tags of a memory."""
+        checked = _checked_changes(changes)
         memory = self.get(ref)
-        return self.store().update(memory.id, _checked_changes(changes))
+        return self.store().update(memory.id, checked)
 
     def set_pinned(self, refs: Sequence[int | str], pinned: bool) -> builtins.list[int]:
         """Pin or unpin memories by id (an int) or key (a str): all of them, or none if any is not found."""
-        ids = builtins.list(dict.fromkeys(self.get(ref).id for ref in refs))
+        check_flag("pinned", pinned)
+        ids = builtins.list(dict.fromkeys(self.get(ref).id for ref in check_refs(refs)))
         store = self.store()
         for memory_id in ids:
             store.update(memory_id, {"pinned": pinned})
@@ -671,14 +718,15 @@ class Memsearch:
         into the empty or new store at `destination`, without re-embedding; all or nothing."""
         from memsearch.store.copy import copy_between
 
-        return copy_between(self.path, destination)
+        return copy_between(self.path, check_location("destination", destination))
 
     def consolidate(self, *, duplicate: float = 0.95, related: float = 0.80, dry_run: bool = False) -> Consolidation:
         """Mark older near-duplicates (cosine ≥ duplicate, and no exact token such as an identifier,
         number, path or name in one but not the other) superseded by the newest one and group related
         memories (cosine ≥ related); every earlier mark is replaced."""
-        check_range("duplicate threshold", duplicate, 0, 1)
-        check_range("related threshold", related, 0, 1)
+        check_threshold("duplicate", duplicate)
+        check_threshold("related", related)
+        check_flag("dry_run", dry_run)
         store = self.store()
         ids, matrix = store.all_vectors()
         memories = sorted(store.list(), key=lambda m: (m.created_at, m.id))
@@ -699,7 +747,7 @@ def _ingest_dedup(profile: Profile | str | None) -> float | None:
 
     threshold = resolve_profile(profile).ingest_dedup
     if threshold is not None:
-        check_range("dedup threshold", threshold, 0.0, 1.0)
+        check_threshold("dedup", threshold)
     return threshold
 
 
@@ -714,13 +762,11 @@ def _checked_changes(changes: dict[str, object]) -> dict[str, object]:
             case "priority":
                 checked[name] = check_range(name, value, 1, 2)  # type: ignore[arg-type]
             case "pinned":
-                checked[name] = bool(value)
+                checked[name] = check_flag(name, value)
             case "tags":
                 checked[name] = normalise_tags(value)  # type: ignore[arg-type]
             case "project" | "namespace":
-                if value is not None and (not isinstance(value, str) or not value.strip()):
-                    raise InvalidInputError(f"{name} must be a non-empty string")
-                checked[name] = value
+                checked[name] = check_name(name, value)
             case _:
                 raise InvalidInputError(f"cannot set {name!r}")
     return checked

@@ -32,7 +32,7 @@ def _text(value: object) -> str:
 
 
 def _limit(value: object) -> int:
-    if isinstance(value, str) and value.strip().isdigit():  # from the environment
+    if isinstance(value, str) and re.fullmatch(r"[0-9]{1,9}", value.strip()):  # from the environment; ASCII only
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_LIMIT:
         raise ValueError(f"must be a whole number from 1 to {MAX_LIMIT}")
@@ -127,6 +127,26 @@ def _read_file(path: Path) -> tuple[dict[str, Any], str]:
         raise ConfigError(f"{path} is not valid TOML: {error}") from None
 
 
+_warned_about: set[Path] = set()
+
+
+def _warn_if_readable(path: Path, document: Mapping[str, Any]) -> None:
+    """A config file that holds the API key should be the owner's alone: say so once a process,
+    on the library's logger (the CLI prints it as one line on stderr)."""
+    if "api_key" not in document or path in _warned_about:
+        return
+    mode = path.stat().st_mode & 0o777
+    if not mode & 0o044:  # neither group nor others may read it
+        return
+    import logging
+
+    _warned_about.add(path)
+    readers = " and ".join(who for who, bit in (("its group", 0o040), ("others", 0o004)) if mode & bit)
+    logging.getLogger(__name__).warning(
+        "%s holds api_key and %s can read it (mode %s); run: chmod 600 %s", path, readers, oct(mode), path
+    )
+
+
 def load_config(environ: Mapping[str, str] | None = None) -> Config:
     """The effective settings: the environment's over the file's over the defaults. A malformed
     file, an unknown key or a bad value raises ConfigError naming the file and line (or variable)."""
@@ -134,6 +154,8 @@ def load_config(environ: Mapping[str, str] | None = None) -> Config:
     path = config_path()
     exists = path.is_file()
     document, text = _read_file(path) if exists else ({}, "")
+    if exists:
+        _warn_if_readable(path, document)
     unknown = sorted(set(document) - set(KEYS))
     if unknown:
         line = _line_of(text, unknown[0])

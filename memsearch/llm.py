@@ -164,12 +164,12 @@ class HttpLLM:
 
     def _write(self, path: Path, document: Mapping[str, Any]) -> None:
         """Atomically; a cache that cannot be written is no reason to fail a search."""
-        from memsearch.paths import make_private_dirs
+        from memsearch.paths import make_private_dirs, write_private
 
         try:
             make_private_dirs(path.parent)
             partial = path.with_suffix(f".{os.getpid()}-{threading.get_ident()}.tmp")
-            partial.write_text(json.dumps(document, ensure_ascii=False), encoding="utf-8")
+            write_private(partial, json.dumps(document, ensure_ascii=False))
             os.replace(partial, path)
         except OSError:
             pass

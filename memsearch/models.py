@@ -139,11 +139,12 @@ def derived_memory_score(importance: float, access_count: int) -> float:
     return 0.6 * importance + 0.4 * (1.0 - math.exp(-access_count / 5.0))
 
 
-def check_range(name: str, value: float, low: float, high: float) -> float:
+def check_range(field: str, value: float, low: float, high: float) -> float:
+    """`value` as a float if it is a number from `low` to `high`; else an error naming `field`."""
     if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
-        raise InvalidInputError(f"{name} must be a number from {low:g} to {high:g}, not {value!r}")
+        raise InvalidInputError(f"must be a number from {low:g} to {high:g}, not {shown(value)}", field=field)
     if not low <= value <= high:
-        raise InvalidInputError(f"{name} must be from {low:g} to {high:g}, not {value:g}")
+        raise InvalidInputError(f"must be from {low:g} to {high:g}, not {value:g}", field=field)
     return float(value)
 
 
@@ -151,31 +152,37 @@ def check_text(name: str, value: object) -> str:
     """`value` if it is a string SQLite and the encoder can take: one without lone surrogates
     (what Python makes of invalid UTF-8 in arguments and stdin, or of a `\\ud800` JSON escape)."""
     if not isinstance(value, str):
-        raise InvalidInputError(f"{name} must be a string, not {_shown(value)}")
+        raise InvalidInputError(f"{name} must be a string, not {shown(value)}")
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as error:
         raise InvalidInputError(
-            f"{name} is not valid Unicode: a lone surrogate {value[error.start]!r} at character {error.start + 1} "
-            "(invalid UTF-8 input or an unpaired \\ud800-style escape)"
+            f"is not valid Unicode: a lone surrogate {value[error.start]!r} at character {error.start + 1} "
+            "(invalid UTF-8 input or an unpaired \\ud800-style escape)",
+            field=name,
         ) from None
     return value
 
 
-def _shown(value: object) -> str:
-    """A value for an error message: its type, and the value itself when short."""
-    text = repr(value)
-    return f"{type(value).__name__} {text}" if len(text) <= 40 else f"a {type(value).__name__}"
+def shown(value: object) -> str:
+    """A value for a one-line error message: its type, and the value itself when short."""
+    try:
+        text = repr(value)
+    except Exception:  # a caller's object whose repr fails (or is too long an int to print)
+        text = "\n"
+    return f"{type(value).__name__} {text}" if len(text) <= 40 and "\n" not in text else f"a {type(value).__name__}"
 
 
 def normalise_tags(tags: Iterable[str] | str) -> tuple[str, ...]:
     """Trimmed, de-duplicated, in first-seen order; empty tags are dropped. A lone string is one
     tag (not a sequence of one-letter tags)."""
+    if isinstance(tags, bytes | bytearray | Mapping) or not isinstance(tags, str | Iterable):
+        raise InvalidInputError(f"must be a list of strings, not {shown(tags)}", field="tags")
     seen: dict[str, None] = {}
     for tag in (tags,) if isinstance(tags, str) else tags:
         if not isinstance(tag, str):
-            raise InvalidInputError(f"tags must be strings, not {_shown(tag)}")
-        check_text("a tag", tag)
+            raise InvalidInputError(f"tags must be strings, not {shown(tag)}")
+        check_text("tags", tag)
         cleaned = tag.strip()
         if cleaned:
             seen.setdefault(cleaned, None)
@@ -184,12 +191,12 @@ def normalise_tags(tags: Iterable[str] | str) -> tuple[str, ...]:
 
 def _check_views(views: object) -> None:
     if not isinstance(views, Mapping):
-        raise InvalidInputError(f"views must be an object of view name → text, not {_shown(views)}")
+        raise InvalidInputError(f"views must be an object of view name → text, not {shown(views)}")
     known = dict.fromkeys([*LEXICAL_VIEWS, *VECTOR_VIEWS])
     for name, text in views.items():
         if name not in known and not is_chunk_view(name):
             raise InvalidInputError(f"unknown view {name!r} (known: {', '.join(known)})")
-        check_text(f"view {name}", text)
+        check_text(f"views.{name}", text)
 
 
 @dataclass(frozen=True)
@@ -232,9 +239,9 @@ class NewMemory:
         for name in _STRING_FIELDS:
             value = getattr(self, name)
             if value is not None and (not isinstance(value, str) or not check_text(name, value).strip()):
-                raise InvalidInputError(f"{name} must be a non-empty string, not {_shown(value)}")
+                raise InvalidInputError(f"{name} must be a non-empty string, not {shown(value)}")
         if not isinstance(self.metadata, Mapping):
-            raise InvalidInputError(f"metadata must be an object, not {_shown(self.metadata)}")
+            raise InvalidInputError(f"metadata must be an object, not {shown(self.metadata)}")
         try:  # stored as JSON and printed by `list -f json`: it must be JSON that round-trips
             json.dumps(self.metadata, allow_nan=False, ensure_ascii=False).encode("utf-8")
         except (ValueError, TypeError, RecursionError) as error:
@@ -247,7 +254,7 @@ class NewMemory:
         if self.position is not None and (
             isinstance(self.position, bool) or not isinstance(self.position, int) or self.position < 1
         ):
-            raise InvalidInputError(f"position must be a whole number from 1, not {_shown(self.position)}")
+            raise InvalidInputError(f"position must be a whole number from 1, not {shown(self.position)}")
         _check_views(self.views)
 
     @classmethod

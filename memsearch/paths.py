@@ -59,6 +59,27 @@ def make_private_dirs(folder: Path) -> None:
             path.chmod(0o700)
 
 
+def write_private(path: Path, text: str) -> None:
+    """Write `text` (UTF-8) to the new file `path`, readable by the owner only whatever the umask."""
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+        handle.write(text)
+
+
+def make_private_tree(folder: Path) -> None:
+    """Make `folder` and everything in it the owner's alone (folders 0700, files 0600): for files
+    that libraries (torch, onnxruntime) create with the umask's modes, before they are renamed
+    into a cache."""
+    for path in (folder, *folder.rglob("*")):
+        if not path.is_symlink():
+            path.chmod(0o700 if path.is_dir() else 0o600)
+
+
+def is_private(path: Path) -> bool:
+    """Whether neither group nor others may read, write or enter `path`."""
+    return not path.stat().st_mode & 0o077
+
+
 def read_only_requested() -> bool:
     """`MEMSEARCH_READ_ONLY=1`: open every store for reading only (a shared or archived store;
     searches then skip recording access)."""

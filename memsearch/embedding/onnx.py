@@ -29,7 +29,7 @@ import numpy as np
 from memsearch.embedding.base import ModelSpec, Progress
 from memsearch.errors import EmbeddingError
 from memsearch.models import EmbeddingModelInfo, check_text
-from memsearch.paths import cache_dir, make_private_dirs
+from memsearch.paths import cache_dir, is_private, make_private_dirs, make_private_tree, write_private
 
 log = logging.getLogger(__name__)
 
@@ -174,7 +174,7 @@ def _export_into(
             dynamo=False,
         )
     fuse_bert(staging / "model.onnx", model)
-    (staging / "tokenizer.json").write_text(tokenizer.backend_tokenizer.to_str(), encoding="utf-8")
+    write_private(staging / "tokenizer.json", tokenizer.backend_tokenizer.to_str())
     manifest = {
         "model": spec.name,
         "dim": embedding_dimension(model),
@@ -183,8 +183,9 @@ def _export_into(
         "pad_token_id": int(tokenizer.pad_token_id or 0),
         "inputs": input_names,
     }
+    make_private_tree(staging)  # torch and onnxruntime wrote theirs with the umask's modes
     # The manifest is written last: its presence marks a complete export.
-    (staging / "manifest.json").write_text(json.dumps(manifest, indent=2), encoding="utf-8")
+    write_private(staging / "manifest.json", json.dumps(manifest, indent=2))
 
 
 def fuse_bert(path: Path, model: Any) -> None:
@@ -207,7 +208,11 @@ def fuse_bert(path: Path, model: Any) -> None:
 
 def ensure_export(spec: ModelSpec) -> Path:
     target = export_dir(spec)
-    if not (target / "manifest.json").is_file():
+    manifest = target / "manifest.json"
+    if manifest.is_file() and not is_private(manifest):  # an export made before files were private
+        with contextlib.suppress(OSError):
+            make_private_tree(target)
+    if not manifest.is_file():
         log.info("preparing the fast encoder for %s (once, about 10 s) in %s", spec.name, target)
         try:
             export_model(spec, target)
@@ -244,6 +249,7 @@ def ensure_quantized(folder: Path) -> Path:
             per_channel=True,
             extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
         )
+        staging.chmod(0o600)
         os.replace(staging, target)
     except Exception as error:
         staging.unlink(missing_ok=True)
@@ -366,6 +372,7 @@ def load_session(model_file: Path) -> Any:
         except Exception:  # the copy could not be written (a full disk): load without one
             return session(model_file, onnxruntime.SessionOptions())
         with contextlib.suppress(OSError):  # both files at once; another process may have been first
+            make_private_tree(staging)
             os.replace(staging, optimized.parent)
         return loaded
     finally:

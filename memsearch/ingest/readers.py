@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from memsearch.errors import MemsearchError
-from memsearch.ingest.records import BOM, split_lines
+from memsearch.ingest.records import BOM, decode_json, split_lines
 from memsearch.timeutil import MONTHS, parse_time
 
 
@@ -67,7 +67,7 @@ def turn_text(turn: Turn) -> str:
 
 def read_json(content: str, source: str) -> Any:
     try:
-        return json.loads(content.removeprefix(BOM))
+        return decode_json(content.removeprefix(BOM))
     except json.JSONDecodeError as error:
         raise DatasetError(f"{source}: not valid JSON ({error})") from None
 
@@ -139,6 +139,8 @@ def iter_json_list(stream: TextIO, source: str, what: str, chunk_chars: int = ST
         while True:
             try:
                 item, end = decoder.raw_decode(buffer, position)
+            except RecursionError:
+                raise DatasetError(f"{source}: not valid JSON (nested too deeply)") from None
             except json.JSONDecodeError as error:
                 if fill():
                     continue
@@ -346,7 +348,7 @@ def read_chat(content: str | Iterable[str], source: str, conversation_id: str) -
             continue
         where = f"{source}, line {line_number}"
         try:
-            obj = json.loads(line)
+            obj = decode_json(line)
         except json.JSONDecodeError as error:
             raise DatasetError(f"{where}: not valid JSON ({error.msg})") from None
         session_id, speaker, text, created, turn_id = _chat_line(obj, where)

@@ -11,8 +11,9 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from memsearch.arguments import check_request
 from memsearch.errors import ImportLineError, InvalidInputError
-from memsearch.models import NewMemory, default_view_text, is_chunk_view
+from memsearch.models import NewMemory, check_text, default_view_text, is_chunk_view
 from memsearch.timeutil import to_iso
 
 if TYPE_CHECKING:
@@ -31,6 +32,15 @@ def split_lines(content: str | Iterable[str]) -> list[str]:
     return [line.removesuffix("\r") for line in lines]
 
 
+def decode_json(text: str) -> Any:
+    """`json.loads`, with nesting too deep for the decoder (Python's recursion limit, about a
+    thousand levels) reported as a JSONDecodeError like any other malformed text."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise json.JSONDecodeError("nested too deeply", text, 0) from None
+
+
 def parse_jsonl(content: str | Iterable[str], source: str) -> list[tuple[int, Any]]:
     """The decoded objects of a JSONL text with their line numbers; blank lines are skipped."""
     rows = []
@@ -38,7 +48,7 @@ def parse_jsonl(content: str | Iterable[str], source: str) -> list[tuple[int, An
         if not line.strip():
             continue
         try:
-            rows.append((number, json.loads(line)))
+            rows.append((number, decode_json(line)))
         except json.JSONDecodeError as error:
             raise ImportLineError(source, number, f"not valid JSON ({error.msg} at column {error.colno})") from None
     return rows
@@ -109,15 +119,17 @@ def request_from_json(obj: Any, defaults: Mapping[str, Any]) -> SearchRequest:
     unknown = sorted(set(obj) - set(QUERY_FIELDS))
     if unknown:
         raise InvalidInputError(f"unknown field {unknown[0]!r} (known: {', '.join(QUERY_FIELDS)})")
+    check_text("query", obj["query"])
     k = obj.get("k", defaults.get("k"))
     if k is not None and (isinstance(k, bool) or not isinstance(k, int)):
         raise InvalidInputError(f"k must be a whole number, not {k!r}")
     fields = {**defaults, **obj, "k": k}
-    return SearchRequest(**fields)
+    return check_request(SearchRequest(**fields))
 
 
 def parse_queries(content: str | Iterable[str], source: str, defaults: Mapping[str, Any]) -> list[SearchRequest]:
     """Requests from a JSONL of {"query", optional "k" and "mode"}; all lines are checked first."""
+    _check_defaults(defaults)
     requests = []
     for number, obj in parse_jsonl(content, source):
         try:
@@ -127,3 +139,15 @@ def parse_queries(content: str | Iterable[str], source: str, defaults: Mapping[s
     if not requests:
         raise InvalidInputError(f"{source} has no queries")
     return requests
+
+
+def _check_defaults(defaults: Mapping[str, Any]) -> None:
+    """The defaults of `parse_queries` must be SearchRequest fields (other than the query)."""
+    from dataclasses import fields
+
+    from memsearch.retrieval.pipeline import SearchRequest
+
+    known = [f.name for f in fields(SearchRequest) if f.name != "query"]
+    unknown = sorted(repr(name) for name in defaults if name not in known)
+    if unknown:
+        raise InvalidInputError(f"{unknown[0]} is not a search request field (known: {', '.join(known)})")

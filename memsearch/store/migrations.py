@@ -103,6 +103,12 @@ MIGRATIONS: tuple[str, ...] = (
     DROP TABLE memories_fts;
     ALTER TABLE memories_fts_new RENAME TO memories_fts;
     """,
+    # 6: deleted text leaves the file. Stores now delete with `PRAGMA secure_delete` on (freed space
+    # is zeroed) and merge the full-text index after each delete (SQLiteStore._forget_deleted_text);
+    # a store written before keeps deleted words in older index segments until this merge.
+    """
+    INSERT INTO memories_fts (memories_fts) VALUES ('optimize');
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

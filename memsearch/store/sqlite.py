@@ -289,6 +289,7 @@ class SQLiteStore:
             connection.execute("PRAGMA journal_mode = WAL")
             connection.execute("PRAGMA synchronous = NORMAL")
             connection.execute("PRAGMA foreign_keys = ON")
+            connection.execute("PRAGMA secure_delete = ON")  # deleted rows and freed pages are zeroed
         except sqlite3.Error as error:
             connection.close()
             translated = store_error(self.path, error)
@@ -491,6 +492,7 @@ class SQLiteStore:
         if vectors is not None and model is None:
             raise ValueError("vectors need the model that made them")
         ids: builtins.list[int] = []
+        replaced = False
         with self.transaction():
             if model is not None:
                 self.check_model(model)
@@ -530,7 +532,7 @@ class SQLiteStore:
                     )
                     self._db.execute("DELETE FROM memories_fts WHERE rowid = ?", (existing,))
                     self._delete_views(existing)
-                    memory_id = existing
+                    memory_id, replaced = existing, True
                 else:
                     cursor = self._db.execute(
                         "INSERT INTO memories (key, text, content_hash, created_at, importance, priority, pinned, "
@@ -552,7 +554,11 @@ class SQLiteStore:
                         (memory_id, view, memory.views[view], vector.astype("<f4").tobytes()),
                     )
                 ids.append(memory_id)
+            if replaced:  # the old text goes as a deleted memory's does
+                self._forget_deleted_text()
             self._bump_generation()
+        if replaced:
+            self._checkpoint()
         return ids
 
     def delete(self, ids: Sequence[int], rewrites: Sequence[Rewrite] = ()) -> None:
@@ -567,7 +573,24 @@ class SQLiteStore:
                 self._db.execute("DELETE FROM memories_fts WHERE rowid = ?", (memory_id,))
             for rewrite in rewrites:
                 self._rewrite(rewrite)
+            if ids:
+                self._forget_deleted_text()
             self._bump_generation()
+        if ids:
+            self._checkpoint()
+
+    def _forget_deleted_text(self) -> None:
+        """Merge the full-text index into one segment, which drops deleted rows' words: FTS5 keeps
+        them in older segments until a merge reaches them. (FTS5's own 'secure-delete' option needs
+        SQLite 3.42 or later and changes the table's file format, so older builds could not open
+        the store.) The merge rewrites the index: about 0.1 s for 20,000 memories."""
+        self._db.execute("INSERT INTO memories_fts (memories_fts) VALUES ('optimize')")
+
+    def _checkpoint(self) -> None:
+        """Copy the WAL into the database file and empty it: its frames hold pages as they were
+        before a delete. Best effort: a reader in the middle of a read keeps the frames it needs."""
+        with contextlib.suppress(sqlite3.Error):
+            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     def _rewrite(self, rewrite: Rewrite) -> None:
         self._db.execute(
