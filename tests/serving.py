@@ -78,12 +78,14 @@ def server_env(**extra: str) -> dict[str, str]:
 
 
 def start_server(db: Path, *args: str, env: dict[str, str] | None = None) -> Served:
-    """`memsearch serve --port 0` on the store; returns once its discovery file names its URL."""
-    from memsearch.server.discovery import discovery_path
+    """`memsearch serve --port 0` on the store; returns once its discovery file (beside the store,
+    or in the runtime dir) names its URL."""
+    from memsearch.server.discovery import discovery_paths
 
     db.parent.mkdir(parents=True, exist_ok=True)
-    discovery = discovery_path(db)
-    discovery.unlink(missing_ok=True)
+    discoveries = discovery_paths(db)
+    for discovery in discoveries:
+        discovery.unlink(missing_ok=True)
     stderr_path = db.parent / "serve.stderr"
     with stderr_path.open("wb") as stderr:
         process = subprocess.Popen(
@@ -96,11 +98,11 @@ def start_server(db: Path, *args: str, env: dict[str, str] | None = None) -> Ser
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise AssertionError(f"serve exited with {process.returncode}: {stderr_path.read_text()}")
-        if discovery.exists():
+        for discovery in discoveries:
             try:
                 url = json.loads(discovery.read_text())["url"]
                 return Served(process, url, db, stderr_path)
-            except (ValueError, KeyError):
+            except (OSError, ValueError, KeyError):
                 pass
         time.sleep(0.05)
     process.kill()
