@@ -77,7 +77,7 @@ def server_env(**extra: str) -> dict[str, str]:
     return env
 
 
-def start_server(db: Path, *args: str, env: dict[str, str] | None = None) -> Served:
+def start_server(db: Path, *args: str, env: dict[str, str] | None = None, **popen: Any) -> Served:
     """`memsearch serve --port 0` on the store; returns once its discovery file (beside the store,
     or in the runtime dir) names its URL."""
     from memsearch.server.discovery import discovery_paths
@@ -93,6 +93,7 @@ def start_server(db: Path, *args: str, env: dict[str, str] | None = None) -> Ser
             env=env or server_env(),
             stdout=subprocess.DEVNULL,
             stderr=stderr,
+            **popen,
         )
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:
