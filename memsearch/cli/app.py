@@ -414,19 +414,6 @@ def _through(remote: Any, path: str, body: dict[str, Any] | bytes, query: dict[s
         return None
 
 
-def _is_unicode(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-def _query_value(value: Any) -> str:
-    """A field's value as a URL query parameter: booleans as the server reads them."""
-    return ("true" if value else "false") if isinstance(value, bool) else str(value)
-
-
 def _filters(
     project: str | None,
     namespace: str | None,
@@ -610,19 +597,14 @@ def import_(
     document = None
     # Text that is not valid Unicode (invalid UTF-8 on stdin) is left to the library here, which
     # names its line; the server would only see the bytes it was sent.
-    sendable = str(fmt) == "jsonl" and content.strip() and _is_unicode(content)
+    from memsearch.cli.remote import import_query, is_unicode
+
+    sendable = str(fmt) == "jsonl" and content.strip() and is_unicode(content)
     remote = _remote(db, server, model, no_server=no_server, writes=True) if sendable else None
     if remote is not None:
-        from memsearch.operations import IMPORT
-
         options = {"format": str(fmt), "source": source, "conversation": conversation, "sessions": sessions}
         options |= {"facets": facets, "replace": replace, "profile": profile}
-        query = {
-            IMPORT.field(name).query_name: _query_value(value)
-            for name, value in options.items()
-            if value is not None and not (isinstance(value, bool) and value == IMPORT.field(name).default)
-        }
-        document = _through(remote, "/import", content.encode("utf-8"), query)
+        document = _through(remote, "/import", content.encode("utf-8"), import_query(options))
     if document is None:
         with _memsearch(db, model) as ms, _ProgressBar("embedding") as progress:
             document = ms.import_text(

@@ -88,6 +88,29 @@ def _library_error(document: dict[str, Any]) -> MemsearchError:
     return error
 
 
+def is_unicode(text: str) -> bool:
+    """Whether `text` can be sent as UTF-8 (no lone surrogates from invalid UTF-8 input)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def import_query(options: dict[str, Any]) -> dict[str, str]:
+    """The import's URL query from its fields (operations.IMPORT, every one of which must be
+    given): booleans as the server reads them, defaults and absent values left out."""
+    from memsearch.operations import IMPORT
+
+    query = {}
+    for field in IMPORT.fields:
+        value = options[field.name]
+        if value is None or (isinstance(value, bool) and value == field.default):
+            continue
+        query[field.query_name] = ("true" if value else "false") if isinstance(value, bool) else str(value)
+    return query
+
+
 def find_server(db: Path | str | None, explicit: str | None) -> Remote | None:
     """`--server URL` (`--server ''`: none), else the trusted server of the same store, if one runs."""
     from memsearch.config import configured_token
