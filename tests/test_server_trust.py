@@ -30,6 +30,7 @@ from tests.conftest import T0
 from tests.serving import server_env, start_server
 
 TOKEN = "s3cret-token-of-this-user"
+PR_CAPBSET_DROP = 24
 
 
 @pytest.fixture(autouse=True)
@@ -186,7 +187,7 @@ def test_a_discovery_file_naming_no_loopback_http_url_is_ignored(
     assert "not an http:// URL on a loopback address" in err
 
 
-def test_a_discovery_file_of_a_dead_or_foreign_process_is_ignored(
+def test_a_discovery_file_of_a_dead_process_is_ignored(
     db_path: Path, recorder: Recorder, encoder: Encoder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("MEMSEARCH_API_KEY", TOKEN)
@@ -195,11 +196,47 @@ def test_a_discovery_file_of_a_dead_or_foreign_process_is_ignored(
     _plant(discovery_path(db_path), recorder.url, int(dead.stdout))
     code, _, err = _cli("--debug", "add", "one", "--db", str(db_path))
     assert code == 0 and recorder.requests == [] and "is gone" in err
-    if os.geteuid() != 0:  # pid 1 is another user's process: kill(1, 0) fails with EPERM
-        recorder.health["pid"] = 1
-        _plant(discovery_path(db_path), recorder.url, 1)
-        code, _, err = _cli("--debug", "add", "two", "--db", str(db_path))
-        assert code == 0 and recorder.requests == [] and "another user's process" in err
+
+
+CAP_KILL = 5
+
+
+def _without_cap_kill() -> None:
+    """In the child before exec: root that may not signal other users' processes (as any user)."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_CAPBSET_DROP, CAP_KILL, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "cannot drop CAP_KILL")
+
+
+def test_a_discovery_file_naming_another_users_process_is_ignored(
+    db_path: Path, recorder: Recorder, ms: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """kill(pid, 0) fails with EPERM for another user's process: alive, but not ours to trust."""
+    ms.add(NewMemory("The deploy key lives in 1Password", created_at=T0))
+    monkeypatch.setenv("MEMSEARCH_API_KEY", TOKEN)
+    root = os.geteuid() == 0
+    other = subprocess.Popen(["sleep", "60"], user=65534) if root else None
+    pid = other.pid if other is not None else 1  # pid 1 is root's, another user's to a non-root user
+    recorder.health["pid"] = pid
+    _plant(discovery_path(db_path), recorder.url, pid)
+    try:
+        searched = subprocess.run(
+            [sys.executable, "-m", "memsearch", "--debug", "search", "deploy", "-m", "lexical", "--db", str(db_path)],
+            capture_output=True,
+            text=True,
+            env=server_env(MEMSEARCH_API_KEY=TOKEN),
+            preexec_fn=_without_cap_kill if root else None,
+            timeout=120,
+        )
+    finally:
+        if other is not None:
+            other.kill()
+            other.wait()
+    assert searched.returncode == 0, searched.stderr
+    assert recorder.requests == [] and "1Password" in searched.stdout
+    assert f"names pid {pid}, another user's process" in searched.stderr
 
 
 @pytest.mark.parametrize(
@@ -332,7 +369,6 @@ def test_a_discovered_server_that_does_not_answer_is_passed_over_truthfully(db_p
 
 # -- 5. a store in a folder the server cannot write ---------------------------------------------
 
-PR_CAPBSET_DROP = 24
 ROOT_OVERRIDES = (1, 2, 3)  # CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH, CAP_FOWNER
 
 
