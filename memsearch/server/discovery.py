@@ -109,7 +109,7 @@ def discovery_paths(db: Path | str) -> tuple[Path, ...]:
 
 
 def folder_problem(folder: Path) -> str | None:
-    """Why other users could put a file of theirs in `folder` in place of ours, if they could."""
+    """Why another user could have put or replaced a file in `folder`; None when no one could."""
     try:
         info = folder.stat()
     except OSError as error:
