@@ -10,7 +10,7 @@ _memsearch_add() {
         --model) _memsearch_paths -d; return ;;
         --key|-t|--tag|--importance|--priority|--project|--namespace|--session|--role|--at|--meta|-p|--profile|--server) return ;;
     esac
-    if [[ $cur == -* ]]; then _memsearch_reply -W '--key -t --tag --importance --priority --pin --project --namespace --session --role --at --meta --replace -p --profile --db --model --server -h --help'; fi
+    if [[ $cur == -* ]]; then _memsearch_reply -W '--key -t --tag --importance --priority --pin --project --namespace --session --role --at --meta --replace -p --profile --db --model --server --no-server -h --help'; fi
 }
 
 _memsearch_import() {
@@ -20,7 +20,7 @@ _memsearch_import() {
         --model) _memsearch_paths -d; return ;;
         --conversation|-p|--profile|--server) return ;;
     esac
-    if [[ $cur == -* ]]; then _memsearch_reply -W '-f --format --no-sessions --sessions --facets --conversation --replace -p --profile --db --model --server -h --help'
+    if [[ $cur == -* ]]; then _memsearch_reply -W '-f --format --no-sessions --sessions --facets --conversation --replace -p --profile --db --model --server --no-server -h --help'
     else _memsearch_paths -f; fi
 }
 
@@ -36,7 +36,7 @@ _memsearch_search() {
         --model) _memsearch_paths -d; return ;;
         -k|--limit|--as-of|--tau|-p|--profile|--max-tokens|--boost|--max-ms|--project|--namespace|-t|--tag|--since|--until|--conversation|--role|--session|--server) return ;;
     esac
-    if [[ $cur == -* ]]; then _memsearch_reply -W '-k --limit -m --mode --raw --explain --as-of --tau -p --profile -g --granularity --max-tokens --no-touch --boost --rerank --max-ms --queries --project --namespace -t --tag --since --until --kind --conversation --role --session -f --format --db --model --server -h --help'; fi
+    if [[ $cur == -* ]]; then _memsearch_reply -W '-k --limit -m --mode --raw --explain --as-of --tau -p --profile -g --granularity --max-tokens --no-touch --boost --rerank --max-ms --queries --project --namespace -t --tag --since --until --kind --conversation --role --session -f --format --db --model --server --no-server -h --help'; fi
 }
 
 _memsearch_get() {

@@ -58,7 +58,8 @@ complete -c memsearch -n '__fish_memsearch_using add' -l replace -d 'Overwrite m
 complete -c memsearch -n '__fish_memsearch_using add' -s p -l profile -x -d 'Ranking profile (see `memsearch profiles`). Default: default.'
 complete -c memsearch -n '__fish_memsearch_using add' -l db -r -F -d 'Store file, or a postgresql://user@host/db URL. Default: $MEMSEARCH_DB, else db in config.toml, else $MEMSEARCH_HOME/memsearch.db, else the user data dir.'
 complete -c memsearch -n '__fish_memsearch_using add' -l model -x -a '(__fish_complete_directories)' -d 'A sentence-transformers model directory. Default: $MEMSEARCH_MODEL, else the bundled all-MiniLM-L6-v2.'
-complete -c memsearch -n '__fish_memsearch_using add' -l server -x -d 'A `memsearch serve` URL to use. Default: the server of the same store, if one is running; without one, the work is done in this process.'
+complete -c memsearch -n '__fish_memsearch_using add' -l server -x -d 'A `memsearch serve` URL to use (an error if it does not answer; \'\' means --no-server). Default: the server of the same store, if one runs that this user started; else in this process.'
+complete -c memsearch -n '__fish_memsearch_using add' -l no-server -d 'Work in this process even if a server of the same store runs.'
 complete -c memsearch -n '__fish_memsearch_using add' -s h -l help -d 'Show this message and exit.'
 
 complete -c memsearch -n '__fish_memsearch_using import' -s f -l format -x -a 'jsonl chat locomo longmemeval' -d 'jsonl: one memory per line. chat: one turn per line (session, role or speaker, text, created_at). locomo, longmemeval: those benchmarks\' JSON.'
@@ -69,7 +70,8 @@ complete -c memsearch -n '__fish_memsearch_using import' -l replace -d 'Overwrit
 complete -c memsearch -n '__fish_memsearch_using import' -s p -l profile -x -d 'Ranking profile (see `memsearch profiles`). Default: default.'
 complete -c memsearch -n '__fish_memsearch_using import' -l db -r -F -d 'Store file, or a postgresql://user@host/db URL. Default: $MEMSEARCH_DB, else db in config.toml, else $MEMSEARCH_HOME/memsearch.db, else the user data dir.'
 complete -c memsearch -n '__fish_memsearch_using import' -l model -x -a '(__fish_complete_directories)' -d 'A sentence-transformers model directory. Default: $MEMSEARCH_MODEL, else the bundled all-MiniLM-L6-v2.'
-complete -c memsearch -n '__fish_memsearch_using import' -l server -x -d 'A `memsearch serve` URL to use. Default: the server of the same store, if one is running; without one, the work is done in this process.'
+complete -c memsearch -n '__fish_memsearch_using import' -l server -x -d 'A `memsearch serve` URL to use (an error if it does not answer; \'\' means --no-server). Default: the server of the same store, if one runs that this user started; else in this process.'
+complete -c memsearch -n '__fish_memsearch_using import' -l no-server -d 'Work in this process even if a server of the same store runs.'
 complete -c memsearch -n '__fish_memsearch_using import' -s h -l help -d 'Show this message and exit.'
 complete -c memsearch -n '__fish_memsearch_using import' -F
 
@@ -99,7 +101,8 @@ complete -c memsearch -n '__fish_memsearch_using search' -l session -x -d 'Only 
 complete -c memsearch -n '__fish_memsearch_using search' -s f -l format -x -a 'table json jsonl ndjson csv' -d 'Output format.'
 complete -c memsearch -n '__fish_memsearch_using search' -l db -r -F -d 'Store file, or a postgresql://user@host/db URL. Default: $MEMSEARCH_DB, else db in config.toml, else $MEMSEARCH_HOME/memsearch.db, else the user data dir.'
 complete -c memsearch -n '__fish_memsearch_using search' -l model -x -a '(__fish_complete_directories)' -d 'A sentence-transformers model directory. Default: $MEMSEARCH_MODEL, else the bundled all-MiniLM-L6-v2.'
-complete -c memsearch -n '__fish_memsearch_using search' -l server -x -d 'A `memsearch serve` URL to use. Default: the server of the same store, if one is running; without one, the work is done in this process.'
+complete -c memsearch -n '__fish_memsearch_using search' -l server -x -d 'A `memsearch serve` URL to use (an error if it does not answer; \'\' means --no-server). Default: the server of the same store, if one runs that this user started; else in this process.'
+complete -c memsearch -n '__fish_memsearch_using search' -l no-server -d 'Work in this process even if a server of the same store runs.'
 complete -c memsearch -n '__fish_memsearch_using search' -s h -l help -d 'Show this message and exit.'
 
 complete -c memsearch -n '__fish_memsearch_using get' -l key -d 'Read REF as a key even if it is a number.'

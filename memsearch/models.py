@@ -12,7 +12,7 @@ from typing import Any
 
 from memsearch.choices import KINDS
 from memsearch.errors import InvalidInputError, TextTooLongError
-from memsearch.operations import MAX_TEXT_CHARS
+from memsearch.operations import MAX_TEXT_CHARS, MEMORY_NAMES
 from memsearch.timeutil import parse_time, to_iso
 
 DEFAULT_IMPORTANCE = 0.5
@@ -256,6 +256,23 @@ class NewMemory:
         ):
             raise InvalidInputError(f"position must be a whole number from 1, not {shown(self.position)}")
         _check_views(self.views)
+
+    def to_fields(self) -> dict[str, Any]:
+        """The memory as the JSON fields of an add request (operations.MEMORY_FIELDS), which
+        `from_json` reads back into an equal memory; absent fields are left out. A conversation's
+        fields (kind, position, views, …) are no part of it."""
+        fields: dict[str, Any] = {
+            "text": self.text,
+            "tags": list(self.tags) or None,
+            "importance": self.importance,
+            "priority": self.priority,
+            "pinned": self.pinned,
+            "created_at": to_iso(self.created_at) if self.created_at is not None else None,
+            "metadata": dict(self.metadata) or None,
+            **{name: getattr(self, name) for name in MEMORY_NAMES if name in _STRING_FIELDS},
+        }
+        assert set(fields) == set(MEMORY_NAMES), "NewMemory.to_fields and operations.MEMORY_FIELDS differ"
+        return {name: value for name, value in fields.items() if value is not None}
 
     @classmethod
     def from_json(cls, obj: Any) -> NewMemory:

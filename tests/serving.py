@@ -8,7 +8,6 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -78,16 +77,16 @@ def server_env(**extra: str) -> dict[str, str]:
     return env
 
 
-def start_server(
-    db: Path, *args: str, env: dict[str, str] | None = None, preexec_fn: Callable[[], None] | None = None
-) -> Served:
-    """`memsearch serve --port 0` on the store; returns once its discovery file names its URL.
-    `preexec_fn` runs in the child before it starts (a resource limit, a signal's disposition)."""
-    from memsearch.server.discovery import discovery_path
+def start_server(db: Path, *args: str, env: dict[str, str] | None = None, **popen: Any) -> Served:
+    """`memsearch serve --port 0` on the store; returns once its discovery file (beside the store,
+    or in the runtime dir) names its URL. `popen` goes to the child's Popen (a `preexec_fn` that
+    sets a resource limit or a signal's disposition)."""
+    from memsearch.server.discovery import discovery_paths
 
     db.parent.mkdir(parents=True, exist_ok=True)
-    discovery = discovery_path(db)
-    discovery.unlink(missing_ok=True)
+    discoveries = discovery_paths(db)
+    for discovery in discoveries:
+        discovery.unlink(missing_ok=True)
     stderr_path = db.parent / "serve.stderr"
     with stderr_path.open("wb") as stderr:
         process = subprocess.Popen(
@@ -95,17 +94,17 @@ def start_server(
             env=env or server_env(),
             stdout=subprocess.DEVNULL,
             stderr=stderr,
-            preexec_fn=preexec_fn,
+            **popen,
         )
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise AssertionError(f"serve exited with {process.returncode}: {stderr_path.read_text()}")
-        if discovery.exists():
+        for discovery in discoveries:
             try:
                 url = json.loads(discovery.read_text())["url"]
                 return Served(process, url, db, stderr_path)
-            except (ValueError, KeyError):
+            except (OSError, ValueError, KeyError):
                 pass
         time.sleep(0.05)
     process.kill()

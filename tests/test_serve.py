@@ -290,15 +290,14 @@ def test_cli_output_is_byte_identical_with_and_without_the_server(db_path: Path,
 
 
 def test_cli_works_in_process_when_the_server_is_gone(db_path: Path, encoder: Encoder) -> None:
-    from memsearch.server.discovery import write_discovery
-
     _cli("add", "The deploy key lives in 1Password", "--db", str(db_path))
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    write_discovery(db_path, "http://127.0.0.1:9", int(dead.stdout), authenticated=False)
+    document = {"url": "http://127.0.0.1:9", "pid": int(dead.stdout), "authenticated": False}
+    discovery_path(db_path).write_text(json.dumps(document))
     out, err = _cli("--debug", "search", "deploy", "--db", str(db_path), "--format", "json")
     assert json.loads(out)["results"][0]["id"] == 1 and "through the server" not in err
-    out, err = _cli("--debug", "search", "deploy", "--db", str(db_path), "--server", "http://127.0.0.1:9")
-    assert "deploy key" in out  # nothing listens there: in-process
+    # Nothing listens there: an explicit --server is an error (tests/test_server_trust.py).
+    assert "http://127.0.0.1:9 does not answer" in _failing_cli("search", "x", "--server", "http://127.0.0.1:9")
 
 
 def _failing_cli(*args: str) -> str:

@@ -375,28 +375,42 @@ ServerOption = Annotated[
     str | None,
     typer.Option(
         "--server",
-        help="A `memsearch serve` URL to use. Default: the server of the same store, if one is running; "
-        "without one, the work is done in this process.",
+        help="A `memsearch serve` URL to use (an error if it does not answer; '' means --no-server). "
+        "Default: the server of the same store, if one runs that this user started; else in this process.",
     ),
+]
+NoServerOption = Annotated[
+    bool, typer.Option("--no-server", help="Work in this process even if a server of the same store runs.")
 ]
 
 
-def _remote(db: str | None, server: str | None, model: str | None) -> Any:
-    """The running server to use, if any (never with --model: the server has its own)."""
-    if model is not None:
+def _remote(db: str | None, server: str | None, model: str | None, *, no_server: bool, writes: bool) -> Any:
+    """The running server to use, if any: never with --model (the server has its own), never
+    for a write under MEMSEARCH_READ_ONLY (the store refuses it in-process, as without a server)."""
+    if model is not None or no_server:
+        return None
+    from memsearch.paths import read_only_requested
+
+    if writes and read_only_requested():
         return None
     from memsearch.cli.remote import find_server
 
     return find_server(db, server)
 
 
-def _through(remote: Any, path: str, body: dict[str, Any]) -> Any:
-    """The server's document, or None when it does not answer (then the caller works in-process)."""
+def _through(remote: Any, path: str, body: dict[str, Any] | bytes, query: dict[str, Any] | None = None) -> Any:
+    """The server's document, or None when a discovered server does not answer (then the caller
+    works in-process; an explicit --server that does not answer is an error)."""
+    import logging
+
     from memsearch.cli.remote import ServerUnavailable
 
     try:
+        if isinstance(body, bytes):
+            return remote.call("POST", path, body, query)
         return remote.post_json(path, {name: value for name, value in body.items() if value is not None})
-    except ServerUnavailable:
+    except ServerUnavailable as reason:
+        logging.getLogger("memsearch").debug("%s; working in-process", reason)
         return None
 
 
@@ -503,6 +517,7 @@ def add(
     db: DbOption = None,
     model: ModelOption = None,
     server: ServerOption = None,
+    no_server: NoServerOption = False,
 ) -> None:
     """Add one memory and print its id (a profile with ingest dedup may find it is a near-duplicate)."""
     from memsearch.models import NewMemory
@@ -529,15 +544,10 @@ def add(
         created_at=parse_time(at, what="--at") if at else None,
         metadata=metadata,
     )
-    remote = _remote(db, server, model)
+    remote = _remote(db, server, model, no_server=no_server, writes=True)
     document = None
     if remote is not None:
-        fields = {
-            "text": memory.text, "key": key, "tags": list(memory.tags) or None, "importance": importance,
-            "priority": priority, "pinned": pin, "project": project, "namespace": namespace, "session": session,
-            "role": role, "created_at": at, "metadata": metadata or None, "replace": replace, "profile": profile,
-        }  # fmt: skip
-        document = _through(remote, "/add", fields)
+        document = _through(remote, "/add", {**memory.to_fields(), "replace": replace, "profile": profile})
     if document is None:
         with _memsearch(db, model) as ms:
             document = ms.add(memory, replace=replace, profile=profile).to_dict()
@@ -577,6 +587,7 @@ def import_(
     db: DbOption = None,
     model: ModelOption = None,
     server: ServerOption = None,
+    no_server: NoServerOption = False,
 ) -> None:
     """Import memories or conversations: every one is stored, or none is (near-duplicates are reported).
     A JSONL file goes through a running `memsearch serve` of the same store when there is one."""
@@ -584,16 +595,16 @@ def import_(
 
     content, source = _read_source(file)
     document = None
-    remote = _remote(db, server, model) if str(fmt) == "jsonl" and content.strip() else None
-    if remote is not None:
-        from memsearch.cli.remote import ServerUnavailable
+    # Text that is not valid Unicode (invalid UTF-8 on stdin) is left to the library here, which
+    # names its line; the server would only see the bytes it was sent.
+    from memsearch.cli.remote import import_query, is_unicode
 
-        query = {"format": "jsonl", "source": source, "replace": replace or None, "facets": facets or None}
-        query["profile"] = profile
-        try:
-            document = remote.call("POST", "/import", content.encode("utf-8"), query)
-        except ServerUnavailable:
-            document = None
+    sendable = str(fmt) == "jsonl" and content.strip() and is_unicode(content)
+    remote = _remote(db, server, model, no_server=no_server, writes=True) if sendable else None
+    if remote is not None:
+        options = {"format": str(fmt), "source": source, "conversation": conversation, "sessions": sessions}
+        options |= {"facets": facets, "replace": replace, "profile": profile}
+        document = _through(remote, "/import", content.encode("utf-8"), import_query(options))
     if document is None:
         with _memsearch(db, model) as ms, _ProgressBar("embedding") as progress:
             document = ms.import_text(
@@ -692,6 +703,7 @@ def search(
     db: DbOption = None,
     model: ModelOption = None,
     server: ServerOption = None,
+    no_server: NoServerOption = False,
 ) -> None:
     """Search memories (through a running `memsearch serve` of the same store when there is one)."""
     from memsearch.cli.render import render_search
@@ -716,7 +728,8 @@ def search(
         tau_days=tau,
         **_filters(project, namespace, tag, since, until, kind, conversation, role, session),
     )
-    remote = _remote(db, server, model) if query is not None and len(query) <= MAX_QUERY_CHARS else None
+    sendable = query is not None and len(query) <= MAX_QUERY_CHARS
+    remote = _remote(db, server, model, no_server=no_server, writes=False) if sendable else None
     if remote is not None:
         body = {**template.to_fields(), "raw": raw, "explain": True}
         document = _through(remote, "/search", body)

@@ -1,5 +1,8 @@
 """The CLI's client of a running `memsearch serve` (stdlib only, so a call through the server
-imports nothing heavy): found through the discovery file beside the store, or `--server URL`."""
+imports nothing heavy): `--server URL`, else the trusted server of the same store found through
+its discovery file (memsearch.server.discovery says what is trusted). A discovered server that
+does not answer, or wants a token the CLI lacks, leaves the work in-process; an explicit one that
+does not answer is an error."""
 
 from __future__ import annotations
 
@@ -21,21 +24,24 @@ class ServerUnavailable(Exception):
 
 
 class Remote:
-    def __init__(self, url: str, token: str | None) -> None:
+    def __init__(self, url: str, token: str | None, *, explicit: bool) -> None:
         parts = urlsplit(url)
-        if parts.scheme != "http" or not parts.hostname:
+        try:
+            port = parts.port or 80
+        except ValueError:
+            port = None
+        if parts.scheme != "http" or not parts.hostname or port is None:
             raise errors.InvalidInputError(f"--server must be an http:// URL, not {url!r}")
+        self.url = url
         self.host = parts.hostname
-        self.port = parts.port or 80
+        self.port = port
         self.token = token
+        self.explicit = explicit  # named by --server: one that does not answer is an error
 
     def call(self, method: str, path: str, body: bytes | None = None, query: dict[str, Any] | None = None) -> Any:
         """The reply's JSON document; a library error of the server is raised as the same error here."""
         if query:
             path = f"{path}?{urlencode({k: v for k, v in query.items() if v is not None})}"
-        logging.getLogger("memsearch").debug(
-            "%s %s through the server at http://%s:%s", method, path, self.host, self.port
-        )
         import http.client  # here, not at import: most calls find no server and never connect
 
         headers = {"Content-Type": "application/json"} if body is not None else {}
@@ -46,7 +52,8 @@ class Remote:
             try:
                 connection.connect()
             except OSError as error:
-                raise ServerUnavailable(str(error)) from None
+                reason = f"the server at {self.url} does not answer ({error.strerror or error})"
+                raise (MemsearchError(reason) if self.explicit else ServerUnavailable(reason)) from None
             assert connection.sock is not None
             connection.sock.settimeout(REPLY_TIMEOUT_S)
             connection.request(method, path, body=body, headers=headers)
@@ -54,6 +61,7 @@ class Remote:
             payload = response.read()
         finally:
             connection.close()
+        logging.getLogger("memsearch").debug("%s %s through the server at %s", method, path, self.url)
         try:
             document = json.loads(payload)
         except ValueError:
@@ -80,15 +88,37 @@ def _library_error(document: dict[str, Any]) -> MemsearchError:
     return error
 
 
+def is_unicode(text: str) -> bool:
+    """Whether `text` can be sent as UTF-8 (no lone surrogates from invalid UTF-8 input)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def import_query(options: dict[str, Any]) -> dict[str, str]:
+    """The import's URL query from its fields (operations.IMPORT, every one of which must be
+    given): booleans as the server reads them, defaults and absent values left out."""
+    from memsearch.operations import IMPORT
+
+    query = {}
+    for field in IMPORT.fields:
+        value = options[field.name]
+        if value is None or (isinstance(value, bool) and value == field.default):
+            continue
+        query[field.query_name] = ("true" if value else "false") if isinstance(value, bool) else str(value)
+    return query
+
+
 def find_server(db: Path | str | None, explicit: str | None) -> Remote | None:
-    """`--server URL`, else the live server named by the discovery file beside the store."""
+    """`--server URL` (`--server ''`: none), else the trusted server of the same store, if one runs."""
     from memsearch.config import configured_token
     from memsearch.paths import resolve_db_path
-    from memsearch.server.discovery import read_discovery
+    from memsearch.server.discovery import discover
 
-    if explicit:
-        return Remote(explicit, configured_token())
-    document = read_discovery(resolve_db_path(db))
-    if document is None:
-        return None
-    return Remote(document["url"], configured_token())
+    if explicit is not None:
+        return Remote(explicit, configured_token(), explicit=True) if explicit else None
+    token = configured_token()
+    advertised = discover(resolve_db_path(db), token)
+    return Remote(advertised.url, token, explicit=False) if advertised is not None else None

@@ -1,63 +1,328 @@
-"""The discovery file beside a store: how a CLI call finds the server of the same store.
+"""Discovery files: how a CLI call finds the server of the same store, and what it trusts.
 
-`STORE.server.json` holds the server's URL and pid, readable by its owner only. The client side
-is stdlib only (json, urllib), so a CLI call that uses the server starts no faster-growing imports.
+A server advertises itself in `STORE.server.json` beside the store, or, when that folder cannot be
+written (or other users may write it), in the user's runtime dir under a hash of the store's path;
+a store named by URL is advertised in the cache dir under a hash of the URL. The document holds
+the server's URL and pid, readable by its owner only.
+
+A client trusts a discovery file only when all of these hold (else it works in-process):
+the file is a regular file of the current user that no one else may write, in a folder that other
+users may not write (or sticky); it names an http:// URL on a loopback address and a live process
+of the current user; and that URL answers `/health` for this store and that pid. The same check
+keeps a second server off a store that is served already.
+
+Stdlib only (json, os, http.client on demand): a CLI call through the server imports nothing heavy.
 """
 
 from __future__ import annotations
 
+import hashlib
+import ipaddress
 import json
+import logging
 import os
+import stat
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
+
+from memsearch.errors import MemsearchError
 
 HEALTH_TIMEOUT_S = 0.5
+SUFFIX = ".server.json"
+_log = logging.getLogger("memsearch")
+
+
+class Untrusted(Exception):
+    """A discovery file or the server it names is not to be used; the message says why."""
+
+
+class NotAnswering(Untrusted):
+    """The server named does not accept connections (it is gone, or stuck)."""
+
+
+class WantsToken(Untrusted):
+    """The server wants a bearer token this process does not have (or has another one)."""
+
+
+@dataclass(frozen=True)
+class Advertised:
+    """A discovery file's document, from a file that passed the ownership checks."""
+
+    url: str
+    pid: int
+    authenticated: bool
+    path: Path
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a name other than localhost may resolve anywhere
+
+
+def same_store(a: Path | str, b: Path | str) -> bool:
+    """Paths are the same store when they resolve to the same file; URLs when they are equal."""
+    if isinstance(a, Path) and isinstance(b, Path):
+        return a.resolve() == b.resolve()
+    return str(a) == str(b)
+
+
+# -- where --------------------------------------------------------------------------------------
+
+
+def _hashed(location: Path | str) -> str:
+    key = str(location.resolve()) if isinstance(location, Path) else location
+    return hashlib.sha256(key.encode("utf-8", "surrogateescape")).hexdigest()[:16] + SUFFIX
+
+
+def runtime_dir() -> Path:
+    """The user's runtime dir (XDG_RUNTIME_DIR; platformdirs' fallback when it is unset)."""
+    import warnings
+
+    import platformdirs
+
+    with warnings.catch_warnings():  # "XDG_RUNTIME_DIR is not set": the fallback is checked like any folder
+        warnings.simplefilter("ignore")
+        return Path(platformdirs.user_runtime_dir("memsearch", appauthor=False))
 
 
 def discovery_path(db: Path | str) -> Path:
     """Beside a store file; for a database URL, in the cache dir under a hash of the URL."""
     if isinstance(db, str):
-        import hashlib
+        from memsearch.paths import cache_dir
 
-        from memsearch.paths import cache_dir, make_private_dirs
-
-        folder = cache_dir() / "servers"
-        make_private_dirs(folder)
-        return folder / f"{hashlib.sha256(db.encode()).hexdigest()[:16]}.server.json"
-    return db.with_name(db.name + ".server.json")
+        return cache_dir() / "servers" / _hashed(db)
+    return db.with_name(db.name + SUFFIX)
 
 
-def write_discovery(db: Path | str, url: str, pid: int, *, authenticated: bool) -> Path:
-    path = discovery_path(db)
-    temporary = path.with_name(f".{path.name}.{pid}")
-    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-        json.dump({"url": url, "pid": pid, "db": str(db), "authenticated": authenticated}, handle)
-    os.replace(temporary, path)  # never a half-written file to a reader
-    return path
+def discovery_paths(db: Path | str) -> tuple[Path, ...]:
+    """Where a client looks, in order: beside the store (or the URL's file), then the runtime dir."""
+    return (discovery_path(db), runtime_dir() / _hashed(db))
 
 
-def remove_discovery(path: Path, pid: int) -> None:
-    """Remove the file if it is still ours (a newer server of the same store may have replaced it)."""
+# -- what a client trusts -----------------------------------------------------------------------
+
+
+def folder_problem(folder: Path) -> str | None:
+    """Why another user could have put or replaced a file in `folder`; None when no one could."""
     try:
-        if json.loads(path.read_text(encoding="utf-8")).get("pid") == pid:
-            path.unlink()
-    except (OSError, ValueError):
-        pass
+        info = folder.stat()
+    except OSError as error:
+        return f"cannot read folder {folder}: {error.strerror or error}"
+    if info.st_uid not in (os.geteuid(), 0):
+        return f"folder {folder} belongs to another user (uid {info.st_uid})"
+    if info.st_mode & 0o022 and not info.st_mode & stat.S_ISVTX:
+        return f"other users may write folder {folder} (mode {stat.S_IMODE(info.st_mode):o}, not sticky)"
+    return None
 
 
-def read_discovery(db: Path | str) -> dict[str, Any] | None:
-    """The discovery document of a live server process of this store, if there is one."""
+def read_advertised(path: Path) -> Advertised:
+    """The document of a discovery file the current user owns and no one else may change."""
     try:
-        document = json.loads(discovery_path(db).read_text(encoding="utf-8"))
-        pid = int(document["pid"])
-        url = str(document["url"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
+        descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except FileNotFoundError:
+        raise Untrusted(f"no discovery file at {path}") from None
+    except OSError as error:
+        raise Untrusted(f"cannot open {path}: {error.strerror or error}") from None
+    with os.fdopen(descriptor, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise Untrusted(f"{path} is not a regular file")
+        if info.st_uid != os.geteuid():
+            raise Untrusted(f"{path} belongs to another user (uid {info.st_uid})")
+        if info.st_mode & 0o022:
+            raise Untrusted(f"other users may write {path} (mode {stat.S_IMODE(info.st_mode):o})")
+        raw = handle.read(65536)
+    if (problem := folder_problem(path.parent)) is not None:
+        raise Untrusted(problem)
+    try:
+        document = json.loads(raw)
+        url, pid, authenticated = document["url"], document["pid"], document.get("authenticated", False)
+    except (ValueError, KeyError, TypeError):
+        raise Untrusted(f"{path} is not a discovery document") from None
+    if not isinstance(url, str) or isinstance(pid, bool) or not isinstance(pid, int) or pid <= 0:
+        raise Untrusted(f"{path} is not a discovery document")
+    parts = urlsplit(url)
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    if parts.scheme != "http" or not parts.hostname or not is_loopback(parts.hostname) or port is None:
+        raise Untrusted(f"{path} names {url!r}, not an http:// URL on a loopback address")
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
-        return None  # a server that died without cleaning up
+        raise Untrusted(f"the server of {path} (pid {pid}) is gone") from None
     except PermissionError:
-        pass
-    return {**document, "url": url, "pid": pid}
+        raise Untrusted(f"{path} names pid {pid}, another user's process") from None
+    except OSError as error:
+        raise Untrusted(f"cannot check pid {pid} of {path}: {error.strerror or error}") from None
+    return Advertised(url, pid, authenticated is True, path)
+
+
+def health(url: str, token: str | None, timeout: float = HEALTH_TIMEOUT_S) -> dict[str, Any]:
+    """The server's `/health` document, asked with the token when there is one."""
+    import http.client
+
+    parts = urlsplit(url)
+    connection = http.client.HTTPConnection(parts.hostname or "", parts.port or 80, timeout=timeout)
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    try:
+        try:
+            connection.connect()
+        except OSError as error:
+            raise NotAnswering(f"the server at {url} does not answer ({error.strerror or error})") from None
+        try:
+            connection.request("GET", "/health", headers=headers)
+            response = connection.getresponse()
+            body = response.read(65536)
+        except (OSError, http.client.HTTPException) as error:
+            raise NotAnswering(f"the server at {url} does not answer /health ({error})") from None
+    finally:
+        connection.close()
+    if response.status == 401:
+        raise WantsToken(f"the server at {url} wants a bearer token that MEMSEARCH_API_KEY does not give")
+    try:
+        document = json.loads(body)
+    except ValueError:
+        document = None
+    if response.status != 200 or not isinstance(document, dict):
+        raise Untrusted(f"the server at {url} answered /health with {response.status}, not a health document")
+    return document
+
+
+def verify(advertised: Advertised, db: Path | str, token: str | None) -> None:
+    """Raise unless the advertised server answers as the server of `db` with the advertised pid."""
+    if advertised.authenticated and not token:
+        raise WantsToken(f"the server at {advertised.url} wants a bearer token (set MEMSEARCH_API_KEY)")
+    document = health(advertised.url, token)
+    served, pid = document.get("db"), document.get("pid")
+    if not isinstance(served, str) or not isinstance(pid, int):
+        raise Untrusted(f"the server at {advertised.url} does not say which store it serves")
+    if pid != advertised.pid:
+        raise Untrusted(f"the server at {advertised.url} is pid {pid}, not pid {advertised.pid} of {advertised.path}")
+    if not same_store(Path(served) if isinstance(db, Path) else served, db):
+        raise Untrusted(f"the server at {advertised.url} serves {served}, another store")
+
+
+def discover(db: Path | str, token: str | None) -> Advertised | None:
+    """The trusted server of `db`, if one runs. Each file passed over is said why under --debug;
+    a server that wants a token this process lacks is said on stderr (the call works in-process)."""
+    for path in discovery_paths(db):
+        try:
+            advertised = read_advertised(path)
+            verify(advertised, db, token)
+        except WantsToken as reason:
+            _log.info("%s; working in-process", reason)
+            return None
+        except Untrusted as reason:
+            if path.exists() or path.is_symlink():
+                _log.debug("not using a server: %s; working in-process", reason)
+            continue
+        return advertised
+    return None
+
+
+# -- the server's side --------------------------------------------------------------------------
+
+
+def _write_private(path: Path, document: dict[str, Any]) -> None:
+    """Written whole (a reader never sees half a file), readable by the owner only."""
+    temporary = path.with_name(f".{path.name}.{os.getpid()}")
+    temporary.unlink(missing_ok=True)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    descriptor = os.open(temporary, flags, 0o600)
+    try:
+        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+            json.dump(document, handle)
+        os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+
+
+class Advertisement:
+    """A server's discovery file: `claim` before binding (refuses a store served already),
+    `publish` once serving, `withdraw` on the way out (only a file that is still ours)."""
+
+    def __init__(self, db: Path | str, token: str | None) -> None:
+        self.db = db
+        self.token = token
+        self.path: Path | None = None
+
+    @classmethod
+    def claim(cls, db: str | os.PathLike[str] | None, token: str | None) -> Advertisement:
+        from memsearch.paths import resolve_db_path
+
+        advertisement = cls(resolve_db_path(db), token)
+        advertisement.refuse_if_served()
+        return advertisement
+
+    def refuse_if_served(self) -> None:
+        """One server per store: a second one would replace the first's file and remove it on exit."""
+        for path in discovery_paths(self.db):
+            try:
+                advertised = read_advertised(path)
+                if advertised.pid == os.getpid():
+                    continue
+                verify(advertised, self.db, self.token)
+            except WantsToken:  # a live server of ours, named by the file of this store, with another token
+                pass
+            except Untrusted:
+                continue
+            raise MemsearchError(
+                f"{self.db} is served already at {advertised.url} (pid {advertised.pid}); "
+                "use that server, or stop it first"
+            )
+
+    def publish(self, url: str, *, authenticated: bool) -> Path:
+        """Write the discovery file where a client will trust it: beside the store when its folder
+        is ours to write, else in the runtime dir."""
+        self.refuse_if_served()  # a server that started while this one warmed up
+        document = {"url": advertised_url(url), "pid": os.getpid(), "db": str(self.db), "authenticated": authenticated}
+        from memsearch.paths import make_private_dirs
+
+        problems = []
+        for path in discovery_paths(self.db):
+            try:
+                make_private_dirs(path.parent)  # the runtime dir, or the cache dir of a URL's store
+            except OSError as error:
+                problems.append(f"cannot make {path.parent}: {error.strerror or error}")
+                continue
+            if (problem := folder_problem(path.parent)) is not None:
+                problems.append(problem)
+                continue
+            try:
+                _write_private(path, document)
+            except OSError as error:
+                problems.append(f"cannot write {path}: {error.strerror or error}")
+                continue
+            self.path = path
+            _log.debug("advertised in %s", path)
+            return path
+        raise MemsearchError(f"cannot write the discovery file: {'; '.join(problems)}")
+
+    def withdraw(self) -> None:
+        """Remove the file if it is still ours (nothing else should, but a file is never taken from another)."""
+        if self.path is None:
+            return
+        try:
+            if json.loads(self.path.read_text(encoding="utf-8")).get("pid") == os.getpid():
+                self.path.unlink()
+        except (OSError, ValueError):
+            pass
+        self.path = None
+
+
+def advertised_url(url: str) -> str:
+    """The URL a local client should use: a wildcard bind (0.0.0.0, ::) is reached on loopback."""
+    parts = urlsplit(url)
+    wildcard = {"0.0.0.0": "127.0.0.1", "::": "[::1]"}.get(parts.hostname or "")
+    if wildcard is None:
+        return url
+    return parts._replace(netloc=f"{wildcard}:{parts.port}").geturl()

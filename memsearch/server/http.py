@@ -387,7 +387,7 @@ def run_serve(
 
     import uvicorn
 
-    from memsearch.server.discovery import remove_discovery, write_discovery
+    from memsearch.server.discovery import Advertisement
 
     token = configured_token()
     if token is None and not is_loopback(host):
@@ -395,6 +395,7 @@ def run_serve(
             f"refusing to listen on {host} without a bearer token: set MEMSEARCH_API_KEY or api_key in "
             f"{config_path()} (or bind to 127.0.0.1)"
         )
+    advertisement = Advertisement.claim(db, token)  # one server per store, refused before binding
     listener = listening_socket(host, port)
     bound_port = listener.getsockname()[1]
     shown_host = f"[{host}]" if ":" in host else host
@@ -412,7 +413,7 @@ def run_serve(
         **uvicorn_settings(raise_descriptor_limit()),
     )
     server = uvicorn.Server(config)
-    discovery = write_discovery(warm.ms.path, url, os.getpid(), authenticated=token is not None)
+    advertisement.publish(url, authenticated=token is not None)
     announce(f"serving {warm.ms.path} at {url}" + (" (bearer token required)" if token else ""))
     # uvicorn re-raises the signal that stopped it once it has shut down; with handlers of ours in
     # place that is a no-op, so SIGTERM and Ctrl-C (SIGINT) both end, after in-flight requests and
@@ -423,6 +424,6 @@ def run_serve(
     finally:
         for number, handler in previous.items():
             signal.signal(number, handler)
-        remove_discovery(discovery, os.getpid())
+        advertisement.withdraw()
         warm.close()
         listener.close()
