@@ -202,6 +202,8 @@ def verify(advertised: Advertised, db: Path | str, token: str | None) -> None:
         raise WantsToken(f"the server at {advertised.url} wants a bearer token (set MEMSEARCH_API_KEY)")
     document = health(advertised.url, token)
     served, pid = document.get("db"), document.get("pid")
+    if advertised.authenticated and served is None:  # a bare liveness answer: the token was not taken
+        raise WantsToken(f"the server at {advertised.url} wants a bearer token that MEMSEARCH_API_KEY does not give")
     if not isinstance(served, str) or not isinstance(pid, int):
         raise Untrusted(f"the server at {advertised.url} does not say which store it serves")
     if pid != advertised.pid:
