@@ -144,6 +144,32 @@ def test_index_edit_delete_and_exclude_on_each_store(
         assert [root.exclude for root in again.roots] == [("drafts/",)]
 
 
+def test_a_chunk_that_only_moved_is_not_embedded_again(
+    store_location: Path | str, notes: Path, counting: CountingEncoder
+) -> None:
+    with Memsearch(store_location, encoder=counting) as ms:
+        ms.index([notes])
+        counting.calls.clear()
+        # a line added at the top moves the Rollback section down: its digest changes, its text does not
+        write(notes / "deploy.md", DEPLOY.replace("# Deploy\n", "# Deploy\n\nOwner: the platform team.\n"))
+        moved = ms.index([notes])
+        assert (moved.counts["changed"], moved.chunks_added) == (1, 2)
+        assert counting.texts == [
+            '# Deploy\n\nOwner: the platform team.\n\nThe deploy key lives in the team vault under "prod-deploy".'
+        ]
+        rollback = top(ms, "how do I roll back a release?")
+        assert rollback.metadata["start_line"] == 10 and rollback.key is not None and rollback.key.endswith("#2")
+        # a renamed file: its chunks are stored under the new path, none embedded
+        counting.calls.clear()
+        (notes / "garden" / "garden.md").rename(notes / "garden" / "vegetables.md")
+        renamed = ms.index([notes])
+        assert (renamed.counts["new"], renamed.counts["removed"], renamed.chunks_added) == (1, 1, 2)
+        assert counting.calls == []
+        assert top(ms, "what to spray on aphids").metadata["path"].endswith("vegetables.md")
+        vectors = ms.store().all_vectors()[1]
+        assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+
+
 def test_an_unchanged_re_index_writes_nothing(db_path: Path, notes: Path, counting: CountingEncoder) -> None:
     with Memsearch(db_path, encoder=counting) as ms:
         ms.index([notes])

@@ -26,10 +26,14 @@ from typing import TYPE_CHECKING, Any
 
 from memsearch.embedding.base import Progress
 from memsearch.errors import InvalidInputError, MemsearchError, StoreNotFoundError
+from memsearch.ingest.embed import embed_memories, with_chunks
 from memsearch.ingest.note_files import FilePlan, FileStatus, IndexedFile, IndexPlan, plan, under_roots, walk
 from memsearch.models import NewMemory
+from memsearch.timeutil import utc_now
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from memsearch.api import Memsearch
     from memsearch.store.base import Store
 
@@ -317,9 +321,13 @@ class _Apply:
         self.files = {path: record for path, record in stored.items() if path in owned}
         self.total = max(1, len(the_plan.add_chunks))
         self.done = 0
+        self.reusable: dict[str, np.ndarray] = {}  # text → the vector of a stored chunk being deleted
 
     def run(self) -> None:
         batches = _batches(self.plan.having(FileStatus.NEW, FileStatus.CHANGED, FileStatus.REMOVED))
+        if self.plan.add_chunks:  # the model is loaded and checked before anything is deleted
+            self.store.check_model(self.ms.encoder().info)
+            self.reusable = _reusable_vectors(self.store, self.plan)
         for file in self.plan.having(FileStatus.TOUCHED):
             assert file.record is not None
             self.files[file.path] = file.record
@@ -351,10 +359,30 @@ class _Apply:
         ids = [memory_id for key in keys if (memory_id := self.store.id_for_key(key)) is not None]
         if ids:
             self.store.delete(ids)
-        memories = [memory for file in batch for memory in chunk_memories(file)]
+        memories = [with_chunks(memory) for file in batch for memory in chunk_memories(file)]
         if memories:
-            self.ms.add_many(memories, replace=True, progress=self._progress(len(memories)))
+            vectors, view_vectors = self._vectors(memories)
+            encoder = self.ms.encoder()
+            self.store.insert(memories, vectors, encoder.info, utc_now(), replace=True, view_vectors=view_vectors)
             self.done += len(memories)
+
+    def _vectors(self, memories: Sequence[NewMemory]) -> tuple[np.ndarray, dict[int, dict[str, np.ndarray]]]:
+        """The memories' vectors: a text stored under another key (its chunk moved down the file, or
+        its file was renamed) takes the vector it has; the others are embedded (`embed_memories`)."""
+        import numpy as np
+
+        encoder = self.ms.encoder()
+        fresh = [i for i, memory in enumerate(memories) if memory.views or memory.text not in self.reusable]
+        vectors = np.empty((len(memories), encoder.info.dim), np.float32)
+        view_vectors: dict[int, dict[str, np.ndarray]] = {}
+        if fresh:
+            progress = self._progress(len(memories))
+            embedded, embedded_views = embed_memories(encoder, [memories[i] for i in fresh], progress)
+            vectors[fresh] = embedded
+            view_vectors = {fresh[position]: views for position, views in embedded_views.items()}
+        for i in sorted(set(range(len(memories))) - set(fresh)):
+            vectors[i] = self.reusable[memories[i].text]
+        return vectors, view_vectors
 
     def _progress(self, size: int) -> Progress | None:
         """The batch's (done, total) as the whole run's, in chunks."""
@@ -367,6 +395,17 @@ class _Apply:
             report(done + round(size * texts_done / max(1, texts_total)), self.total)
 
         return batch_progress
+
+
+def _reusable_vectors(store: Store, the_plan: IndexPlan) -> dict[str, np.ndarray]:
+    """The vectors of the stored chunks this plan deletes whose text a chunk it adds has: read before
+    anything is deleted, so a chunk that only moved is never embedded again."""
+    texts = {chunk.titled_text for chunk in the_plan.add_chunks}
+    ids = [memory_id for key in the_plan.delete_keys if (memory_id := store.id_for_key(key)) is not None]
+    if not ids:
+        return {}
+    moved = {memory_id: memory.text for memory_id, memory in store.get_many(ids).items() if memory.text in texts}
+    return {moved[memory_id]: vector for memory_id, vector in store.vectors(sorted(moved)).items()} if moved else {}
 
 
 def _batches(files: Sequence[FilePlan]) -> list[tuple[FilePlan, ...]]:
