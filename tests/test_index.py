@@ -283,7 +283,7 @@ def test_a_file_with_nul_bytes_is_skipped_with_the_reason(tmp_path: Path, db_pat
     write(tmp_path / "n" / "ok.md", GARDEN)
     (tmp_path / "n" / "dump.txt").write_bytes(b"header\x00\x01binary")
     with Memsearch(db_path, encoder=encoder) as ms:
-        outcome = ms.index([tmp_path / "n"])
+        outcome = ms.index(str(tmp_path / "n"))  # one path, as a string
         assert outcome.counts["new"] == 1 and outcome.counts["skipped"] == 1
         assert outcome.skipped[0][1].startswith("holds NUL bytes")
 

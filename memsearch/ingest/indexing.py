@@ -162,6 +162,8 @@ def index_notes(
     """Index the roots given (remembering them with these patterns; a root given again without
     patterns keeps the ones it has), or every remembered root when none is given (module doc)."""
     include, exclude = _patterns(include, "include"), _patterns(exclude, "exclude")
+    if isinstance(paths, str | os.PathLike):  # one path, not a sequence of one-letter paths
+        paths = [paths]
     store = _existing_store(ms)
     state = IndexState.load(store.index_state() if store is not None else None)
     given = [_resolved_root(path) for path in paths]
