@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from memsearch.embedding.base import Progress
 from memsearch.errors import InvalidInputError, MemsearchError, StoreNotFoundError
 from memsearch.ingest.embed import embed_memories, with_chunks
-from memsearch.ingest.note_files import FilePlan, FileStatus, IndexedFile, IndexPlan, plan, under_roots, walk
+from memsearch.ingest.note_files import FilePlan, FileState, FileStatus, IndexedFile, IndexPlan, plan, under_roots, walk
 from memsearch.models import NewMemory
 from memsearch.timeutil import utc_now
 
@@ -68,14 +68,17 @@ class IndexState:
     def load(cls, document: str | None) -> IndexState:
         if not document:
             return cls()
-        data = json.loads(document)
-        if data.get("version") != STATE_VERSION:  # written by a later memsearch: start over rather than misread it
+        try:
+            data = json.loads(document)
+            if data.get("version") != STATE_VERSION:  # a later memsearch's: start over rather than misread it
+                return cls()
+            roots = {r["path"]: Root(r["path"], tuple(r["include"]), tuple(r["exclude"])) for r in data["roots"]}
+            files = {
+                path: IndexedFile(f["size"], f["mtime_ns"], f["sha256"], dict(f["chunks"]))
+                for path, f in data["files"].items()
+            }
+        except (ValueError, KeyError, TypeError, AttributeError):  # damaged: every file is indexed anew (by key)
             return cls()
-        roots = {r["path"]: Root(r["path"], tuple(r["include"]), tuple(r["exclude"])) for r in data["roots"]}
-        files = {
-            path: IndexedFile(f["size"], f["mtime_ns"], f["sha256"], dict(f["chunks"]))
-            for path, f in data["files"].items()
-        }
         return cls(roots, files)
 
     def dump(self) -> str:
@@ -161,17 +164,52 @@ def index_notes(
 ) -> IndexOutcome:
     """Index the roots given (remembering them with these patterns; a root given again without
     patterns keeps the ones it has), or every remembered root when none is given (module doc)."""
-    include, exclude = _patterns(include, "include"), _patterns(exclude, "exclude")
+    include, exclude = _patterns(include), _patterns(exclude)
     if isinstance(paths, str | os.PathLike):  # one path, not a sequence of one-letter paths
         paths = [paths]
-    store = _existing_store(ms)
-    state = IndexState.load(store.index_state() if store is not None else None)
     given = [_resolved_root(path) for path in paths]
     if not given and (include or exclude):
         raise InvalidInputError(
             "applies to the folders given; give the folders to index", field="include" if include else "exclude"
         )
+    store = _existing_store(ms)
+    state = IndexState.load(store.index_state() if store is not None else None)
     skipped: list[tuple[str, str]] = []
+    runs, scope, remembered = _roots(state, given, include, exclude, skipped)
+    current: dict[str, FileState] = {}
+    for root in runs.values():
+        found = walk([root.path], root.include, root.exclude, on_skip=lambda path, why: skipped.append((path, why)))
+        current |= {file.path: file for file in found if file.path not in current}
+    previous = under_roots(state.files, scope) if scope else {}
+    the_plan = _without_binary(plan(previous, sorted(current.values(), key=lambda file: file.path), _read_bytes))
+    skipped += [(file.path, file.reason) for file in the_plan.having(FileStatus.SKIPPED)]
+    re_added = {chunk.key for chunk in the_plan.add_chunks}
+    outcome = IndexOutcome(
+        roots=tuple(runs.values()),
+        counts={status: len(the_plan.having(status)) for status in FileStatus},
+        chunks_added=len(the_plan.add_chunks),
+        chunks_removed=sum(key not in re_added for key in the_plan.delete_keys),
+        files=tuple(
+            _file_line(file) for file in the_plan.files if file.status not in (FileStatus.UNCHANGED, FileStatus.TOUCHED)
+        ),
+        skipped=tuple(dict.fromkeys(skipped)),  # a folder under two roots is walked twice
+        dry_run=dry_run,
+        reads=the_plan.reads,
+    )
+    if dry_run or (the_plan.is_empty and remembered == dict(state.roots)):
+        return outcome  # an unchanged re-run writes nothing at all
+    _Apply(ms, ms.store(create=True), the_plan, remembered, set(previous) | set(current), progress).run()
+    return outcome
+
+
+def _roots(
+    state: IndexState,
+    given: list[str],
+    include: tuple[str, ...],
+    exclude: tuple[str, ...],
+    skipped: list[tuple[str, str]],
+) -> tuple[dict[str, Root], list[str], dict[str, Root]]:
+    """The roots to walk, the roots whose stored files the run decides about, and the roots to remember."""
     if given:
         chosen = {
             path: Root(path, include or _kept(state, path).include, exclude or _kept(state, path).exclude)
@@ -181,59 +219,22 @@ def index_notes(
         nested = {
             path: root
             for path, root in state.roots.items()
-            if path not in chosen and any(_within(path, g) for g in chosen)
+            if path not in chosen and any(Path(path).is_relative_to(other) for other in chosen)
         }
-        runs = {**chosen, **nested}
-        scope = list(chosen)
-        remembered = {**state.roots, **chosen}
-    else:
-        if not state.roots:
-            raise NothingToIndexError("no folder to index: none was given and none is remembered")
-        runs = {}
-        for path, root in state.roots.items():
-            if Path(path).exists():
-                runs[path] = root
-            else:  # an unmounted drive is no reason to drop its notes from the store
-                skipped.append((path, "is a remembered root that no longer exists; what was indexed from it is kept"))
-        scope = list(runs)
-        remembered = dict(state.roots)
-    current: dict[str, Any] = {}
-    for root in runs.values():
-        for file in walk(
-            [root.path], root.include, root.exclude, on_skip=lambda path, reason: skipped.append((path, reason))
-        ):
-            current.setdefault(file.path, file)
-    previous = under_roots(state.files, scope) if scope else {}
-    the_plan = plan(previous, sorted(current.values(), key=lambda file: file.path), _read_bytes)
-    the_plan = _without_binary(the_plan)
-    skipped += [(file.path, file.reason) for file in the_plan.having(FileStatus.SKIPPED)]
-    chunks_added = len(the_plan.add_chunks)
-    re_added = {chunk.key for chunk in the_plan.add_chunks}
-    chunks_removed = sum(key not in re_added for key in the_plan.delete_keys)
-    outcome = IndexOutcome(
-        roots=tuple(runs.values()),
-        counts={status: len(the_plan.having(status)) for status in FileStatus},
-        chunks_added=chunks_added,
-        chunks_removed=chunks_removed,
-        files=tuple(
-            _file_line(file) for file in the_plan.files if file.status not in (FileStatus.UNCHANGED, FileStatus.TOUCHED)
-        ),
-        skipped=tuple(skipped),
-        dry_run=dry_run,
-        reads=the_plan.reads,
-    )
-    if dry_run:
-        return outcome
-    if the_plan.is_empty and remembered == dict(state.roots):
-        return outcome  # nothing to write: an unchanged re-run writes nothing at all
-    _Apply(ms, ms.store(create=True), the_plan, remembered, set(previous) | set(current), progress).run()
-    return outcome
+        return {**chosen, **nested}, list(chosen), {**state.roots, **chosen}
+    if not state.roots:
+        raise NothingToIndexError("no folder to index: none was given and none is remembered")
+    runs = {}
+    for path, root in state.roots.items():
+        if Path(path).exists():
+            runs[path] = root
+        else:  # an unmounted drive is no reason to drop its notes from the store
+            skipped.append((path, "is a remembered root that no longer exists; what was indexed from it is kept"))
+    return runs, list(runs), dict(state.roots)
 
 
-def _patterns(patterns: Sequence[str], name: str) -> tuple[str, ...]:
-    if isinstance(patterns, str):
-        raise InvalidInputError("must be a list of patterns, not one string", field=name)
-    return tuple(patterns)
+def _patterns(patterns: Sequence[str]) -> tuple[str, ...]:
+    return (patterns,) if isinstance(patterns, str) else tuple(patterns)
 
 
 def _kept(state: IndexState, path: str) -> Root:
@@ -246,10 +247,6 @@ def _resolved_root(path: str | os.PathLike[str]) -> str:
         return str(given.resolve(strict=True))
     except (OSError, RuntimeError):
         raise InvalidInputError(f"{given}: no such file or folder") from None
-
-
-def _within(path: str, root: str) -> bool:
-    return Path(path).is_relative_to(root)
 
 
 def _existing_store(ms: Memsearch) -> Store | None:
