@@ -831,20 +831,25 @@ def index(
     paths: Annotated[
         list[str] | None,
         typer.Argument(
-            help="Folders (or files) of notes to index; none: every folder indexed before.", show_default=False
+            help="Folders (or files) of notes to index; none: every folder indexed before.",
+            metavar="PATH",
+            show_default=False,
         ),
     ] = None,
     include: Annotated[
         list[str] | None,
         typer.Option(
             "--include",
+            metavar="GLOB",
             help="Index only files matching this glob (gitignore syntax, repeatable). Default: markdown, .txt.",
         ),
     ] = None,
     exclude: Annotated[
         list[str] | None,
         typer.Option(
-            "--exclude", help="Leave out what matches this gitignore pattern (repeatable), as .gitignore files do."
+            "--exclude",
+            metavar="PATTERN",
+            help="Leave out what matches this gitignore pattern (repeatable), as .gitignore files do.",
         ),
     ] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Say what would change; change nothing.")] = False,
