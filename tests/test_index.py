@@ -279,13 +279,19 @@ def test_bad_roots_and_patterns_are_clear_errors_and_store_nothing(
         assert outcome.counts["new"] == 2 and outcome.skipped[0][1].startswith("is not a valid gitignore pattern")
 
 
-def test_a_file_with_nul_bytes_is_skipped_with_the_reason(tmp_path: Path, db_path: Path, encoder: Encoder) -> None:
+def test_a_binary_file_is_skipped_and_a_latin1_one_kept_as_lossy(
+    tmp_path: Path, db_path: Path, encoder: Encoder
+) -> None:
     write(tmp_path / "n" / "ok.md", GARDEN)
     (tmp_path / "n" / "dump.txt").write_bytes(b"header\x00\x01binary")
     with Memsearch(db_path, encoder=encoder) as ms:
         outcome = ms.index(str(tmp_path / "n"))  # one path, as a string
         assert outcome.counts["new"] == 1 and outcome.counts["skipped"] == 1
         assert outcome.skipped[0][1].startswith("holds NUL bytes")
+        (tmp_path / "n" / "latin.md").write_bytes("# Café\n\nCrème brûlée for dessert.\n".encode("latin-1"))
+        ms.index(str(tmp_path / "n"))
+        latin = ms.get(f"note:{(tmp_path / 'n' / 'latin.md').resolve()}#1")
+        assert latin.metadata["lossy"] is True and "\ufffd" in latin.text  # kept, and marked as read with losses
 
 
 # -- the command line -------------------------------------------------------------------------
