@@ -223,6 +223,21 @@ def test_indexing_one_folder_keeps_another_folders_notes(tmp_path: Path, db_path
         assert sorted(root.path for root in outcome.roots) == sorted(str(p.resolve()) for p in (home, work))
 
 
+def test_a_folder_inside_an_indexed_one_keeps_what_the_outer_patterns_take(
+    notes: Path, db_path: Path, encoder: Encoder
+) -> None:
+    with Memsearch(db_path, encoder=encoder) as ms:
+        ms.index([notes])
+        inner = ms.index([notes / "drafts"], include=["*.txt"])  # recipes.md is no .txt, but notes/ takes it
+        assert inner.counts["removed"] == 0 and inner.counts["unchanged"] == 1
+        assert any("recipes" in key for key in keyed_ids(ms))
+        write(notes / "drafts" / "todo.txt", "Buy arborio rice and parmesan.")
+        write(notes / "garden" / "later.txt", "Plant garlic in October.")
+        added = ms.index([notes / "drafts"])  # its own files only: garden/ waits for a run over notes/
+        assert added.counts["new"] == 1 and not any("later.txt" in key for key in keyed_ids(ms))
+        assert ms.index().counts["new"] == 1
+
+
 def test_a_run_that_stops_halfway_is_made_whole_by_the_next(
     db_path: Path, notes: Path, encoder: Encoder, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -2,11 +2,13 @@
 
 The roots given are remembered in the store with their include and exclude patterns; an index
 run without roots brings every remembered root up to date. A run walks its roots (each with its
-own patterns, and every remembered root nested under them), plans against the files stored under
-them (`note_files.plan`: files whose size and mtime did not move are not read, chunks whose key
-and digest did not change are not embedded again) and applies the plan in batches: per batch, the
+own patterns, with every remembered root nested under them; a remembered root above them adds the
+files under them that its patterns take), plans against the files stored under them
+(`note_files.plan`: files whose size and mtime did not move are not read, chunks whose key and
+digest did not change are not embedded again) and applies the plan in batches: per batch, the
 old chunks are deleted before the new ones are added (a key may be in both), then the state
-document is saved.
+document is saved. A chunk that only moved (down its file, or with its file renamed) takes the
+vector stored for its text rather than being embedded again.
 
 Nothing is left half-done that a re-run cannot fix: before a batch is written, its files are
 saved as *pending* (every key they had or will have, no digest, no mtime), so a run that stops
@@ -177,9 +179,9 @@ def index_notes(
     skipped: list[tuple[str, str]] = []
     runs, scope, remembered = _roots(state, given, include, exclude, skipped)
     current: dict[str, FileState] = {}
-    for root in runs.values():
+    for root in [*runs.values(), *_enclosing(state, scope)]:
         found = walk([root.path], root.include, root.exclude, on_skip=lambda path, why: skipped.append((path, why)))
-        current |= {file.path: file for file in found if file.path not in current}
+        current |= {file.path: file for file in found if file.path not in current and _under(file.path, scope)}
     previous = under_roots(state.files, scope) if scope else {}
     the_plan = _without_binary(plan(previous, sorted(current.values(), key=lambda file: file.path), _read_bytes))
     skipped += [(file.path, file.reason) for file in the_plan.having(FileStatus.SKIPPED)]
@@ -231,6 +233,20 @@ def _roots(
         else:  # an unmounted drive is no reason to drop its notes from the store
             skipped.append((path, "is a remembered root that no longer exists; what was indexed from it is kept"))
     return runs, list(runs), dict(state.roots)
+
+
+def _enclosing(state: IndexState, scope: Sequence[str]) -> list[Root]:
+    """The remembered roots above a root of the run: a file under both that either one's patterns
+    take stays indexed, so indexing ~/notes/work with its own patterns keeps what ~/notes takes."""
+    return [
+        root
+        for path, root in state.roots.items()
+        if path not in scope and any(Path(inner).is_relative_to(path) for inner in scope)
+    ]
+
+
+def _under(path: str, roots: Sequence[str]) -> bool:
+    return any(path == root or path.startswith(root.rstrip(os.sep) + os.sep) for root in roots)
 
 
 def _patterns(patterns: Sequence[str]) -> tuple[str, ...]:
