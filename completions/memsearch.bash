@@ -87,6 +87,16 @@ _memsearch_reindex() {
     _memsearch_reply -W '--db --model -h --help'
 }
 
+_memsearch_index() {
+    case $prev in
+        -f|--format) _memsearch_reply -W 'table json'; return ;;
+        --db) _memsearch_paths -f; return ;;
+        --model) _memsearch_paths -d; return ;;
+        --include|--exclude) return ;;
+    esac
+    if [[ $cur == -* ]]; then _memsearch_reply -W '--include --exclude --dry-run -f --format --db --model -h --help'; fi
+}
+
 _memsearch_set() {
     case $prev in
         -f|--format) _memsearch_reply -W 'table json jsonl ndjson csv'; return ;;
@@ -220,7 +230,7 @@ _memsearch() {
     case $cmd in
         '')
             if [[ $cur == -* ]]; then _memsearch_reply -W '--version --debug -h --help'
-            else _memsearch_reply -W 'add import search get list delete stats path reindex set pin unpin consolidate timeline mcp serve eval completions copy export config doctor profiles'; fi ;;
+            else _memsearch_reply -W 'add import search get list delete stats path reindex index set pin unpin consolidate timeline mcp serve eval completions copy export config doctor profiles'; fi ;;
         add) _memsearch_add ;;
         import) _memsearch_import ;;
         search) _memsearch_search ;;
@@ -230,6 +240,7 @@ _memsearch() {
         stats) _memsearch_stats ;;
         path) _memsearch_path ;;
         reindex) _memsearch_reindex ;;
+        index) _memsearch_index ;;
         set) _memsearch_set ;;
         pin) _memsearch_pin ;;
         unpin) _memsearch_unpin ;;

@@ -28,6 +28,7 @@ complete -c memsearch -n __fish_memsearch_using -a delete -d 'Delete memories: a
 complete -c memsearch -n __fish_memsearch_using -a stats -d 'Show what the store holds.'
 complete -c memsearch -n __fish_memsearch_using -a path -d 'Print where the store is (it need not exist yet; a URL without its password).'
 complete -c memsearch -n __fish_memsearch_using -a reindex -d 'Re-embed every memory with the current model (after changing --model).'
+complete -c memsearch -n __fish_memsearch_using -a index -d 'Keep folders of markdown or text notes searchable: a memory per section,...'
 complete -c memsearch -n __fish_memsearch_using -a set -d 'Change a memory\'s scoring fields and show it.'
 complete -c memsearch -n __fish_memsearch_using -a pin -d 'Pin memories (boosted by profiles that score pins; never hidden as superseded).'
 complete -c memsearch -n __fish_memsearch_using -a unpin -d 'Unpin memories.'
@@ -139,6 +140,14 @@ complete -c memsearch -n '__fish_memsearch_using path' -s h -l help -d 'Show thi
 complete -c memsearch -n '__fish_memsearch_using reindex' -l db -r -F -d 'Store file, or a postgresql://user@host/db URL. Default: $MEMSEARCH_DB, else db in config.toml, else $MEMSEARCH_HOME/memsearch.db, else the user data dir.'
 complete -c memsearch -n '__fish_memsearch_using reindex' -l model -x -a '(__fish_complete_directories)' -d 'A sentence-transformers model directory. Default: $MEMSEARCH_MODEL, else the bundled all-MiniLM-L6-v2.'
 complete -c memsearch -n '__fish_memsearch_using reindex' -s h -l help -d 'Show this message and exit.'
+
+complete -c memsearch -n '__fish_memsearch_using index' -l include -x -d 'Index only files matching this glob (gitignore syntax, repeatable). Default: markdown, .txt.'
+complete -c memsearch -n '__fish_memsearch_using index' -l exclude -x -d 'Leave out what matches this gitignore pattern (repeatable), as .gitignore files do.'
+complete -c memsearch -n '__fish_memsearch_using index' -l dry-run -d 'Say what would change; change nothing.'
+complete -c memsearch -n '__fish_memsearch_using index' -s f -l format -x -a 'table json' -d 'Output format.'
+complete -c memsearch -n '__fish_memsearch_using index' -l db -r -F -d 'Store file, or a postgresql://user@host/db URL. Default: $MEMSEARCH_DB, else db in config.toml, else $MEMSEARCH_HOME/memsearch.db, else the user data dir.'
+complete -c memsearch -n '__fish_memsearch_using index' -l model -x -a '(__fish_complete_directories)' -d 'A sentence-transformers model directory. Default: $MEMSEARCH_MODEL, else the bundled all-MiniLM-L6-v2.'
+complete -c memsearch -n '__fish_memsearch_using index' -s h -l help -d 'Show this message and exit.'
 
 complete -c memsearch -n '__fish_memsearch_using set' -l importance -x -d '0 to 1.'
 complete -c memsearch -n '__fish_memsearch_using set' -l priority -x -d '1 to 2.'

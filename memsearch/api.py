@@ -40,6 +40,7 @@ if TYPE_CHECKING:  # imported by the use cases that need them: a search loads no
 
     from memsearch.consolidate import ConsolidationPlan
     from memsearch.doctor import DoctorReport, Finding, ModelState
+    from memsearch.ingest.indexing import IndexOutcome
     from memsearch.llm import LLM
     from memsearch.profiles import Profile
     from memsearch.retrieval.pipeline import SearchOutcome, SearchRequest
@@ -738,6 +739,25 @@ class Memsearch:
             store.set_consolidation(result.superseded, result.groups)
         shown = {*result.superseded, *result.superseded.values()}
         return Consolidation(result, dry_run, store.get_many(sorted(shown)))
+
+    # -- folders of notes ---------------------------------------------------------------------
+
+    def index(
+        self,
+        paths: Iterable[str | os.PathLike[str]] = (),
+        *,
+        include: Sequence[str] = (),
+        exclude: Sequence[str] = (),
+        dry_run: bool = False,
+        progress: Progress | None = None,
+    ) -> IndexOutcome:
+        """Keep folders of notes in the store, a memory per chunk (see memsearch.ingest.indexing):
+        the `paths` given are remembered with their patterns (gitignore syntax; `include` defaults
+        to markdown and text files); with none, every remembered one is brought up to date. Only new
+        and changed chunks are embedded; `dry_run` says what would change and writes nothing."""
+        from memsearch.ingest.indexing import index_notes
+
+        return index_notes(self, paths, include=include, exclude=exclude, dry_run=dry_run, progress=progress)
 
 
 def _ingest_dedup(profile: Profile | str | None) -> float | None:

@@ -134,9 +134,12 @@ OPTION_OF_FIELD = {
     "boost": "--boost",
     "rerank": "--rerank",
     "max_ms": "--max-ms",
+    "include": "--include",
+    "exclude": "--exclude",
 }
 HINT_OF_ERROR = {
     "StoreNotFoundError": "add a memory first or pass --db",
+    "NothingToIndexError": "give one, as in `memsearch index ~/notes`",
     "DuplicateKeyError": "pass --replace to overwrite it",
     "ModelMismatchError": (
         "run `memsearch reindex` to re-embed the store with it, or pass the store's model with --model"
@@ -821,6 +824,48 @@ def reindex(db: DbOption = None, model: ModelOption = None) -> None:
         count = ms.reindex(progress=progress)
         model_name = ms.model_name
     messages().print(f"re-embedded {count} memories with {model_name}", markup=False)
+
+
+@app.command()
+def index(
+    paths: Annotated[
+        list[str] | None,
+        typer.Argument(
+            help="Folders (or files) of notes to index; none: every folder indexed before.",
+            metavar="PATH",
+            show_default=False,
+        ),
+    ] = None,
+    include: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--include",
+            metavar="GLOB",
+            help="Index only files matching this glob (gitignore syntax, repeatable). Default: markdown, .txt.",
+        ),
+    ] = None,
+    exclude: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--exclude",
+            metavar="PATTERN",
+            help="Leave out what matches this gitignore pattern (repeatable), as .gitignore files do.",
+        ),
+    ] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Say what would change; change nothing.")] = False,
+    fmt: Annotated[ReportFormat, typer.Option("--format", "-f", help="Output format.")] = "table",
+    db: DbOption = None,
+    model: ModelOption = None,
+) -> None:
+    """Keep folders of markdown or text notes searchable: a memory per section, re-indexed incrementally.
+    The folders are remembered with their patterns; `memsearch index` alone updates them all."""
+    from memsearch.cli.render import render_index
+
+    with _memsearch(db, model) as ms, _ProgressBar("embedding") as progress:
+        outcome = ms.index(
+            paths or (), include=include or (), exclude=exclude or (), dry_run=dry_run, progress=progress
+        )
+    render_index(outcome, str(fmt))
 
 
 @app.command("set")

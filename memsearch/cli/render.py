@@ -23,6 +23,7 @@ if TYPE_CHECKING:  # Rich is imported where a table is drawn: machine output nev
     from memsearch.api import Consolidation, ProfileInfo, Timeline
     from memsearch.config import Config
     from memsearch.doctor import DoctorReport
+    from memsearch.ingest.indexing import IndexOutcome
     from memsearch.models import Memory
 
 
@@ -226,7 +227,17 @@ def render_search(documents: Sequence[dict[str, Any]], fmt: str, *, raw: bool, e
 
 def _result_row(row: dict[str, Any]) -> tuple[Any, ...]:
     return (row["rank"], row["id"], f"{row['score']:.4f}", _short_time(row["created_at"]), ", ".join(row["tags"]),
-            row["text"])  # fmt: skip
+            _located(row))  # fmt: skip
+
+
+def _located(row: dict[str, Any]) -> str:
+    """The text, after `path:line` for a memory indexed from a file (its metadata says where)."""
+    metadata = row.get("metadata") or {}
+    path, line = metadata.get("path"), metadata.get("start_line")
+    if not isinstance(path, str):
+        return str(row["text"])
+    where = shown_path(path) + (f":{line}" if isinstance(line, int) else "")
+    return f"{where}  {row['text']}"
 
 
 def _search_lines(documents: Sequence[dict[str, Any]], *, raw: bool, explain: bool, batch: bool) -> None:
@@ -278,7 +289,7 @@ def _search_tables(console: Console, document: dict[str, Any], *, raw: bool, exp
             console.print(Text(line))
         legs = _leg_specs(document)
         for row in results:
-            title = Text.assemble(f"#{row['rank']}  id {row['id']}: ", literal(row["text"], limit=70))
+            title = Text.assemble(f"#{row['rank']}  id {row['id']}: ", literal(_located(row), limit=70))
             print_grid(EXPLAIN_COLUMNS, _explain_rows(row, legs), title=title, console=console)
     if raw:
         ranked = _raw_legs(document)
@@ -598,3 +609,41 @@ def render_doctor(report: DoctorReport, fmt: str) -> None:
     print_grid(NAME_VALUE, lines, show_header=False)
     rows = [((f.level, _LEVEL_STYLE[f.level]), (f.name, "bold"), f.detail) for f in report.findings]
     print_grid(FINDING_COLUMNS, rows, show_header=False)
+
+
+# -- index ---------------------------------------------------------------------------------
+
+INDEX_COLUMNS = (
+    Column("change", "key"),
+    Column("+chunks", "key", "right"),
+    Column("-chunks", "key", "right"),
+    Column("path", "text"),
+)
+
+
+def shown_path(path: str) -> str:
+    """A stored file path as a person types it here: relative to the current folder when under it."""
+    import os
+
+    try:
+        relative = os.path.relpath(path)
+    except ValueError:  # another drive (Windows)
+        return path
+    return path if relative.startswith("..") else relative
+
+
+def render_index(outcome: IndexOutcome, fmt: str) -> None:
+    """The summary line and the skipped files on stderr; on a dry run, each file that would change."""
+    if fmt != "table":
+        write_json(outcome.to_dict())
+        return
+    if outcome.dry_run and outcome.files:
+        rows = [
+            (line.status, line.chunks_added, line.chunks_removed, shown_path(line.path))
+            for line in outcome.files
+            if line.status != "skipped"
+        ]
+        print_grid(INDEX_COLUMNS, rows)
+    for path, reason in outcome.skipped:
+        messages().print(f"skipped {shown_path(path)}: {reason}", markup=False)
+    messages().print(outcome.summary, markup=False)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -151,7 +152,7 @@ def walk(
 def _spec(patterns: Sequence[str], name: str) -> GitIgnoreSpec:
     try:
         return GitIgnoreSpec.from_lines(patterns)
-    except (ValueError, TypeError) as error:
+    except (ValueError, TypeError, re.error) as error:
         raise InvalidInputError(f"has a pattern that is not valid gitignore syntax ({error})", field=name) from None
 
 
@@ -218,7 +219,7 @@ def _with_ignore_file(
     for number, line in enumerate(lines, start=1):
         try:
             GitIgnoreSpec.from_lines([line])
-        except (ValueError, TypeError):
+        except (ValueError, TypeError, re.error):
             skip(f"{path}:{number}", "is not a valid gitignore pattern; the file's other lines apply")  # as git does
             continue
         valid.append(line)

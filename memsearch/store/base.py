@@ -20,6 +20,8 @@ from memsearch.models import EmbeddingModelInfo, Memory, NewMemory
 if TYPE_CHECKING:
     import numpy as np
 
+INDEX_STATE_KEY = "notes_index"  # the meta row holding the notes index's state (memsearch.ingest.indexing)
+
 
 @dataclass(frozen=True)
 class Scope:
@@ -276,4 +278,14 @@ class Store(SearchBackend, Protocol):
     def health(self) -> StoreHealth:
         """Counts and the database's own consistency check (SQLite's quick_check; for a server,
         that it answers), for `memsearch doctor`."""
+        ...
+
+    # -- the notes index (memsearch.ingest.indexing) ---------------------------------------------
+
+    def index_state(self) -> str | None:
+        """The state document `memsearch index` saved last (its roots and each file's chunks), or None."""
+        ...
+
+    def save_index_state(self, document: str) -> None:
+        """Replace the state document, in one transaction of its own."""
         ...

@@ -49,6 +49,7 @@ from memsearch.models import (
 from memsearch.paths import read_only_requested, shown_location
 from memsearch.store.base import (
     EVERYTHING,
+    INDEX_STATE_KEY,
     EmbeddingModelInfo,
     ExportedMemory,
     Hits,
@@ -1872,3 +1873,9 @@ class PostgresStore:
             "growth": added_per_period(dict(per_day)),
             "size_bytes": int(size or 0),
         }
+
+    def index_state(self) -> str | None:
+        return self._meta(INDEX_STATE_KEY)
+
+    def save_index_state(self, document: str) -> None:
+        self._write(lambda db: self._set_meta(db, INDEX_STATE_KEY, document))

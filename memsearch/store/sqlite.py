@@ -39,6 +39,7 @@ from memsearch.paths import make_private_dirs, read_only_requested
 from memsearch.store.ann import AnnIndex, ann_threshold, index_library_available
 from memsearch.store.base import (
     EVERYTHING,
+    INDEX_STATE_KEY,
     EmbeddingModelInfo,
     ExportedMemory,
     Hits,
@@ -1248,6 +1249,13 @@ class SQLiteStore:
             "growth": added_per_period(dict(per_day)),
             "size_bytes": size,
         }
+
+    def index_state(self) -> str | None:
+        return self._meta(INDEX_STATE_KEY)
+
+    def save_index_state(self, document: str) -> None:
+        with self.transaction():
+            self._set_meta(INDEX_STATE_KEY, document)
 
 
 def _split_statements(script: str) -> builtins.list[str]:

@@ -1,0 +1,439 @@
+"""`memsearch index`: folders of notes kept in the store as memories, re-indexed incrementally.
+
+The roots given are remembered in the store with their include and exclude patterns; an index
+run without roots brings every remembered root up to date. A run walks its roots (each with its
+own patterns, with every remembered root nested under them; a remembered root above them adds the
+files under them that its patterns take), plans against the files stored under them
+(`note_files.plan`: files whose size and mtime did not move are not read, chunks whose key and
+digest did not change are not embedded again) and applies the plan in batches: per batch, the
+old chunks are deleted before the new ones are added (a key may be in both), then the state
+document is saved. A chunk that only moved (down its file, or with its file renamed) takes the
+vector stored for its text rather than being embedded again.
+
+Nothing is left half-done that a re-run cannot fix: before a batch is written, its files are
+saved as *pending* (every key they had or will have, no digest, no mtime), so a run that stops
+in the middle leaves them to be read, deleted and added afresh next time; deleting a key that is
+already gone and adding a key that exists are both tolerated. The state is merged with what is
+stored at each save, so two runs over different folders keep each other's files.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from memsearch.embedding.base import Progress
+from memsearch.errors import InvalidInputError, MemsearchError, StoreNotFoundError
+from memsearch.ingest.embed import embed_memories, with_chunks
+from memsearch.ingest.note_files import FilePlan, FileState, FileStatus, IndexedFile, IndexPlan, plan, under_roots, walk
+from memsearch.models import NewMemory
+from memsearch.timeutil import utc_now
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from memsearch.api import Memsearch
+    from memsearch.store.base import Store
+
+STATE_VERSION = 1
+BATCH_CHUNKS = 1_000  # chunks embedded and written per transaction; the state is saved after each batch
+
+
+class NothingToIndexError(MemsearchError):
+    """An index run with no root given and none remembered."""
+
+
+@dataclass(frozen=True)
+class Root:
+    """A folder (or file) to index, with its own patterns (`note_files.walk`)."""
+
+    path: str  # absolute, symlinks resolved
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "include": list(self.include), "exclude": list(self.exclude)}
+
+
+@dataclass(frozen=True)
+class IndexState:
+    """What the store keeps of the notes index: the remembered roots and every indexed file."""
+
+    roots: Mapping[str, Root] = field(default_factory=dict)
+    files: Mapping[str, IndexedFile] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, document: str | None) -> IndexState:
+        if not document:
+            return cls()
+        try:
+            data = json.loads(document)
+            if data.get("version") != STATE_VERSION:  # a later memsearch's: start over rather than misread it
+                return cls()
+            roots = {r["path"]: Root(r["path"], tuple(r["include"]), tuple(r["exclude"])) for r in data["roots"]}
+            files = {
+                path: IndexedFile(f["size"], f["mtime_ns"], f["sha256"], dict(f["chunks"]))
+                for path, f in data["files"].items()
+            }
+        except (ValueError, KeyError, TypeError, AttributeError):  # damaged: every file is indexed anew (by key)
+            return cls()
+        return cls(roots, files)
+
+    def dump(self) -> str:
+        files = {
+            path: {"size": f.size, "mtime_ns": f.mtime_ns, "sha256": f.sha256, "chunks": dict(f.chunks)}
+            for path, f in sorted(self.files.items())
+        }
+        roots = [root.to_dict() for _, root in sorted(self.roots.items())]
+        return json.dumps({"version": STATE_VERSION, "roots": roots, "files": files}, ensure_ascii=False)
+
+
+@dataclass(frozen=True)
+class FileLine:
+    """One file's part in a run (files left unchanged are counted, not listed)."""
+
+    path: str
+    status: str  # a FileStatus value
+    chunks_added: int = 0
+    chunks_removed: int = 0
+    reason: str = ""  # why it was skipped
+
+    def to_dict(self) -> dict[str, Any]:
+        line: dict[str, Any] = {"path": self.path, "status": self.status}
+        line |= {"chunks_added": self.chunks_added, "chunks_removed": self.chunks_removed}
+        if self.reason:
+            line["reason"] = self.reason
+        return line
+
+
+@dataclass(frozen=True)
+class IndexOutcome:
+    """What an index run did (or, on a dry run, would do)."""
+
+    roots: tuple[Root, ...]
+    counts: Mapping[str, int]  # FileStatus value → files
+    chunks_added: int
+    chunks_removed: int  # stored chunks deleted and not replaced by a chunk of the same key
+    files: tuple[FileLine, ...]  # every file that is not unchanged
+    skipped: tuple[tuple[str, str], ...]  # (path, reason): files, folders and links the walk or the plan passed over
+    dry_run: bool = False
+    reads: int = 0  # files read and hashed
+
+    @property
+    def summary(self) -> str:
+        """'indexed 12 files: 3 new, 1 changed, 2 removed, 6 unchanged; 41 chunks stored, 7 removed'."""
+        counts = self.counts
+        total = sum(counts[status] for status in FileStatus if status != FileStatus.SKIPPED)
+        unchanged = counts[FileStatus.UNCHANGED] + counts[FileStatus.TOUCHED]
+        files = (
+            f"{counts[FileStatus.NEW]:,} new, {counts[FileStatus.CHANGED]:,} changed, "
+            f"{counts[FileStatus.REMOVED]:,} removed, {unchanged:,} unchanged"
+        )
+        if counts[FileStatus.SKIPPED]:
+            files += f", {counts[FileStatus.SKIPPED]:,} skipped"
+        verb, stored, removed = (
+            ("would index", "to store", "to remove") if self.dry_run else ("indexed", "stored", "removed")
+        )
+        chunks = f"{self.chunks_added:,} chunk{'' if self.chunks_added == 1 else 's'} {stored}"
+        return f"{verb} {total:,} file{'' if total == 1 else 's'}: {files}; {chunks}, {self.chunks_removed:,} {removed}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "dry_run": self.dry_run,
+            "roots": [root.to_dict() for root in self.roots],
+            "files": {str(status): self.counts[status] for status in FileStatus},
+            "chunks_added": self.chunks_added,
+            "chunks_removed": self.chunks_removed,
+            "reads": self.reads,
+            "changes": [line.to_dict() for line in self.files],
+            "skipped": [{"path": path, "reason": reason} for path, reason in self.skipped],
+            "summary": self.summary,
+        }
+
+
+def index_notes(
+    ms: Memsearch,
+    paths: Iterable[str | os.PathLike[str]] = (),
+    *,
+    include: Sequence[str] = (),
+    exclude: Sequence[str] = (),
+    dry_run: bool = False,
+    progress: Progress | None = None,
+) -> IndexOutcome:
+    """Index the roots given (remembering them with these patterns; a root given again without
+    patterns keeps the ones it has), or every remembered root when none is given (module doc)."""
+    include, exclude = _patterns(include), _patterns(exclude)
+    if isinstance(paths, str | os.PathLike):  # one path, not a sequence of one-letter paths
+        paths = [paths]
+    given = [_resolved_root(path) for path in paths]
+    if not given and (include or exclude):
+        raise InvalidInputError(
+            "applies to the folders given; give the folders to index", field="include" if include else "exclude"
+        )
+    store = _existing_store(ms)
+    state = IndexState.load(store.index_state() if store is not None else None)
+    skipped: list[tuple[str, str]] = []
+    runs, scope, remembered = _roots(state, given, include, exclude, skipped)
+    current: dict[str, FileState] = {}
+    for root in [*runs.values(), *_enclosing(state, scope)]:
+        found = walk([root.path], root.include, root.exclude, on_skip=lambda path, why: skipped.append((path, why)))
+        current |= {file.path: file for file in found if file.path not in current and _under(file.path, scope)}
+    previous = under_roots(state.files, scope) if scope else {}
+    the_plan = _without_binary(plan(previous, sorted(current.values(), key=lambda file: file.path), _read_bytes))
+    skipped += [(file.path, file.reason) for file in the_plan.having(FileStatus.SKIPPED)]
+    re_added = {chunk.key for chunk in the_plan.add_chunks}
+    outcome = IndexOutcome(
+        roots=tuple(runs.values()),
+        counts={status: len(the_plan.having(status)) for status in FileStatus},
+        chunks_added=len(the_plan.add_chunks),
+        chunks_removed=sum(key not in re_added for key in the_plan.delete_keys),
+        files=tuple(
+            _file_line(file) for file in the_plan.files if file.status not in (FileStatus.UNCHANGED, FileStatus.TOUCHED)
+        ),
+        skipped=tuple(dict.fromkeys(skipped)),  # a folder under two roots is walked twice
+        dry_run=dry_run,
+        reads=the_plan.reads,
+    )
+    if dry_run or (the_plan.is_empty and remembered == dict(state.roots)):
+        return outcome  # an unchanged re-run writes nothing at all
+    _Apply(ms, ms.store(create=True), the_plan, remembered, set(previous) | set(current), progress).run()
+    return outcome
+
+
+def _roots(
+    state: IndexState,
+    given: list[str],
+    include: tuple[str, ...],
+    exclude: tuple[str, ...],
+    skipped: list[tuple[str, str]],
+) -> tuple[dict[str, Root], list[str], dict[str, Root]]:
+    """The roots to walk, the roots whose stored files the run decides about, and the roots to remember."""
+    if given:
+        chosen = {
+            path: Root(path, include or _kept(state, path).include, exclude or _kept(state, path).exclude)
+            for path in dict.fromkeys(given)
+        }
+        # the remembered roots nested in a given one are part of it: indexing ~/notes updates ~/notes/work too
+        nested = {
+            path: root
+            for path, root in state.roots.items()
+            if path not in chosen and any(Path(path).is_relative_to(other) for other in chosen)
+        }
+        return {**chosen, **nested}, list(chosen), {**state.roots, **chosen}
+    if not state.roots:
+        raise NothingToIndexError("no folder to index: none was given and none is remembered")
+    runs = {}
+    for path, root in state.roots.items():
+        if Path(path).exists():
+            runs[path] = root
+        else:  # an unmounted drive is no reason to drop its notes from the store
+            skipped.append((path, "is a remembered root that no longer exists; what was indexed from it is kept"))
+    return runs, list(runs), dict(state.roots)
+
+
+def _enclosing(state: IndexState, scope: Sequence[str]) -> list[Root]:
+    """The remembered roots above a root of the run: a file under both that either one's patterns
+    take stays indexed, so indexing ~/notes/work with its own patterns keeps what ~/notes takes."""
+    return [
+        root
+        for path, root in state.roots.items()
+        if path not in scope and any(Path(inner).is_relative_to(path) for inner in scope)
+    ]
+
+
+def _under(path: str, roots: Sequence[str]) -> bool:
+    return any(path == root or path.startswith(root.rstrip(os.sep) + os.sep) for root in roots)
+
+
+def _patterns(patterns: Sequence[str]) -> tuple[str, ...]:
+    return (patterns,) if isinstance(patterns, str) else tuple(patterns)
+
+
+def _kept(state: IndexState, path: str) -> Root:
+    return state.roots.get(path) or Root(path)
+
+
+def _resolved_root(path: str | os.PathLike[str]) -> str:
+    given = Path(path).expanduser()
+    try:
+        return str(given.resolve(strict=True))
+    except (OSError, RuntimeError):
+        raise InvalidInputError(f"{given}: no such file or folder") from None
+
+
+def _existing_store(ms: Memsearch) -> Store | None:
+    """The store if there is one yet: a dry run or a run that finds nothing must not create it."""
+    try:
+        return ms.store()
+    except StoreNotFoundError:
+        return None
+
+
+def _read_bytes(path: str) -> bytes:
+    with open(path, "rb") as file:
+        return file.read()
+
+
+def _without_binary(the_plan: IndexPlan) -> IndexPlan:
+    """A file with NUL characters is not a note (PostgreSQL's text cannot even hold one): skipped."""
+    files = tuple(
+        FilePlan(file.path, FileStatus.SKIPPED, reason="holds NUL bytes: a binary file, not a note")
+        if any("\0" in chunk.text for chunk in file.add_chunks)
+        else file
+        for file in the_plan.files
+    )
+    return IndexPlan(files, the_plan.reads)
+
+
+def _file_line(file: FilePlan) -> FileLine:
+    added = {chunk.key for chunk in file.add_chunks}
+    removed = sum(key not in added for key in file.delete_keys)
+    return FileLine(file.path, str(file.status), len(file.add_chunks), removed, file.reason)
+
+
+def chunk_memories(file: FilePlan) -> list[NewMemory]:
+    """The memories of a file's chunks to add: the titled text, the front matter's tags, and where it is."""
+    memories = []
+    for chunk in file.add_chunks:
+        metadata: dict[str, Any] = {
+            "path": file.path,
+            "start_line": chunk.start_line,
+            "end_line": chunk.end_line,
+            "trail": list(chunk.trail),
+        }
+        if file.lossy:
+            metadata["lossy"] = True
+        memories.append(NewMemory(chunk.titled_text, key=chunk.key, tags=file.tags, metadata=metadata))
+    return memories
+
+
+def _pending(file: FilePlan, before: IndexedFile | None) -> IndexedFile:
+    """A record that makes the next run read the file afresh and delete every key it had or gets."""
+    keys = {**(before.chunks if before else {}), **(file.record.chunks if file.record else {})}
+    return IndexedFile(-1, -1, "", {key: "" for key in keys})
+
+
+class _Apply:
+    """Writes a plan in batches (module doc)."""
+
+    def __init__(
+        self,
+        ms: Memsearch,
+        store: Store,
+        the_plan: IndexPlan,
+        roots: Mapping[str, Root],
+        owned: set[str],
+        progress: Progress | None,
+    ) -> None:
+        self.ms, self.store, self.plan, self.progress = ms, store, the_plan, progress
+        self.roots = dict(roots)
+        self.owned = owned  # the paths this run decides about; the others are as the stored state says
+        stored = IndexState.load(store.index_state()).files
+        self.files = {path: record for path, record in stored.items() if path in owned}
+        self.total = max(1, len(the_plan.add_chunks))
+        self.done = 0
+        self.reusable: dict[str, np.ndarray] = {}  # text → the vector of a stored chunk being deleted
+
+    def run(self) -> None:
+        batches = _batches(self.plan.having(FileStatus.NEW, FileStatus.CHANGED, FileStatus.REMOVED))
+        if self.plan.add_chunks:  # the model is loaded and checked before anything is deleted
+            self.store.check_model(self.ms.encoder().info)
+            self.reusable = _reusable_vectors(self.store, self.plan)
+        for file in self.plan.having(FileStatus.TOUCHED):
+            assert file.record is not None
+            self.files[file.path] = file.record
+        self._mark_pending(batches[0] if batches else ())
+        for number, batch in enumerate(batches):
+            self._write(batch)
+            for file in batch:
+                if file.status == FileStatus.REMOVED:
+                    self.files.pop(file.path, None)
+                elif file.record is not None:
+                    self.files[file.path] = file.record
+            self._mark_pending(batches[number + 1] if number + 1 < len(batches) else ())
+
+    def _mark_pending(self, batch: Sequence[FilePlan]) -> None:
+        for file in batch:
+            if file.status != FileStatus.REMOVED:  # a removed file's record already names every key it has
+                self.files[file.path] = _pending(file, self.files.get(file.path))
+        self._save()
+
+    def _save(self) -> None:
+        """The state as stored now, with this run's roots and the files it decides about."""
+        stored = IndexState.load(self.store.index_state())
+        files = {path: record for path, record in stored.files.items() if path not in self.owned}
+        files.update(self.files)
+        self.store.save_index_state(IndexState({**stored.roots, **self.roots}, files).dump())
+
+    def _write(self, batch: Sequence[FilePlan]) -> None:
+        keys = [key for file in batch for key in file.delete_keys]
+        ids = [memory_id for key in keys if (memory_id := self.store.id_for_key(key)) is not None]
+        if ids:
+            self.store.delete(ids)
+        memories = [with_chunks(memory) for file in batch for memory in chunk_memories(file)]
+        if memories:
+            vectors, view_vectors = self._vectors(memories)
+            encoder = self.ms.encoder()
+            self.store.insert(memories, vectors, encoder.info, utc_now(), replace=True, view_vectors=view_vectors)
+            self.done += len(memories)
+
+    def _vectors(self, memories: Sequence[NewMemory]) -> tuple[np.ndarray, dict[int, dict[str, np.ndarray]]]:
+        """The memories' vectors: a text stored under another key (its chunk moved down the file, or
+        its file was renamed) takes the vector it has; the others are embedded (`embed_memories`)."""
+        import numpy as np
+
+        encoder = self.ms.encoder()
+        fresh = [i for i, memory in enumerate(memories) if memory.views or memory.text not in self.reusable]
+        vectors = np.empty((len(memories), encoder.info.dim), np.float32)
+        view_vectors: dict[int, dict[str, np.ndarray]] = {}
+        if fresh:
+            progress = self._progress(len(memories))
+            embedded, embedded_views = embed_memories(encoder, [memories[i] for i in fresh], progress)
+            vectors[fresh] = embedded
+            view_vectors = {fresh[position]: views for position, views in embedded_views.items()}
+        for i in sorted(set(range(len(memories))) - set(fresh)):
+            vectors[i] = self.reusable[memories[i].text]
+        return vectors, view_vectors
+
+    def _progress(self, size: int) -> Progress | None:
+        """The batch's (done, total) as the whole run's, in chunks."""
+        report = self.progress
+        if report is None:
+            return None
+        done = self.done
+
+        def batch_progress(texts_done: int, texts_total: int) -> None:
+            report(done + round(size * texts_done / max(1, texts_total)), self.total)
+
+        return batch_progress
+
+
+def _reusable_vectors(store: Store, the_plan: IndexPlan) -> dict[str, np.ndarray]:
+    """The vectors of the stored chunks this plan deletes whose text a chunk it adds has: read before
+    anything is deleted, so a chunk that only moved is never embedded again."""
+    texts = {chunk.titled_text for chunk in the_plan.add_chunks}
+    ids = [memory_id for key in the_plan.delete_keys if (memory_id := store.id_for_key(key)) is not None]
+    if not ids:
+        return {}
+    moved = {memory_id: memory.text for memory_id, memory in store.get_many(ids).items() if memory.text in texts}
+    return {moved[memory_id]: vector for memory_id, vector in store.vectors(sorted(moved)).items()} if moved else {}
+
+
+def _batches(files: Sequence[FilePlan]) -> list[tuple[FilePlan, ...]]:
+    """Files grouped so that a batch adds about BATCH_CHUNKS chunks (a file is never split)."""
+    batches: list[tuple[FilePlan, ...]] = []
+    current: list[FilePlan] = []
+    size = 0
+    for file in files:
+        current.append(file)
+        size += len(file.add_chunks)
+        if size >= BATCH_CHUNKS:
+            batches.append(tuple(current))
+            current, size = [], 0
+    if current:
+        batches.append(tuple(current))
+    return batches
