@@ -542,8 +542,10 @@ class Memsearch:
 
     def list(self, scope: Scope = EVERYTHING, limit: int | None = None, offset: int = 0) -> builtins.list[Memory]:
         check_scope(scope)
-        limit = check_whole("limit", limit, 0, MAX_ROWS, optional=True)
-        offset = check_whole("offset", offset, 0, MAX_ROWS) or 0
+        # A limit or offset past any store's size means "all" or "none": clamped, not refused.
+        limit = check_whole("limit", limit, 0, None, optional=True)
+        offset = check_whole("offset", offset, 0, None) or 0
+        limit, offset = None if limit is not None and limit > MAX_ROWS else limit, min(offset, MAX_ROWS)
         return self.store().list(scope, limit=limit, offset=offset)
 
     def export(self, scope: Scope = EVERYTHING) -> Iterator[dict[str, Any]]:
