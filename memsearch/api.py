@@ -13,7 +13,7 @@ from memsearch.choices import IMPORT_FORMATS
 from memsearch.embedding import Encoder, Progress, load_encoder, resolve_model
 from memsearch.errors import DuplicateKeyError, ImportLineError, InvalidInputError, MemsearchError, StoreNotFoundError
 from memsearch.ingest.embed import embed_memories, near_duplicates, with_chunks
-from memsearch.models import Memory, NewMemory, check_range, normalise_tags
+from memsearch.models import Memory, NewMemory, check_changes, check_range
 from memsearch.paths import resolve_db_path, shown_location
 from memsearch.store import EVERYTHING, Scope, Store, open_store
 from memsearch.store.base import Rewrite
@@ -656,7 +656,7 @@ class Memsearch:
     def update(self, ref: int | str, **changes: object) -> Memory:
         """Change importance, priority, pinned, project, namespace, memory_score or tags of a memory."""
         memory = self.get(ref)
-        return self.store().update(memory.id, _checked_changes(changes))
+        return self.store().update(memory.id, check_changes(changes))
 
     def set_pinned(self, refs: Sequence[int | str], pinned: bool) -> builtins.list[int]:
         """Pin or unpin memories by id (an int) or key (a str): all of them, or none if any is not found."""
@@ -701,26 +701,3 @@ def _ingest_dedup(profile: Profile | str | None) -> float | None:
     if threshold is not None:
         check_range("dedup threshold", threshold, 0.0, 1.0)
     return threshold
-
-
-def _checked_changes(changes: dict[str, object]) -> dict[str, object]:
-    checked: dict[str, object] = {}
-    for name, value in changes.items():
-        match name:
-            case "importance":
-                checked[name] = check_range(name, value, 0, 1)  # type: ignore[arg-type]
-            case "memory_score":  # None goes back to the score derived from importance and use
-                checked[name] = None if value is None else check_range(name, value, 0, 1)  # type: ignore[arg-type]
-            case "priority":
-                checked[name] = check_range(name, value, 1, 2)  # type: ignore[arg-type]
-            case "pinned":
-                checked[name] = bool(value)
-            case "tags":
-                checked[name] = normalise_tags(value)  # type: ignore[arg-type]
-            case "project" | "namespace":
-                if value is not None and (not isinstance(value, str) or not value.strip()):
-                    raise InvalidInputError(f"{name} must be a non-empty string")
-                checked[name] = value
-            case _:
-                raise InvalidInputError(f"cannot set {name!r}")
-    return checked

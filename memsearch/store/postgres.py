@@ -37,8 +37,11 @@ from memsearch.errors import (
 )
 from memsearch.models import (
     CHUNK_VIEW_PREFIX,
+    FIELDS_BY_NAME,
     LEXICAL_VIEWS,
+    MEMORY_FIELDS,
     OWN_TEXT_VIEWS,
+    SETTABLE_FIELDS,
     VECTOR_VIEWS,
     Memory,
     NewMemory,
@@ -59,6 +62,7 @@ from memsearch.store.base import (
 )
 from memsearch.store.fts import FTS_COLUMNS, GRAM_COLUMNS, fts_row, match_phrases
 from memsearch.store.postgres_text import K1, B, Fts5Tokenizer, idf, phrase_count
+from memsearch.store.sql import GIVEN_COLUMNS, MEMORY_COLUMNS, POSTGRES
 from memsearch.text import query_grams
 
 if TYPE_CHECKING:
@@ -101,13 +105,12 @@ _CHUNK_VIEWS_SQL = "'" + CHUNK_VIEW_PREFIX.replace("_", "\\_") + "%%'"
 # best effort, and a search must answer while an import holds the store.
 ACCESS_LOCK_TIMEOUT = "200ms"
 
-SETTABLE_FIELDS = ("importance", "priority", "pinned", "project", "namespace", "memory_score", "tags")
-
-_MEMORY_COLUMNS = (
-    "id, key, text, created_at, last_accessed_at, access_count, importance, priority, pinned, "
-    "project, namespace, session, role, tags, metadata, content_hash, memory_score, superseded_by, group_id, "
-    "kind, conversation, position, parent_id"
-)
+# A new memory's columns: those it gives, its text's hash, its session chunk's id and its full-text facts.
+_INSERT_COLUMNS = (*GIVEN_COLUMNS, "content_hash", "parent_id", "fts_length", "lexical_views")
+# Columns that name another memory: a restore sets them once every memory is there.
+_REFERS = tuple(f.name for f in MEMORY_FIELDS if f.spec.refers)
+_RESTORED = tuple(f for f in MEMORY_FIELDS if not f.spec.refers)
+_row_to_memory = POSTGRES.row_to_memory
 
 _SQL_MIGRATIONS: tuple[str, ...] = (
     # 1: memories; postings (term offsets per memory and full-text column) with each memory's
@@ -369,34 +372,6 @@ def _utc(moment: datetime) -> datetime:
     return moment.astimezone(UTC)
 
 
-def _row_to_memory(row: Sequence[Any]) -> Memory:
-    return Memory(
-        id=row[0],
-        key=row[1],
-        text=row[2],
-        created_at=_utc(row[3]),
-        last_accessed_at=_utc(row[4]),
-        access_count=row[5],
-        importance=row[6],
-        priority=row[7],
-        pinned=row[8],
-        project=row[9],
-        namespace=row[10],
-        session=row[11],
-        role=row[12],
-        tags=tuple(row[13]),
-        metadata=json.loads(row[14]),
-        content_hash=row[15],
-        memory_score=row[16],
-        superseded_by=row[17],
-        group_id=row[18],
-        kind=row[19],
-        conversation=row[20],
-        position=row[21],
-        parent_id=row[22],
-    )
-
-
 def lexical_views_of(text: str, stored: Mapping[str, str], kind: str) -> dict[str, str]:
     """Every full-text view's indexed text: a missing `context` is the memory's own text, a
     missing `prev` is empty (as the SQLite store indexes them)."""
@@ -656,37 +631,22 @@ class PostgresStore:
                 existing = self.id_for_key(memory.key) if memory.key is not None else None
                 if existing is not None and not replace:
                     raise DuplicateKeyError(f"a memory with key {memory.key!r} exists already (id {existing})")
-                created = memory.created_at or now
+                parent_id = self.id_for_key(memory.parent_key) if memory.parent_key is not None else None
+                lexical = {v: memory.views[v] for v in LEXICAL_VIEWS if v in memory.views}
                 values = (
-                    memory.key,
-                    memory.text,
+                    *POSTGRES.given_values(memory, now),
                     content_hash(memory.text),
-                    created,
-                    memory.importance,
-                    memory.priority,
-                    memory.pinned,
-                    memory.project,
-                    memory.namespace,
-                    memory.session,
-                    memory.role,
-                    list(memory.tags),
-                    json.dumps(dict(memory.metadata), ensure_ascii=False),
-                    memory.kind,
-                    memory.conversation,
-                    memory.position,
-                    self.id_for_key(memory.parent_key) if memory.parent_key is not None else None,
+                    parent_id,
                     tokens.length,
-                    json.dumps({v: memory.views[v] for v in LEXICAL_VIEWS if v in memory.views}, ensure_ascii=False),
+                    json.dumps(lexical, ensure_ascii=False),
                 )
                 if existing is not None:
                     (old_length,) = db.execute(
                         "SELECT fts_length FROM memories WHERE id = %s FOR UPDATE", (existing,)
                     ).fetchone()  # type: ignore[misc]
+                    sets = ", ".join(f"{column} = %s" for column in _INSERT_COLUMNS)
                     db.execute(
-                        "UPDATE memories SET key = %s, text = %s, content_hash = %s, created_at = %s, importance = %s, "
-                        "priority = %s, pinned = %s, project = %s, namespace = %s, session = %s, role = %s, "
-                        "tags = %s, metadata = %s, kind = %s, conversation = %s, position = %s, parent_id = %s, "
-                        "fts_length = %s, lexical_views = %s, last_accessed_at = created_at WHERE id = %s",
+                        f"UPDATE memories SET {sets}, last_accessed_at = created_at WHERE id = %s",  # type: ignore[arg-type]
                         (*values, existing),
                     )
                     self._add_tokens(db, tokens.length - old_length)  # fts_totals before term_docs, always
@@ -695,11 +655,9 @@ class PostgresStore:
                     memory_id = existing
                 else:
                     row = db.execute(
-                        "INSERT INTO memories (key, text, content_hash, created_at, importance, priority, pinned, "
-                        "project, namespace, session, role, tags, metadata, kind, conversation, position, parent_id, "
-                        "fts_length, lexical_views, last_accessed_at) VALUES "
-                        f"({', '.join(['%s'] * 20)}) RETURNING id",
-                        (*values, created),
+                        f"INSERT INTO memories ({', '.join(_INSERT_COLUMNS)}, last_accessed_at) "  # type: ignore[arg-type]
+                        f"VALUES ({POSTGRES.marks(len(_INSERT_COLUMNS) + 1)}) RETURNING id",
+                        (*values, values[_INSERT_COLUMNS.index("created_at")]),
                     ).fetchone()
                     memory_id = int(row[0])  # type: ignore[index]
                     self._add_tokens(db, tokens.length, memories=1)
@@ -853,7 +811,7 @@ class PostgresStore:
             memory = self.get(memory_id)
             (length,) = db.execute("SELECT fts_length FROM memories WHERE id = %s FOR UPDATE", (memory_id,)).fetchone()  # type: ignore[misc]
             for name, value in changes.items():
-                stored = list(value) if name == "tags" else value
+                stored = POSTGRES.write(FIELDS_BY_NAME[name], value)
                 db.execute(f"UPDATE memories SET {name} = %s WHERE id = %s", (stored, memory_id))
             if "tags" in changes:  # the tags column, and the grams column made from text and tags
                 changed = [FTS_COLUMNS.index("tags"), FTS_COLUMNS.index(GRAM_COLUMNS[None])]
@@ -927,7 +885,7 @@ class PostgresStore:
             memories = [
                 _row_to_memory(row)
                 for row in self._db.execute(
-                    f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE id > %s ORDER BY id LIMIT %s", (last, batch)
+                    f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id > %s ORDER BY id LIMIT %s", (last, batch)
                 )
             ]
             if not memories:
@@ -963,7 +921,7 @@ class PostgresStore:
             if model is not None:
                 self._record_model(db, model)
             db.execute("SET LOCAL memsearch.bulk_load = on")  # term_docs counted once, at the end
-            links: builtins.list[tuple[int, int | None, int | None]] = []
+            links: builtins.list[tuple[Any, ...]] = []
             total_tokens = written = 0
             batch: builtins.list[ExportedMemory] = []
 
@@ -972,10 +930,9 @@ class PostgresStore:
                 tokenized = _tokenizer.rows(
                     [self._fts_texts(e.memory, e.lexical_views) for e in batch]  # type: ignore[arg-type]
                 )
+                restored = ", ".join(f.name for f in _RESTORED)
                 with db.cursor().copy(
-                    "COPY memories (id, key, text, content_hash, created_at, last_accessed_at, access_count, "
-                    "importance, priority, pinned, project, namespace, session, role, tags, metadata, memory_score, "
-                    "group_id, kind, conversation, position, fts_length, lexical_views) FROM STDIN"
+                    f"COPY memories ({restored}, fts_length, lexical_views) FROM STDIN"  # type: ignore[arg-type]
                 ) as copy:
                     for exported, tokens in zip(batch, tokenized, strict=True):
                         m = exported.memory
@@ -985,10 +942,7 @@ class PostgresStore:
                             if text != lexical_views_of(m.text, {}, m.kind).get(view)
                         }
                         copy.write_row(
-                            (m.id, m.key, m.text, m.content_hash, m.created_at, m.last_accessed_at, m.access_count,
-                             m.importance, m.priority, m.pinned, m.project, m.namespace, m.session, m.role,
-                             list(m.tags), json.dumps(dict(m.metadata), ensure_ascii=False), m.memory_score,
-                             m.group_id, m.kind, m.conversation, m.position, tokens.length,
+                            (*(POSTGRES.write(f, getattr(m, f.name)) for f in _RESTORED), tokens.length,
                              json.dumps(stored_views, ensure_ascii=False))
                         )  # fmt: skip
                         total_tokens += tokens.length
@@ -1004,18 +958,16 @@ class PostgresStore:
                 batch.append(exported)
                 written += 1
                 memory = exported.memory
-                if memory.superseded_by is not None or memory.parent_id is not None:
-                    links.append((memory.id, memory.superseded_by, memory.parent_id))
+                if any(getattr(memory, name) is not None for name in _REFERS):
+                    links.append((*(getattr(memory, name) for name in _REFERS), memory.id))
                 if len(batch) >= 1000:
                     flush()
             if batch:
                 flush()
             # Links may point forward in id order: set once every memory is there.
             with db.cursor() as cursor:
-                cursor.executemany(
-                    "UPDATE memories SET superseded_by = %s, parent_id = %s WHERE id = %s",
-                    [(superseded, parent, memory_id) for memory_id, superseded, parent in links],
-                )
+                sets = ", ".join(f"{name} = %s" for name in _REFERS)
+                cursor.executemany(f"UPDATE memories SET {sets} WHERE id = %s", links)  # type: ignore[arg-type]
             self._add_tokens(db, total_tokens, memories=written)
             db.execute(
                 "INSERT INTO term_docs (term, col, shard, docs) SELECT term, col, 0, count(*) FROM postings "
@@ -1038,7 +990,7 @@ class PostgresStore:
         return row[0] if row else None
 
     def get(self, memory_id: int) -> Memory:
-        row = self._db.execute(f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE id = %s", (memory_id,)).fetchone()
+        row = self._db.execute(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id = %s", (memory_id,)).fetchone()
         if row is None:
             raise MemoryNotFoundError(f"no memory with id {memory_id}")
         return _row_to_memory(row)
@@ -1051,14 +1003,14 @@ class PostgresStore:
 
     def get_many(self, ids: Sequence[int]) -> dict[int, Memory]:
         unique = list(dict.fromkeys(int(i) for i in ids))
-        rows = self._db.execute(f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE id = ANY(%s)", (unique,))
+        rows = self._db.execute(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id = ANY(%s)", (unique,))
         return {row[0]: _row_to_memory(row) for row in rows}
 
     def list(self, scope: Scope = EVERYTHING, *, limit: int | None = None, offset: int = 0) -> builtins.list[Memory]:
         """Memories in scope, newest first."""
         where, params = _where(scope)
         rows = self._db.execute(
-            f"SELECT {_MEMORY_COLUMNS} FROM memories m WHERE {where} ORDER BY m.created_at DESC, m.id DESC "
+            f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE {where} ORDER BY m.created_at DESC, m.id DESC "
             "LIMIT %s OFFSET %s",
             (*params, limit, offset),
         )
@@ -1780,7 +1732,7 @@ class PostgresStore:
 
     def session_turns(self, conversation: str | None, session: str) -> builtins.list[Memory]:
         rows = self._db.execute(
-            f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE kind = 'turn' AND session = %s "
+            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE kind = 'turn' AND session = %s "
             "AND conversation IS NOT DISTINCT FROM %s ORDER BY position, id",
             (session, conversation),
         )
@@ -1797,12 +1749,12 @@ class PostgresStore:
         params: builtins.list[Any] = [memory.session] if memory.session is not None else []
         stamp = (memory.created_at, memory.id)
         older = self._db.execute(
-            f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE (created_at, id) < (%s, %s) AND kind != 'session' "
+            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE (created_at, id) < (%s, %s) AND kind != 'session' "
             f"{same_session} ORDER BY created_at DESC, id DESC LIMIT %s",
             (*stamp, *params, before),
         ).fetchall()
         newer = self._db.execute(
-            f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE (created_at, id) > (%s, %s) AND kind != 'session' "
+            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE (created_at, id) > (%s, %s) AND kind != 'session' "
             f"{same_session} ORDER BY created_at, id LIMIT %s",
             (*stamp, *params, after),
         ).fetchall()

@@ -27,8 +27,11 @@ from memsearch.errors import (
 )
 from memsearch.models import (
     CHUNK_VIEW_PREFIX,
+    FIELDS_BY_NAME,
     LEXICAL_VIEWS,
+    MEMORY_FIELDS,
     OWN_TEXT_VIEWS,
+    SETTABLE_FIELDS,
     Memory,
     NewMemory,
     check_text,
@@ -49,9 +52,10 @@ from memsearch.store.base import (
 )
 from memsearch.store.fts import FTS_COLUMNS, GRAM_COLUMNS, fts_row, gram_expression, gram_text, match_expression
 from memsearch.store.migrations import MIGRATIONS, SCHEMA_VERSION
+from memsearch.store.sql import GIVEN_COLUMNS, MEMORY_COLUMNS, SQLITE
 from memsearch.store.vector_cache import VectorCache, WrongDimension, batches, cache_folder
 from memsearch.store.vectors import VectorIndex, approximate_top, vector_top
-from memsearch.timeutil import from_iso, to_iso
+from memsearch.timeutil import to_iso
 
 if TYPE_CHECKING:
     import numpy as np
@@ -63,12 +67,6 @@ BUSY_TIMEOUT_MS = 30_000  # a writer waits this long for another; better slow th
 # and a search must answer while an import holds the store.
 ACCESS_TIMEOUT_MS = 200
 
-_MEMORY_COLUMNS = (
-    "id, key, text, created_at, last_accessed_at, access_count, importance, priority, pinned, "
-    "project, namespace, session, role, tags, metadata, content_hash, memory_score, superseded_by, group_id, "
-    "kind, conversation, position, parent_id"
-)
-
 # The vector-index key of every long note's chunk vectors (views chunk_2, chunk_3, …; ids repeat).
 _CHUNKS = "chunks"
 # The store's id names its vector cache files (with the generation): a file never serves another store.
@@ -78,12 +76,16 @@ _LEXICAL_VIEWS = "lexical_views"
 _CACHE_NAMES = {None: "own", _CHUNKS: "chunks"}  # a view's name in the vector cache files
 _CHUNK_VIEWS_LIKE = CHUNK_VIEW_PREFIX.replace("_", "!_") + "%"
 
+# A new memory's columns: those it gives, its text's hash and its session chunk's id.
+_INSERT_COLUMNS = (*GIVEN_COLUMNS, "content_hash", "parent_id")
+_INSERT_SETS = ", ".join(f"{column} = ?" for column in _INSERT_COLUMNS)
+# Columns that name another memory: a restore sets them once every memory is there.
+_REFERS = tuple(f.name for f in MEMORY_FIELDS if f.spec.refers)
+_row_to_memory = SQLITE.row_to_memory
+
 _FTS_INSERT = (
     f"INSERT INTO memories_fts (rowid, {', '.join(FTS_COLUMNS)}) VALUES ({', '.join('?' * (len(FTS_COLUMNS) + 1))})"
 )
-
-# Fields `memsearch set` may change, with their SQL columns.
-SETTABLE_FIELDS = ("importance", "priority", "pinned", "project", "namespace", "memory_score", "tags")
 
 
 def _where(scope: Scope, alias: str = "m") -> tuple[str, list[Any]]:
@@ -112,34 +114,6 @@ def _where(scope: Scope, alias: str = "m") -> tuple[str, list[Any]]:
             clauses.append(f"{alias}.{column} IN ({','.join('?' * len(values))})")
             params.extend(values)
     return (" AND ".join(clauses) or "1"), params
-
-
-def _row_to_memory(row: sqlite3.Row | tuple[Any, ...]) -> Memory:
-    return Memory(
-        id=row[0],
-        key=row[1],
-        text=row[2],
-        created_at=from_iso(row[3]),
-        last_accessed_at=from_iso(row[4]),
-        access_count=row[5],
-        importance=row[6],
-        priority=row[7],
-        pinned=bool(row[8]),
-        project=row[9],
-        namespace=row[10],
-        session=row[11],
-        role=row[12],
-        tags=tuple(json.loads(row[13])),
-        metadata=json.loads(row[14]),
-        content_hash=row[15],
-        memory_score=row[16],
-        superseded_by=row[17],
-        group_id=row[18],
-        kind=row[19],
-        conversation=row[20],
-        position=row[21],
-        parent_id=row[22],
-    )
 
 
 log = logging.getLogger(__name__)
@@ -499,32 +473,11 @@ class SQLiteStore:
                 existing = self.id_for_key(memory.key) if memory.key is not None else None
                 if existing is not None and not replace:
                     raise DuplicateKeyError(f"a memory with key {memory.key!r} exists already (id {existing})")
-                created = to_iso(memory.created_at or now)
-                values = (
-                    memory.key,
-                    memory.text,
-                    content_hash(memory.text),
-                    created,
-                    memory.importance,
-                    memory.priority,
-                    int(memory.pinned),
-                    memory.project,
-                    memory.namespace,
-                    memory.session,
-                    memory.role,
-                    json.dumps(list(memory.tags), ensure_ascii=False),
-                    json.dumps(dict(memory.metadata), ensure_ascii=False),
-                    memory.kind,
-                    memory.conversation,
-                    memory.position,
-                    self.id_for_key(memory.parent_key) if memory.parent_key is not None else None,
-                )
+                parent_id = self.id_for_key(memory.parent_key) if memory.parent_key is not None else None
+                values = (*SQLITE.given_values(memory, now), content_hash(memory.text), parent_id)
                 if existing is not None:
                     self._db.execute(
-                        "UPDATE memories SET key = ?, text = ?, content_hash = ?, created_at = ?, importance = ?, "
-                        "priority = ?, pinned = ?, project = ?, namespace = ?, session = ?, role = ?, tags = ?, "
-                        "metadata = ?, kind = ?, conversation = ?, position = ?, parent_id = ?, "
-                        "last_accessed_at = created_at WHERE id = ?",
+                        f"UPDATE memories SET {_INSERT_SETS}, last_accessed_at = created_at WHERE id = ?",
                         (*values, existing),
                     )
                     self._db.execute("DELETE FROM memories_fts WHERE rowid = ?", (existing,))
@@ -532,10 +485,9 @@ class SQLiteStore:
                     memory_id = existing
                 else:
                     cursor = self._db.execute(
-                        "INSERT INTO memories (key, text, content_hash, created_at, importance, priority, pinned, "
-                        "project, namespace, session, role, tags, metadata, kind, conversation, position, parent_id, "
-                        "last_accessed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                        (*values, created),
+                        f"INSERT INTO memories ({', '.join(_INSERT_COLUMNS)}, last_accessed_at) "
+                        f"VALUES ({SQLITE.marks(len(_INSERT_COLUMNS) + 1)})",
+                        (*values, values[_INSERT_COLUMNS.index("created_at")]),
                     )
                     memory_id = int(cursor.lastrowid or 0)
                 self._index_text(memory_id, fts_row(memory.text, memory.tags, memory.kind, memory.views))
@@ -661,7 +613,7 @@ class SQLiteStore:
         with self.transaction():
             memory = self.get(memory_id)
             for name, value in changes.items():
-                stored = json.dumps(list(value), ensure_ascii=False) if name == "tags" else value
+                stored = SQLITE.write(FIELDS_BY_NAME[name], value)
                 self._db.execute(f"UPDATE memories SET {name} = ? WHERE id = ?", (stored, memory_id))
             if "tags" in changes:
                 self._rewrite_fts(memory_id, memory.text, changes["tags"], {})
@@ -708,7 +660,7 @@ class SQLiteStore:
         """Every memory with all it holds, in id order (for `copy_store`)."""
         import numpy as np
 
-        columns = ", ".join(f"m.{name.strip()}" for name in _MEMORY_COLUMNS.split(","))
+        columns = ", ".join(f"m.{name.strip()}" for name in MEMORY_COLUMNS.split(","))
         last = 0
         while True:
             rows = self._db.execute(
@@ -742,7 +694,7 @@ class SQLiteStore:
     def restore(self, memories: Iterable[ExportedMemory], model: EmbeddingModelInfo | None) -> int:
         """Write exported memories into this empty store, keeping their ids, in one transaction."""
         written = 0
-        links: list[tuple[int | None, int | None, int]] = []
+        links: builtins.list[tuple[Any, ...]] = []
         with self.transaction():
             if self._db.execute("SELECT 1 FROM memories LIMIT 1").fetchone() is not None:
                 raise InvalidInputError(f"{self.path} holds memories already; copy needs an empty store")
@@ -752,14 +704,11 @@ class SQLiteStore:
             for exported in memories:
                 m = exported.memory
                 self._db.execute(
-                    f"INSERT INTO memories ({_MEMORY_COLUMNS}) VALUES ({','.join('?' * 23)})",
-                    (m.id, m.key, m.text, to_iso(m.created_at), to_iso(m.last_accessed_at), m.access_count,
-                     m.importance, m.priority, int(m.pinned), m.project, m.namespace, m.session, m.role,
-                     json.dumps(list(m.tags), ensure_ascii=False), json.dumps(dict(m.metadata), ensure_ascii=False),
-                     m.content_hash, m.memory_score, None, m.group_id, m.kind, m.conversation, m.position, None),
-                )  # fmt: skip
-                if m.superseded_by is not None or m.parent_id is not None:
-                    links.append((m.superseded_by, m.parent_id, m.id))
+                    f"INSERT INTO memories ({MEMORY_COLUMNS}) VALUES ({SQLITE.marks(len(MEMORY_FIELDS))})",
+                    [None if f.spec.refers else SQLITE.write(f, getattr(m, f.name)) for f in MEMORY_FIELDS],
+                )
+                if any(getattr(m, name) is not None for name in _REFERS):
+                    links.append((*(getattr(m, name) for name in _REFERS), m.id))
                 self._index_text(m.id, fts_row(m.text, m.tags, m.kind, exported.lexical_views))
                 if exported.vector is not None:
                     self._db.execute(
@@ -773,7 +722,8 @@ class SQLiteStore:
                     )
                 written += 1
             # Links may point forward in id order: set once every memory is there.
-            self._db.executemany("UPDATE memories SET superseded_by = ?, parent_id = ? WHERE id = ?", links)
+            sets = ", ".join(f"{name} = ?" for name in _REFERS)
+            self._db.executemany(f"UPDATE memories SET {sets} WHERE id = ?", links)
             self._bump_generation()
         return written
 
@@ -786,7 +736,7 @@ class SQLiteStore:
     def get(self, memory_id: int) -> Memory:
         row = None
         if _fits(memory_id):  # an id SQLite cannot hold names no memory
-            row = self._db.execute(f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE id = ?", (memory_id,)).fetchone()
+            row = self._db.execute(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id = ?", (memory_id,)).fetchone()
         if row is None:
             raise MemoryNotFoundError(f"no memory with id {memory_id}")
         return _row_to_memory(row)
@@ -803,7 +753,7 @@ class SQLiteStore:
         for start in range(0, len(unique), 500):
             chunk = unique[start : start + 500]
             marks = ",".join("?" * len(chunk))
-            for row in self._db.execute(f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE id IN ({marks})", chunk):
+            for row in self._db.execute(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id IN ({marks})", chunk):
                 found[row[0]] = _row_to_memory(row)
         return found
 
@@ -811,7 +761,7 @@ class SQLiteStore:
         """Memories in scope, newest first."""
         where, params = _where(scope)
         rows = self._db.execute(
-            f"SELECT {_MEMORY_COLUMNS} FROM memories m WHERE {where} ORDER BY m.created_at DESC, m.id DESC "
+            f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE {where} ORDER BY m.created_at DESC, m.id DESC "
             "LIMIT ? OFFSET ?",
             (*params, -1 if limit is None else min(limit, _SQLITE_INT_MAX), min(offset, _SQLITE_INT_MAX)),
         )
@@ -1140,7 +1090,7 @@ class SQLiteStore:
     def session_turns(self, conversation: str | None, session: str) -> builtins.list[Memory]:
         """The turns of one session, in order."""
         rows = self._db.execute(
-            f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE kind = 'turn' AND session = ? "
+            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE kind = 'turn' AND session = ? "
             "AND conversation IS ? ORDER BY position, id",
             (session, conversation),
         )
@@ -1159,12 +1109,12 @@ class SQLiteStore:
         params: builtins.list[Any] = [memory.session] if memory.session is not None else []
         stamp = (to_iso(memory.created_at), memory.id)
         older = self._db.execute(
-            f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE (created_at, id) < (?, ?) AND kind != 'session' "
+            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE (created_at, id) < (?, ?) AND kind != 'session' "
             f"{same_session} ORDER BY created_at DESC, id DESC LIMIT ?",
             (*stamp, *params, before),
         ).fetchall()
         newer = self._db.execute(
-            f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE (created_at, id) > (?, ?) AND kind != 'session' "
+            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE (created_at, id) > (?, ?) AND kind != 'session' "
             f"{same_session} ORDER BY created_at, id LIMIT ?",
             (*stamp, *params, after),
         ).fetchall()
