@@ -16,7 +16,7 @@ import threading
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
@@ -27,21 +27,16 @@ from psycopg.adapt import Loader
 from psycopg.pq import Format
 
 from memsearch.errors import (
-    DuplicateKeyError,
     InvalidInputError,
     MemoryNotFoundError,
-    ModelMismatchError,
     StoreCorruptError,
     StoreNotFoundError,
     StoreUnavailableError,
 )
 from memsearch.models import (
     CHUNK_VIEW_PREFIX,
-    FIELDS_BY_NAME,
     LEXICAL_VIEWS,
-    MEMORY_FIELDS,
     OWN_TEXT_VIEWS,
-    SETTABLE_FIELDS,
     VECTOR_VIEWS,
     Memory,
     NewMemory,
@@ -57,12 +52,11 @@ from memsearch.store.base import (
     LexicalHits,
     Rewrite,
     Scope,
-    StoreHealth,
     VectorHits,
 )
 from memsearch.store.fts import FTS_COLUMNS, GRAM_COLUMNS, fts_row, match_phrases
 from memsearch.store.postgres_text import K1, B, Fts5Tokenizer, idf, phrase_count
-from memsearch.store.sql import GIVEN_COLUMNS, MEMORY_COLUMNS, POSTGRES
+from memsearch.store.sql import MEMORY_COLUMNS, NEW_COLUMNS, POSTGRES, REFERS, RESTORED, NewBatch, SQLStore
 from memsearch.text import query_grams
 
 if TYPE_CHECKING:
@@ -105,12 +99,8 @@ _CHUNK_VIEWS_SQL = "'" + CHUNK_VIEW_PREFIX.replace("_", "\\_") + "%%'"
 # best effort, and a search must answer while an import holds the store.
 ACCESS_LOCK_TIMEOUT = "200ms"
 
-# A new memory's columns: those it gives, its text's hash, its session chunk's id and its full-text facts.
-_INSERT_COLUMNS = (*GIVEN_COLUMNS, "content_hash", "parent_id", "fts_length", "lexical_views")
-# Columns that name another memory: a restore sets them once every memory is there.
-_REFERS = tuple(f.name for f in MEMORY_FIELDS if f.spec.refers)
-_RESTORED = tuple(f for f in MEMORY_FIELDS if not f.spec.refers)
 _row_to_memory = POSTGRES.row_to_memory
+_where = POSTGRES.where
 
 _SQL_MIGRATIONS: tuple[str, ...] = (
     # 1: memories; postings (term offsets per memory and full-text column) with each memory's
@@ -296,34 +286,6 @@ def _scoped_hits(where: str) -> str:
     return "" if where == "true" else f"JOIN memories m ON m.id = h.memory_id WHERE {where}"
 
 
-def _where(scope: Scope, alias: str = "m") -> tuple[str, list[Any]]:
-    """A SQL condition over the memories table (under `alias`) for `scope`, and its parameters."""
-    clauses: list[str] = []
-    params: list[Any] = []
-    for column, value in (
-        ("project", scope.project),
-        ("namespace", scope.namespace),
-        ("conversation", scope.conversation),
-    ):
-        if value is not None:
-            clauses.append(f"{alias}.{column} = %s")
-            params.append(value)
-    if scope.tags:
-        clauses.append(f"{alias}.tags @> %s::text[]")
-        params.append(list(scope.tags))
-    if scope.since is not None:
-        clauses.append(f"{alias}.created_at >= %s")
-        params.append(scope.since)
-    if scope.until is not None:
-        clauses.append(f"{alias}.created_at <= %s")
-        params.append(scope.until)
-    for column, values in (("kind", scope.kinds), ("role", scope.roles), ("session", scope.sessions)):
-        if values:
-            clauses.append(f"{alias}.{column} = ANY(%s::text[])")
-            params.append(list(values))
-    return (" AND ".join(clauses) or "true"), params
-
-
 def _int_array(values: np.ndarray) -> str:
     """An integer array as a PostgreSQL array literal (cast in the SQL): thousands of ids bind far
     faster so than as a list of Python ints."""
@@ -368,10 +330,6 @@ def hnsw_index_sql(name: str, table: str, dim: int, where: str | None = None) ->
     )
 
 
-def _utc(moment: datetime) -> datetime:
-    return moment.astimezone(UTC)
-
-
 def lexical_views_of(text: str, stored: Mapping[str, str], kind: str) -> dict[str, str]:
     """Every full-text view's indexed text: a missing `context` is the memory's own text, a
     missing `prev` is empty (as the SQLite store indexes them)."""
@@ -388,7 +346,7 @@ def _f32(vector: Any) -> np.ndarray:
 _tokenizer = Fts5Tokenizer(len(FTS_COLUMNS))
 
 
-class PostgresStore:
+class PostgresStore(SQLStore):
     """A memsearch store in a PostgreSQL database with pgvector. Open with `PostgresStore.open`.
 
     Each thread gets its own connection, so one store object serves a threaded server. Reads run
@@ -396,6 +354,9 @@ class PostgresStore:
     """
 
     parallel_reads = True
+    dialect = POSTGRES
+    latest_schema_version = SCHEMA_VERSION
+    insert_columns = (*NEW_COLUMNS, "fts_length", "lexical_views")  # the memory's token count, its own views
 
     def __init__(self, url: str) -> None:
         self.url = url
@@ -507,19 +468,6 @@ class PostgresStore:
                     connection.execute(migration)  # type: ignore[arg-type]
                 connection.execute("INSERT INTO memsearch_schema (version) VALUES (%s)", (number,))
 
-    def close(self) -> None:
-        with self._lock:
-            connections, self._connections = self._connections, []
-        for connection in connections:
-            connection.close()
-        self._local = threading.local()
-
-    def __enter__(self) -> PostgresStore:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
     # -- transactions and store facts -----------------------------------------------------
 
     def _write(self, work: Callable[[Connection[Any]], T]) -> T:
@@ -544,10 +492,6 @@ class PostgresStore:
     def schema_version(self) -> int:
         return self._schema_version(self._db) or 0
 
-    def _meta(self, key: str) -> str | None:
-        row = self._db.execute("SELECT value FROM meta WHERE key = %s", (key,)).fetchone()
-        return row[0] if row else None
-
     def _set_meta(self, db: Connection[Any], key: str, value: str) -> None:
         if self._meta(key) == value:  # the usual case: no row lock for every writer to queue on
             return
@@ -568,15 +512,6 @@ class PostgresStore:
         if self._cached_model is None:
             self._cached_model = self.embedding_model()
         return self._cached_model
-
-    def check_model(self, model: EmbeddingModelInfo) -> None:
-        """Refuse to mix vectors of two models in one store."""
-        stored = self.embedding_model()
-        if stored is not None and stored != model and self.vector_count():
-            raise ModelMismatchError(
-                f"this store's vectors come from {stored.name} ({stored.dim}-d) but the model in use is "
-                f"{model.name} ({model.dim}-d)"
-            )
 
     def _record_model(self, db: Connection[Any], model: EmbeddingModelInfo) -> None:
         """Record the model and make the HNSW indexes for its dimension (once per dimension)."""
@@ -602,78 +537,41 @@ class PostgresStore:
             db.execute(hnsw_index_sql(f"views_hnsw_{view}", "views", dim, f"view = '{view}'"))  # type: ignore[arg-type]
         self._indexed_dim = dim
 
-    # -- writes ---------------------------------------------------------------------------
+    # -- writes: what an insert does in PostgreSQL (SQLStore.insert) ------------------------
 
-    def insert(
-        self,
-        memories: Sequence[NewMemory],
-        vectors: np.ndarray | None,
-        model: EmbeddingModelInfo | None,
-        now: datetime,
-        *,
-        replace: bool = False,
-        view_vectors: Mapping[int, Mapping[str, np.ndarray]] | None = None,
-    ) -> builtins.list[int]:
-        """Store the memories with their postings and vectors in one transaction; return their ids.
+    def _prepare(self, memories: Sequence[NewMemory]) -> Sequence[Any]:
+        return _tokenizer.rows([self._fts_texts(memory) for memory in memories])
 
-        A key that exists already is an error unless `replace`, which rewrites that memory in place.
-        """
-        if vectors is not None and model is None:
-            raise ValueError("vectors need the model that made them")
-        tokenized = _tokenizer.rows([self._fts_texts(memory) for memory in memories])
+    def _own_values(self, batch: NewBatch, index: int) -> Sequence[Any]:
+        views = batch.memories[index].views
+        lexical = {view: views[view] for view in LEXICAL_VIEWS if view in views}
+        return batch.prepared[index].length, json.dumps(lexical, ensure_ascii=False)
 
-        def work(db: Connection[Any]) -> builtins.list[int]:
-            if model is not None:
-                self.check_model(model)
-                self._record_model(db, model)
-            ids: builtins.list[int] = []
-            for memory, tokens in zip(memories, tokenized, strict=True):
-                existing = self.id_for_key(memory.key) if memory.key is not None else None
-                if existing is not None and not replace:
-                    raise DuplicateKeyError(f"a memory with key {memory.key!r} exists already (id {existing})")
-                parent_id = self.id_for_key(memory.parent_key) if memory.parent_key is not None else None
-                lexical = {v: memory.views[v] for v in LEXICAL_VIEWS if v in memory.views}
-                values = (
-                    *POSTGRES.given_values(memory, now),
-                    content_hash(memory.text),
-                    parent_id,
-                    tokens.length,
-                    json.dumps(lexical, ensure_ascii=False),
-                )
-                if existing is not None:
-                    (old_length,) = db.execute(
-                        "SELECT fts_length FROM memories WHERE id = %s FOR UPDATE", (existing,)
-                    ).fetchone()  # type: ignore[misc]
-                    sets = ", ".join(f"{column} = %s" for column in _INSERT_COLUMNS)
-                    db.execute(
-                        f"UPDATE memories SET {sets}, last_accessed_at = created_at WHERE id = %s",  # type: ignore[arg-type]
-                        (*values, existing),
-                    )
-                    self._add_tokens(db, tokens.length - old_length)  # fts_totals before term_docs, always
-                    db.execute("DELETE FROM postings WHERE memory_id = %s", (existing,))
-                    db.execute("DELETE FROM views WHERE memory_id = %s", (existing,))
-                    memory_id = existing
-                else:
-                    row = db.execute(
-                        f"INSERT INTO memories ({', '.join(_INSERT_COLUMNS)}, last_accessed_at) "  # type: ignore[arg-type]
-                        f"VALUES ({POSTGRES.marks(len(_INSERT_COLUMNS) + 1)}) RETURNING id",
-                        (*values, values[_INSERT_COLUMNS.index("created_at")]),
-                    ).fetchone()
-                    memory_id = int(row[0])  # type: ignore[index]
-                    self._add_tokens(db, tokens.length, memories=1)
-                ids.append(memory_id)
-            self._copy_postings(db, zip(ids, tokenized, strict=True))
-            if vectors is not None:
-                self._copy_vectors(db, ((memory_id, vectors[i]) for i, memory_id in enumerate(ids)), upsert=True)
-            view_rows = [
-                (ids[index], view, memories[index].views[view], vector)
-                for index, views in sorted((view_vectors or {}).items())
-                for view, vector in sorted(views.items())
-            ]
-            self._copy_views(db, view_rows)
-            return ids
+    def _insert_row(self, db: Connection[Any], columns: Sequence[str], values: Sequence[Any]) -> int:
+        sql = f"INSERT INTO memories ({', '.join(columns)}, last_accessed_at) VALUES ({POSTGRES.marks(len(values))})"
+        row = db.execute(f"{sql} RETURNING id", values).fetchone()  # type: ignore[arg-type]
+        return int(row[0])  # type: ignore[index]
 
-        return self._write(work)
+    def _unindex(self, db: Connection[Any], memory_id: int, batch: NewBatch, index: int) -> None:
+        (old_length,) = db.execute("SELECT fts_length FROM memories WHERE id = %s FOR UPDATE", (memory_id,)).fetchone()  # type: ignore[misc]
+        self._add_tokens(db, batch.prepared[index].length - old_length)  # fts_totals before term_docs, always
+        db.execute("DELETE FROM postings WHERE memory_id = %s", (memory_id,))
+        db.execute("DELETE FROM views WHERE memory_id = %s", (memory_id,))
+
+    def _added(self, db: Connection[Any], batch: NewBatch, index: int) -> None:
+        self._add_tokens(db, batch.prepared[index].length, memories=1)
+
+    def _index_all(self, db: Connection[Any], ids: Sequence[int], batch: NewBatch) -> None:
+        self._copy_postings(db, zip(ids, batch.prepared, strict=True))
+        if batch.vectors is not None:
+            vectors = batch.vectors
+            self._copy_vectors(db, ((memory_id, vectors[i]) for i, memory_id in enumerate(ids)), upsert=True)
+        view_rows = [
+            (ids[index], view, batch.memories[index].views[view], vector)
+            for index, views in sorted(batch.view_vectors.items())
+            for view, vector in sorted(views.items())
+        ]
+        self._copy_views(db, view_rows)
 
     @staticmethod
     def _fts_texts(memory: NewMemory | Memory, lexical_views: Mapping[str, str] | None = None) -> tuple[str, ...]:
@@ -795,86 +693,36 @@ class PostgresStore:
         try:
             self._write(work)
         except (StoreUnavailableError, pg_errors.LockNotAvailable) as error:
-            # best effort: a read-only or busy store still answers searches
-            if not self._access_skipped:
-                self._access_skipped = True
-                reason = str(error) if isinstance(error, StoreUnavailableError) else "another writer holds its memories"
-                log.warning("access not recorded: %s", reason)
+            busy = not isinstance(error, StoreUnavailableError)
+            self._access_not_recorded("another writer holds its memories" if busy else str(error))
 
-    def update(self, memory_id: int, changes: dict[str, Any]) -> Memory:
-        """Change some of SETTABLE_FIELDS of one memory (tags rewrite its tag postings too)."""
-        unknown = set(changes) - set(SETTABLE_FIELDS)
-        if unknown:
-            raise ValueError(f"cannot set {sorted(unknown)}")
+    def _clear_vectors(self, db: Connection[Any]) -> None:
+        db.execute("LOCK TABLE vectors IN EXCLUSIVE MODE")
+        self._indexed_dim = None  # the model's HNSW indexes are checked again
+        db.execute("DELETE FROM vectors")
 
-        def work(db: Connection[Any]) -> None:
-            memory = self.get(memory_id)
-            (length,) = db.execute("SELECT fts_length FROM memories WHERE id = %s FOR UPDATE", (memory_id,)).fetchone()  # type: ignore[misc]
-            for name, value in changes.items():
-                stored = POSTGRES.write(FIELDS_BY_NAME[name], value)
-                db.execute(f"UPDATE memories SET {name} = %s WHERE id = %s", (stored, memory_id))
-            if "tags" in changes:  # the tags column, and the grams column made from text and tags
-                changed = [FTS_COLUMNS.index("tags"), FTS_COLUMNS.index(GRAM_COLUMNS[None])]
+    def _add_vectors(self, db: Connection[Any], ids: Sequence[int], vectors: np.ndarray) -> None:
+        self._copy_vectors(db, ((memory_id, vectors[row]) for row, memory_id in enumerate(ids)))
 
-                def tag_columns(tags: Sequence[str]) -> tuple[str, ...]:
-                    row = fts_row(memory.text, tags, memory.kind, {})
-                    return tuple(text if i in changed else "" for i, text in enumerate(row))
+    def _retag(self, db: Connection[Any], memory: Memory, tags: Sequence[str]) -> None:
+        """Rewrite the memory's tag postings: the tags column, and the grams column made from text and tags."""
+        (length,) = db.execute("SELECT fts_length FROM memories WHERE id = %s FOR UPDATE", (memory.id,)).fetchone()  # type: ignore[misc]
+        changed = [FTS_COLUMNS.index("tags"), FTS_COLUMNS.index(GRAM_COLUMNS[None])]
 
-                old = _tokenizer.rows([tag_columns(memory.tags)])[0]
-                new = _tokenizer.rows([tag_columns(changes["tags"])])[0]
-                delta = new.length - old.length
-                self._add_tokens(db, delta)
-                # the memory's other postings take its new length from the memories_length trigger
-                db.execute("UPDATE memories SET fts_length = %s WHERE id = %s", (length + delta, memory_id))
-                db.execute("DELETE FROM postings WHERE memory_id = %s AND col = ANY(%s)", (memory_id, changed))
-                with db.cursor().copy("COPY postings (term, col, memory_id, positions, doc_length) FROM STDIN") as copy:
-                    for (column, term), offsets in new.positions.items():
-                        copy.write_row((term, column, memory_id, offsets, length + delta))
+        def tag_columns(tags: Sequence[str]) -> tuple[str, ...]:
+            row = fts_row(memory.text, tags, memory.kind, {})
+            return tuple(text if i in changed else "" for i, text in enumerate(row))
 
-        self._write(work)
-        return self.get(memory_id)
-
-    def set_consolidation(self, superseded: dict[int, int], groups: dict[int, int]) -> None:
-        """Replace every supersession mark and group id in one transaction."""
-
-        def work(db: Connection[Any]) -> None:
-            db.execute(
-                "UPDATE memories SET superseded_by = NULL, group_id = NULL "
-                "WHERE superseded_by IS NOT NULL OR group_id IS NOT NULL"
-            )
-            with db.cursor() as cursor:
-                cursor.executemany(
-                    "UPDATE memories SET superseded_by = %s WHERE id = %s",
-                    [(new, old) for old, new in sorted(superseded.items())],
-                )
-                cursor.executemany(
-                    "UPDATE memories SET group_id = %s WHERE id = %s", [(g, mid) for mid, g in sorted(groups.items())]
-                )
-
-        self._write(work)
-
-    def replace_vectors(
-        self,
-        ids: Sequence[int],
-        vectors: np.ndarray,
-        model: EmbeddingModelInfo,
-        view_vectors: Mapping[tuple[int, str], np.ndarray] | None = None,
-    ) -> None:
-        """Swap every vector (and each (memory id, view)'s) for one of `model` in one transaction."""
-
-        def work(db: Connection[Any]) -> None:
-            db.execute("LOCK TABLE vectors IN EXCLUSIVE MODE")
-            self._indexed_dim = None
-            db.execute("DELETE FROM vectors")
-            self._record_model(db, model)
-            with db.cursor() as cursor:
-                cursor.executemany(
-                    "UPDATE views SET embedding = %s WHERE memory_id = %s AND view = %s",
-                    [(_f32(v), memory_id, view) for (memory_id, view), v in (view_vectors or {}).items()],
-                )
-            self._copy_vectors(db, ((memory_id, vectors[row]) for row, memory_id in enumerate(ids)))
-
-        self._write(work)
+        old = _tokenizer.rows([tag_columns(memory.tags)])[0]
+        new = _tokenizer.rows([tag_columns(tags)])[0]
+        delta = new.length - old.length
+        self._add_tokens(db, delta)
+        # the memory's other postings take its new length from the memories_length trigger
+        db.execute("UPDATE memories SET fts_length = %s WHERE id = %s", (length + delta, memory.id))
+        db.execute("DELETE FROM postings WHERE memory_id = %s AND col = ANY(%s)", (memory.id, changed))
+        with db.cursor().copy("COPY postings (term, col, memory_id, positions, doc_length) FROM STDIN") as copy:
+            for (column, term), offsets in new.positions.items():
+                copy.write_row((term, column, memory.id, offsets, length + delta))
 
     # -- copy between stores -----------------------------------------------------------------
 
@@ -930,7 +778,7 @@ class PostgresStore:
                 tokenized = _tokenizer.rows(
                     [self._fts_texts(e.memory, e.lexical_views) for e in batch]  # type: ignore[arg-type]
                 )
-                restored = ", ".join(f.name for f in _RESTORED)
+                restored = ", ".join(f.name for f in RESTORED)
                 with db.cursor().copy(
                     f"COPY memories ({restored}, fts_length, lexical_views) FROM STDIN"  # type: ignore[arg-type]
                 ) as copy:
@@ -942,7 +790,7 @@ class PostgresStore:
                             if text != lexical_views_of(m.text, {}, m.kind).get(view)
                         }
                         copy.write_row(
-                            (*(POSTGRES.write(f, getattr(m, f.name)) for f in _RESTORED), tokens.length,
+                            (*(POSTGRES.write(f, getattr(m, f.name)) for f in RESTORED), tokens.length,
                              json.dumps(stored_views, ensure_ascii=False))
                         )  # fmt: skip
                         total_tokens += tokens.length
@@ -958,15 +806,15 @@ class PostgresStore:
                 batch.append(exported)
                 written += 1
                 memory = exported.memory
-                if any(getattr(memory, name) is not None for name in _REFERS):
-                    links.append((*(getattr(memory, name) for name in _REFERS), memory.id))
+                if any(getattr(memory, name) is not None for name in REFERS):
+                    links.append((*(getattr(memory, name) for name in REFERS), memory.id))
                 if len(batch) >= 1000:
                     flush()
             if batch:
                 flush()
             # Links may point forward in id order: set once every memory is there.
             with db.cursor() as cursor:
-                sets = ", ".join(f"{name} = %s" for name in _REFERS)
+                sets = ", ".join(f"{name} = %s" for name in REFERS)
                 cursor.executemany(f"UPDATE memories SET {sets} WHERE id = %s", links)  # type: ignore[arg-type]
             self._add_tokens(db, total_tokens, memories=written)
             db.execute(
@@ -985,36 +833,10 @@ class PostgresStore:
 
     # -- reads ----------------------------------------------------------------------------
 
-    def id_for_key(self, key: str) -> int | None:
-        row = self._db.execute("SELECT id FROM memories WHERE key = %s", (key,)).fetchone()
-        return row[0] if row else None
-
-    def get(self, memory_id: int) -> Memory:
-        row = self._db.execute(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id = %s", (memory_id,)).fetchone()
-        if row is None:
-            raise MemoryNotFoundError(f"no memory with id {memory_id}")
-        return _row_to_memory(row)
-
-    def get_by_key(self, key: str) -> Memory:
-        memory_id = self.id_for_key(key)
-        if memory_id is None:
-            raise MemoryNotFoundError(f"no memory with key {key!r}")
-        return self.get(memory_id)
-
     def get_many(self, ids: Sequence[int]) -> dict[int, Memory]:
         unique = list(dict.fromkeys(int(i) for i in ids))
         rows = self._db.execute(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id = ANY(%s)", (unique,))
         return {row[0]: _row_to_memory(row) for row in rows}
-
-    def list(self, scope: Scope = EVERYTHING, *, limit: int | None = None, offset: int = 0) -> builtins.list[Memory]:
-        """Memories in scope, newest first."""
-        where, params = _where(scope)
-        rows = self._db.execute(
-            f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE {where} ORDER BY m.created_at DESC, m.id DESC "
-            "LIMIT %s OFFSET %s",
-            (*params, limit, offset),
-        )
-        return [_row_to_memory(row) for row in rows]
 
     def iter_texts(self) -> Iterator[tuple[int, str]]:
         yield from self._db.execute("SELECT id, text FROM memories ORDER BY id").fetchall()
@@ -1023,16 +845,10 @@ class PostgresStore:
         where, params = _where(scope)
         return int(self._db.execute(f"SELECT count(*) FROM memories m WHERE {where}", params).fetchone()[0])  # type: ignore[index]
 
-    def vector_count(self) -> int:
-        return int(self._db.execute("SELECT count(*) FROM vectors").fetchone()[0])  # type: ignore[index]
-
     def roles(self, scope: Scope) -> builtins.list[str]:
         where, params = _where(scope)
         sql = f"SELECT DISTINCT m.role FROM memories m WHERE m.role IS NOT NULL AND {where} ORDER BY 1"
         return [row[0] for row in self._db.execute(sql, params)]
-
-    def has_kind(self, kind: str) -> bool:
-        return self._db.execute("SELECT 1 FROM memories WHERE kind = %s LIMIT 1", (kind,)).fetchone() is not None
 
     # -- lexical: FTS5's bm25() in SQL ------------------------------------------------------
 
@@ -1722,99 +1538,26 @@ class PostgresStore:
             found.append(hits[0] if hits else None)
         return found
 
-    def views_with_vectors(self) -> builtins.list[tuple[int, str, str]]:
-        """(memory id, view, text) of every stored vector view, for reindex."""
-        return [
-            tuple(row) for row in self._db.execute("SELECT memory_id, view, text FROM views ORDER BY memory_id, view")
-        ]  # type: ignore[misc]
-
     # -- neighbours and time ------------------------------------------------------------------
 
-    def session_turns(self, conversation: str | None, session: str) -> builtins.list[Memory]:
-        rows = self._db.execute(
-            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE kind = 'turn' AND session = %s "
-            "AND conversation IS NOT DISTINCT FROM %s ORDER BY position, id",
-            (session, conversation),
-        )
-        return [_row_to_memory(row) for row in rows]
-
-    def around(self, memory: Memory, before: int, after: int) -> builtins.list[Memory]:
-        if memory.kind == "session" and memory.session is not None:
-            return [memory, *self.session_turns(memory.conversation, memory.session)]
-        if memory.kind == "turn" and memory.session is not None:
-            turns = self.session_turns(memory.conversation, memory.session)
-            at = next(i for i, turn in enumerate(turns) if turn.id == memory.id)
-            return turns[max(0, at - before) : at + after + 1]
-        same_session = "AND session = %s" if memory.session is not None else ""
-        params: builtins.list[Any] = [memory.session] if memory.session is not None else []
-        stamp = (memory.created_at, memory.id)
-        older = self._db.execute(
-            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE (created_at, id) < (%s, %s) AND kind != 'session' "
-            f"{same_session} ORDER BY created_at DESC, id DESC LIMIT %s",
-            (*stamp, *params, before),
-        ).fetchall()
-        newer = self._db.execute(
-            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE (created_at, id) > (%s, %s) AND kind != 'session' "
-            f"{same_session} ORDER BY created_at, id LIMIT %s",
-            (*stamp, *params, after),
-        ).fetchall()
-        return [_row_to_memory(row) for row in reversed(older)] + [memory] + [_row_to_memory(row) for row in newer]
-
-    def health(self) -> StoreHealth:
+    def _engine_health(self) -> dict[str, Any]:
         db = self._db
         db.execute("SELECT 1").fetchone()  # reachable: the connection answers
-        kinds = {
-            kind: int(n) for kind, n in db.execute("SELECT kind, count(*) FROM memories GROUP BY kind ORDER BY kind")
-        }
-        (without_vector,) = db.execute(
-            "SELECT count(*) FROM memories m WHERE NOT EXISTS (SELECT 1 FROM vectors v WHERE v.memory_id = m.id)"
-        ).fetchone()  # type: ignore[misc]
         (fts_rows,) = db.execute("SELECT count(DISTINCT memory_id) FROM postings").fetchone()  # type: ignore[misc]
-        (view_vectors,) = db.execute("SELECT count(*) FROM views WHERE embedding IS NOT NULL").fetchone()  # type: ignore[misc]
         hnsw = db.execute(
             "SELECT 1 FROM pg_indexes WHERE schemaname = current_schema() AND indexname = 'vectors_hnsw'"
         ).fetchone()
-        return StoreHealth(
-            backend="postgresql",
-            schema_version=self.schema_version,
-            latest_schema_version=SCHEMA_VERSION,
-            model=self.embedding_model(),
-            memories_by_kind=kinds,
-            vectors=self.vector_count(),
-            without_vector=int(without_vector),
-            fts_rows=int(fts_rows),
-            view_vectors=int(view_vectors),
-            integrity="ok",
-            ann_index=hnsw is not None,
-            wal_bytes=None,
-            size_bytes=int(self.stats()["size_bytes"]),
-        )
+        return {
+            "fts_rows": int(fts_rows),
+            "integrity": "ok",
+            "ann_index": hnsw is not None,
+            "wal_bytes": None,
+            "size_bytes": self._size_bytes(),
+        }
 
-    def stats(self) -> dict[str, Any]:
-        db = self._db
-        total, oldest, newest = db.execute("SELECT count(*), min(created_at), max(created_at) FROM memories").fetchone()  # type: ignore[misc]
-        model = self.embedding_model()
-
-        def counts(column: str) -> dict[str, int]:
-            rows = db.execute(
-                f"SELECT coalesce({column}, ''), count(*) FROM memories GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT 50"
-            )
-            return {name: n for name, n in rows}
-
-        (size,) = db.execute(
+    def _size_bytes(self) -> int:
+        (size,) = self._db.execute(
             "SELECT sum(pg_total_relation_size(to_regclass(t))) FROM unnest(%s::text[]) t",
             (["memories", "postings", "term_docs", "fts_totals", "vectors", "views", "meta", "memsearch_schema"],),
         ).fetchone()  # type: ignore[misc]
-        return {
-            "path": self.location,
-            "memories": total,
-            "vectors": self.vector_count(),
-            "embedding_model": model.name if model else None,
-            "embedding_dim": model.dim if model else None,
-            "schema_version": self.schema_version,
-            "oldest": _utc(oldest).isoformat(timespec="microseconds") if oldest else None,
-            "newest": _utc(newest).isoformat(timespec="microseconds") if newest else None,
-            "projects": counts("project"),
-            "namespaces": counts("namespace"),
-            "size_bytes": int(size or 0),
-        }
+        return int(size or 0)

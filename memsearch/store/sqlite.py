@@ -10,30 +10,25 @@ import logging
 import os
 import sqlite3
 import threading
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from memsearch.errors import (
-    DuplicateKeyError,
     InvalidInputError,
     MemoryNotFoundError,
     MemsearchError,
-    ModelMismatchError,
     StoreCorruptError,
     StoreNotFoundError,
     StoreUnavailableError,
 )
 from memsearch.models import (
     CHUNK_VIEW_PREFIX,
-    FIELDS_BY_NAME,
     LEXICAL_VIEWS,
     MEMORY_FIELDS,
     OWN_TEXT_VIEWS,
-    SETTABLE_FIELDS,
     Memory,
-    NewMemory,
     check_text,
     content_hash,
 )
@@ -47,12 +42,11 @@ from memsearch.store.base import (
     LexicalHits,
     Rewrite,
     Scope,
-    StoreHealth,
     VectorHits,
 )
 from memsearch.store.fts import FTS_COLUMNS, GRAM_COLUMNS, fts_row, gram_expression, gram_text, match_expression
 from memsearch.store.migrations import MIGRATIONS, SCHEMA_VERSION
-from memsearch.store.sql import GIVEN_COLUMNS, MEMORY_COLUMNS, SQLITE
+from memsearch.store.sql import MEMORY_COLUMNS, REFERS, SQLITE, NewBatch, SQLStore
 from memsearch.store.vector_cache import VectorCache, WrongDimension, batches, cache_folder
 from memsearch.store.vectors import VectorIndex, approximate_top, vector_top
 from memsearch.timeutil import to_iso
@@ -60,6 +54,7 @@ from memsearch.timeutil import to_iso
 if TYPE_CHECKING:
     import numpy as np
 
+T = TypeVar("T")
 # "MSRC" in the SQLite header marks the file as a memsearch store.
 APPLICATION_ID = 0x4D535243
 BUSY_TIMEOUT_MS = 30_000  # a writer waits this long for another; better slow than failed
@@ -76,44 +71,11 @@ _LEXICAL_VIEWS = "lexical_views"
 _CACHE_NAMES = {None: "own", _CHUNKS: "chunks"}  # a view's name in the vector cache files
 _CHUNK_VIEWS_LIKE = CHUNK_VIEW_PREFIX.replace("_", "!_") + "%"
 
-# A new memory's columns: those it gives, its text's hash and its session chunk's id.
-_INSERT_COLUMNS = (*GIVEN_COLUMNS, "content_hash", "parent_id")
-_INSERT_SETS = ", ".join(f"{column} = ?" for column in _INSERT_COLUMNS)
-# Columns that name another memory: a restore sets them once every memory is there.
-_REFERS = tuple(f.name for f in MEMORY_FIELDS if f.spec.refers)
 _row_to_memory = SQLITE.row_to_memory
 
 _FTS_INSERT = (
     f"INSERT INTO memories_fts (rowid, {', '.join(FTS_COLUMNS)}) VALUES ({', '.join('?' * (len(FTS_COLUMNS) + 1))})"
 )
-
-
-def _where(scope: Scope, alias: str = "m") -> tuple[str, list[Any]]:
-    """A SQL condition over the memories table (under `alias`) for `scope`, and its parameters."""
-    clauses: list[str] = []
-    params: list[Any] = []
-    for column, value in (
-        ("project", scope.project),
-        ("namespace", scope.namespace),
-        ("conversation", scope.conversation),
-    ):
-        if value is not None:
-            clauses.append(f"{alias}.{column} = ?")
-            params.append(value)
-    for tag in scope.tags:
-        clauses.append(f"EXISTS (SELECT 1 FROM json_each({alias}.tags) WHERE json_each.value = ?)")
-        params.append(tag)
-    if scope.since is not None:
-        clauses.append(f"{alias}.created_at >= ?")
-        params.append(to_iso(scope.since))
-    if scope.until is not None:
-        clauses.append(f"{alias}.created_at <= ?")
-        params.append(to_iso(scope.until))
-    for column, values in (("kind", scope.kinds), ("role", scope.roles), ("session", scope.sessions)):
-        if values:
-            clauses.append(f"{alias}.{column} IN ({','.join('?' * len(values))})")
-            params.extend(values)
-    return (" AND ".join(clauses) or "1"), params
 
 
 log = logging.getLogger(__name__)
@@ -205,7 +167,7 @@ def environment_error(path: Path | str, error: sqlite3.Error) -> MemsearchError 
     return None
 
 
-class SQLiteStore:
+class SQLiteStore(SQLStore):
     """One memsearch store file. Open with `SQLiteStore.open`; close when done.
 
     Each thread gets its own connection (SQLite connections are not to be shared by threads that
@@ -213,6 +175,8 @@ class SQLiteStore:
     """
 
     parallel_reads = False
+    dialect = SQLITE
+    latest_schema_version = SCHEMA_VERSION
 
     def __init__(self, path: Path, *, read_only: bool = False) -> None:
         self.path = path
@@ -383,19 +347,6 @@ class SQLiteStore:
             if version == 0:
                 self._set_meta(_LEXICAL_VIEWS, "same")
 
-    def close(self) -> None:
-        with self._lock:
-            connections, self._connections = self._connections, []
-        for connection in connections:
-            connection.close()
-        self._local = threading.local()
-
-    def __enter__(self) -> SQLiteStore:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
     # -- transactions and store facts -----------------------------------------------------
 
     def transaction(self, busy_timeout_ms: int | None = None) -> _Transaction:
@@ -405,13 +356,16 @@ class SQLiteStore:
             raise self._write_refusal
         return _Transaction(connection, self.path, busy_timeout_ms)
 
+    def _write(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """Run `work` in one write transaction that moves the generation on."""
+        with self.transaction():
+            result = work(self._db)
+            self._bump_generation()
+        return result
+
     @property
     def schema_version(self) -> int:
         return self._db.execute("PRAGMA user_version").fetchone()[0]
-
-    def _meta(self, key: str) -> str | None:
-        row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
-        return row[0] if row else None
 
     def _set_meta(self, key: str, value: str) -> None:
         self._db.execute(
@@ -435,76 +389,36 @@ class SQLiteStore:
         name, dim = self._meta("embedding_model"), self._meta("embedding_dim")
         return EmbeddingModelInfo(name, int(dim)) if name and dim else None
 
-    def check_model(self, model: EmbeddingModelInfo) -> None:
-        """Refuse to mix vectors of two models in one store."""
-        stored = self.embedding_model()
-        if stored is not None and stored != model and self.vector_count():
-            raise ModelMismatchError(
-                f"this store's vectors come from {stored.name} ({stored.dim}-d) but the model in use is "
-                f"{model.name} ({model.dim}-d)"
+    # -- writes: what an insert does in SQLite (SQLStore.insert) ---------------------------
+
+    def _record_model(self, db: sqlite3.Connection, model: EmbeddingModelInfo) -> None:
+        self._set_meta("embedding_model", model.name)
+        self._set_meta("embedding_dim", str(model.dim))
+
+    def _insert_row(self, db: sqlite3.Connection, columns: Sequence[str], values: Sequence[Any]) -> int:
+        sql = f"INSERT INTO memories ({', '.join(columns)}, last_accessed_at) VALUES ({SQLITE.marks(len(values))})"
+        return int(db.execute(sql, values).lastrowid or 0)
+
+    def _unindex(self, db: sqlite3.Connection, memory_id: int, batch: NewBatch, index: int) -> None:
+        db.execute("DELETE FROM memories_fts WHERE rowid = ?", (memory_id,))
+        self._delete_views(memory_id)
+
+    def _index(self, db: sqlite3.Connection, memory_id: int, batch: NewBatch, index: int) -> None:
+        memory = batch.memories[index]
+        self._index_text(memory_id, fts_row(memory.text, memory.tags, memory.kind, memory.views))
+        if batch.vectors is not None:
+            db.execute(
+                "INSERT INTO vectors (memory_id, vector) VALUES (?, ?) "
+                "ON CONFLICT (memory_id) DO UPDATE SET vector = excluded.vector",
+                (memory_id, batch.vectors[index].astype("<f4").tobytes()),
+            )
+        for view, vector in sorted(batch.view_vectors.get(index, {}).items()):
+            db.execute(
+                "INSERT INTO views (memory_id, view, text, vector) VALUES (?, ?, ?, ?)",
+                (memory_id, view, memory.views[view], vector.astype("<f4").tobytes()),
             )
 
     # -- writes ---------------------------------------------------------------------------
-
-    def insert(
-        self,
-        memories: Sequence[NewMemory],
-        vectors: np.ndarray | None,
-        model: EmbeddingModelInfo | None,
-        now: datetime,
-        *,
-        replace: bool = False,
-        view_vectors: Mapping[int, Mapping[str, np.ndarray]] | None = None,
-    ) -> builtins.list[int]:
-        """Store the memories with their FTS rows and vectors in one transaction; return their ids.
-
-        A key that exists already is an error unless `replace`, which rewrites that memory in place.
-        `view_vectors` maps a batch position to the vectors of its vector views (see VECTOR_VIEWS).
-        """
-        if vectors is not None and model is None:
-            raise ValueError("vectors need the model that made them")
-        ids: builtins.list[int] = []
-        with self.transaction():
-            if model is not None:
-                self.check_model(model)
-                self._set_meta("embedding_model", model.name)
-                self._set_meta("embedding_dim", str(model.dim))
-            for index, memory in enumerate(memories):
-                existing = self.id_for_key(memory.key) if memory.key is not None else None
-                if existing is not None and not replace:
-                    raise DuplicateKeyError(f"a memory with key {memory.key!r} exists already (id {existing})")
-                parent_id = self.id_for_key(memory.parent_key) if memory.parent_key is not None else None
-                values = (*SQLITE.given_values(memory, now), content_hash(memory.text), parent_id)
-                if existing is not None:
-                    self._db.execute(
-                        f"UPDATE memories SET {_INSERT_SETS}, last_accessed_at = created_at WHERE id = ?",
-                        (*values, existing),
-                    )
-                    self._db.execute("DELETE FROM memories_fts WHERE rowid = ?", (existing,))
-                    self._delete_views(existing)
-                    memory_id = existing
-                else:
-                    cursor = self._db.execute(
-                        f"INSERT INTO memories ({', '.join(_INSERT_COLUMNS)}, last_accessed_at) "
-                        f"VALUES ({SQLITE.marks(len(_INSERT_COLUMNS) + 1)})",
-                        (*values, values[_INSERT_COLUMNS.index("created_at")]),
-                    )
-                    memory_id = int(cursor.lastrowid or 0)
-                self._index_text(memory_id, fts_row(memory.text, memory.tags, memory.kind, memory.views))
-                if vectors is not None:
-                    self._db.execute(
-                        "INSERT INTO vectors (memory_id, vector) VALUES (?, ?) "
-                        "ON CONFLICT (memory_id) DO UPDATE SET vector = excluded.vector",
-                        (memory_id, vectors[index].astype("<f4").tobytes()),
-                    )
-                for view, vector in sorted((view_vectors or {}).get(index, {}).items()):
-                    self._db.execute(
-                        "INSERT INTO views (memory_id, view, text, vector) VALUES (?, ?, ?, ?)",
-                        (memory_id, view, memory.views[view], vector.astype("<f4").tobytes()),
-                    )
-                ids.append(memory_id)
-            self._bump_generation()
-        return ids
 
     def delete(self, ids: Sequence[int], rewrites: Sequence[Rewrite] = ()) -> None:
         """Delete all of the memories and apply the rewrites or, if any id is unknown, do nothing."""
@@ -599,60 +513,20 @@ class SQLiteStore:
                     "last_accessed_at = max(last_accessed_at, ?) WHERE id = ?",
                     [(to_iso(now), memory_id) for memory_id in ids],
                 )
-        except StoreUnavailableError as error:  # best effort: a read-only, busy or full store still answers
-            if not self._access_skipped:
-                self._access_skipped = True
-                reason = f"{self.path} is open read-only" if self.read_only else str(error)
-                log.warning("access not recorded: %s", reason)
+        except StoreUnavailableError as error:
+            self._access_not_recorded(f"{self.path} is open read-only" if self.read_only else str(error))
 
-    def update(self, memory_id: int, changes: dict[str, Any]) -> Memory:
-        """Change some of SETTABLE_FIELDS of one memory (tags rewrite its FTS row too)."""
-        unknown = set(changes) - set(SETTABLE_FIELDS)
-        if unknown:
-            raise ValueError(f"cannot set {sorted(unknown)}")
-        with self.transaction():
-            memory = self.get(memory_id)
-            for name, value in changes.items():
-                stored = SQLITE.write(FIELDS_BY_NAME[name], value)
-                self._db.execute(f"UPDATE memories SET {name} = ? WHERE id = ?", (stored, memory_id))
-            if "tags" in changes:
-                self._rewrite_fts(memory_id, memory.text, changes["tags"], {})
-            self._bump_generation()
-        return self.get(memory.id)
+    def _retag(self, db: sqlite3.Connection, memory: Memory, tags: Sequence[str]) -> None:
+        self._rewrite_fts(memory.id, memory.text, tags, {})
 
-    def set_consolidation(self, superseded: dict[int, int], groups: dict[int, int]) -> None:
-        """Replace every supersession mark and group id in one transaction."""
-        with self.transaction():
-            self._db.execute("UPDATE memories SET superseded_by = NULL, group_id = NULL")
-            self._db.executemany(
-                "UPDATE memories SET superseded_by = ? WHERE id = ?", [(new, old) for old, new in superseded.items()]
-            )
-            self._db.executemany(
-                "UPDATE memories SET group_id = ? WHERE id = ?", [(group, mid) for mid, group in groups.items()]
-            )
-            self._bump_generation()
+    def _clear_vectors(self, db: sqlite3.Connection) -> None:
+        db.execute("DELETE FROM vectors")
 
-    def replace_vectors(
-        self,
-        ids: Sequence[int],
-        vectors: np.ndarray,
-        model: EmbeddingModelInfo,
-        view_vectors: Mapping[tuple[int, str], np.ndarray] | None = None,
-    ) -> None:
-        """Swap every vector (and each (memory id, view)'s) for one of `model` in one transaction."""
-        with self.transaction():
-            self._db.executemany(
-                "UPDATE views SET vector = ? WHERE memory_id = ? AND view = ?",
-                ((v.astype("<f4").tobytes(), memory_id, view) for (memory_id, view), v in (view_vectors or {}).items()),
-            )
-            self._db.execute("DELETE FROM vectors")
-            self._db.executemany(
-                "INSERT INTO vectors (memory_id, vector) VALUES (?, ?)",
-                ((memory_id, vectors[row].astype("<f4").tobytes()) for row, memory_id in enumerate(ids)),
-            )
-            self._set_meta("embedding_model", model.name)
-            self._set_meta("embedding_dim", str(model.dim))
-            self._bump_generation()
+    def _add_vectors(self, db: sqlite3.Connection, ids: Sequence[int], vectors: np.ndarray) -> None:
+        db.executemany(
+            "INSERT INTO vectors (memory_id, vector) VALUES (?, ?)",
+            ((memory_id, SQLITE.vector_value(vectors[row])) for row, memory_id in enumerate(ids)),
+        )
 
     # -- copy between stores -----------------------------------------------------------------
 
@@ -707,8 +581,8 @@ class SQLiteStore:
                     f"INSERT INTO memories ({MEMORY_COLUMNS}) VALUES ({SQLITE.marks(len(MEMORY_FIELDS))})",
                     [None if f.spec.refers else SQLITE.write(f, getattr(m, f.name)) for f in MEMORY_FIELDS],
                 )
-                if any(getattr(m, name) is not None for name in _REFERS):
-                    links.append((*(getattr(m, name) for name in _REFERS), m.id))
+                if any(getattr(m, name) is not None for name in REFERS):
+                    links.append((*(getattr(m, name) for name in REFERS), m.id))
                 self._index_text(m.id, fts_row(m.text, m.tags, m.kind, exported.lexical_views))
                 if exported.vector is not None:
                     self._db.execute(
@@ -722,30 +596,17 @@ class SQLiteStore:
                     )
                 written += 1
             # Links may point forward in id order: set once every memory is there.
-            sets = ", ".join(f"{name} = ?" for name in _REFERS)
+            sets = ", ".join(f"{name} = ?" for name in REFERS)
             self._db.executemany(f"UPDATE memories SET {sets} WHERE id = ?", links)
             self._bump_generation()
         return written
 
     # -- reads ----------------------------------------------------------------------------
 
-    def id_for_key(self, key: str) -> int | None:
-        row = self._db.execute("SELECT id FROM memories WHERE key = ?", (key,)).fetchone()
-        return row[0] if row else None
-
     def get(self, memory_id: int) -> Memory:
-        row = None
-        if _fits(memory_id):  # an id SQLite cannot hold names no memory
-            row = self._db.execute(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id = ?", (memory_id,)).fetchone()
-        if row is None:
+        if not _fits(memory_id):  # an id SQLite cannot hold names no memory
             raise MemoryNotFoundError(f"no memory with id {memory_id}")
-        return _row_to_memory(row)
-
-    def get_by_key(self, key: str) -> Memory:
-        memory_id = self.id_for_key(key)
-        if memory_id is None:
-            raise MemoryNotFoundError(f"no memory with key {key!r}")
-        return self.get(memory_id)
+        return super().get(memory_id)
 
     def get_many(self, ids: Sequence[int]) -> dict[int, Memory]:
         found: dict[int, Memory] = {}
@@ -757,16 +618,6 @@ class SQLiteStore:
                 found[row[0]] = _row_to_memory(row)
         return found
 
-    def list(self, scope: Scope = EVERYTHING, *, limit: int | None = None, offset: int = 0) -> builtins.list[Memory]:
-        """Memories in scope, newest first."""
-        where, params = _where(scope)
-        rows = self._db.execute(
-            f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE {where} ORDER BY m.created_at DESC, m.id DESC "
-            "LIMIT ? OFFSET ?",
-            (*params, -1 if limit is None else min(limit, _SQLITE_INT_MAX), min(offset, _SQLITE_INT_MAX)),
-        )
-        return [_row_to_memory(row) for row in rows]
-
     def iter_texts(self) -> Iterator[tuple[int, str]]:
         yield from self._db.execute("SELECT id, text FROM memories ORDER BY id")
 
@@ -775,14 +626,11 @@ class SQLiteStore:
             return self._db.execute("SELECT count(*) FROM memories").fetchone()[0]
         if scope.only_kinds:
             return self.count() - len(self._ids_of_other_kinds(scope.kinds))
-        where, params = _where(scope)
+        where, params = SQLITE.where(scope)
         return self._db.execute(f"SELECT count(*) FROM memories m WHERE {where}", params).fetchone()[0]
 
-    def vector_count(self) -> int:
-        return self._db.execute("SELECT count(*) FROM vectors").fetchone()[0]
-
     def _scoped_ids(self, scope: Scope) -> builtins.list[int]:
-        where, params = _where(scope)
+        where, params = SQLITE.where(scope)
         return [row[0] for row in self._db.execute(f"SELECT m.id FROM memories m WHERE {where}", params)]
 
     def lexical_search(self, query: str, scope: Scope, limit: int, view: str | None = None) -> LexicalHits:
@@ -821,7 +669,7 @@ class SQLiteStore:
             sql = f"SELECT rowid, -{rank} FROM memories_fts WHERE memories_fts MATCH ? ORDER BY {rank} LIMIT ?"
             params: builtins.list[Any] = [expression, limit]
         else:
-            where, scope_params = _where(scope)
+            where, scope_params = SQLITE.where(scope)
             sql = (
                 f"SELECT f.rowid, -{rank} FROM memories_fts f JOIN memories m ON m.id = f.rowid "
                 f"WHERE memories_fts MATCH ? AND {where} ORDER BY {rank} LIMIT ?"
@@ -837,7 +685,7 @@ class SQLiteStore:
             sql = "SELECT count(*) FROM (SELECT 1 FROM memories_fts WHERE memories_fts MATCH ? LIMIT ?)"
             params: builtins.list[Any] = [f"{{text tags}} : ({match})", at_most]
         else:
-            where, scope_params = _where(scope)
+            where, scope_params = SQLITE.where(scope)
             sql = (
                 "SELECT count(*) FROM (SELECT 1 FROM memories_fts f JOIN memories m ON m.id = f.rowid "
                 f"WHERE memories_fts MATCH ? AND {where} LIMIT ?)"
@@ -852,16 +700,13 @@ class SQLiteStore:
         known = self._roles_memo.get(scope)
         if known is not None and known[0] == generation:
             return list(known[1])
-        where, params = _where(scope)
+        where, params = SQLITE.where(scope)
         sql = f"SELECT DISTINCT m.role FROM memories m WHERE m.role IS NOT NULL AND {where} ORDER BY 1"
         found = [row[0] for row in self._db.execute(sql, params)]
         if len(self._roles_memo) >= 64:
             self._roles_memo.clear()
         self._roles_memo[scope] = (generation, found)
         return list(found)
-
-    def has_kind(self, kind: str) -> bool:
-        return self._db.execute("SELECT 1 FROM memories WHERE kind = ? LIMIT 1", (kind,)).fetchone() is not None
 
     def _ids_of_other_kinds(self, kinds: Sequence[str]) -> builtins.list[int]:
         """The memories whose kind is not one of `kinds` (through the kind index: cheap when few)."""
@@ -1083,93 +928,18 @@ class SQLiteStore:
                 found.append(None if row[column] == -np.inf else (int(index.ids[column]), float(row[column])))
         return found
 
-    def views_with_vectors(self) -> builtins.list[tuple[int, str, str]]:
-        """(memory id, view, text) of every stored vector view, for reindex."""
-        return self._db.execute("SELECT memory_id, view, text FROM views ORDER BY memory_id, view").fetchall()
-
-    def session_turns(self, conversation: str | None, session: str) -> builtins.list[Memory]:
-        """The turns of one session, in order."""
-        rows = self._db.execute(
-            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE kind = 'turn' AND session = ? "
-            "AND conversation IS ? ORDER BY position, id",
-            (session, conversation),
-        )
-        return [_row_to_memory(row) for row in rows]
-
-    def around(self, memory: Memory, before: int, after: int) -> builtins.list[Memory]:
-        """The memory with its neighbours: a session chunk with all its turns; a turn with the
-        turns around it; a note with the memories of its session (or store) around it in time."""
-        if memory.kind == "session" and memory.session is not None:
-            return [memory, *self.session_turns(memory.conversation, memory.session)]
-        if memory.kind == "turn" and memory.session is not None:
-            turns = self.session_turns(memory.conversation, memory.session)
-            at = next(i for i, turn in enumerate(turns) if turn.id == memory.id)
-            return turns[max(0, at - before) : at + after + 1]
-        same_session = "AND session = ?" if memory.session is not None else ""
-        params: builtins.list[Any] = [memory.session] if memory.session is not None else []
-        stamp = (to_iso(memory.created_at), memory.id)
-        older = self._db.execute(
-            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE (created_at, id) < (?, ?) AND kind != 'session' "
-            f"{same_session} ORDER BY created_at DESC, id DESC LIMIT ?",
-            (*stamp, *params, before),
-        ).fetchall()
-        newer = self._db.execute(
-            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE (created_at, id) > (?, ?) AND kind != 'session' "
-            f"{same_session} ORDER BY created_at, id LIMIT ?",
-            (*stamp, *params, after),
-        ).fetchall()
-        return [_row_to_memory(row) for row in reversed(older)] + [memory] + [_row_to_memory(row) for row in newer]
-
-    def health(self) -> StoreHealth:
-        db = self._db
-        kinds = dict(db.execute("SELECT kind, count(*) FROM memories GROUP BY kind ORDER BY kind").fetchall())
-        (without_vector,) = db.execute(
-            "SELECT count(*) FROM memories m WHERE NOT EXISTS (SELECT 1 FROM vectors v WHERE v.memory_id = m.id)"
-        ).fetchone()
-        problems = [row[0] for row in db.execute("PRAGMA quick_check(5)")]
+    def _engine_health(self) -> dict[str, Any]:
         wal = Path(f"{self.path}-wal")
-        return StoreHealth(
-            backend="sqlite",
-            schema_version=self.schema_version,
-            latest_schema_version=SCHEMA_VERSION,
-            model=self.embedding_model(),
-            memories_by_kind=kinds,
-            vectors=self.vector_count(),
-            without_vector=without_vector,
-            fts_rows=db.execute("SELECT count(*) FROM memories_fts").fetchone()[0],
-            view_vectors=db.execute("SELECT count(*) FROM views WHERE vector IS NOT NULL").fetchone()[0],
-            integrity="; ".join(problems),
-            ann_index=self.vector_count() >= self.ann_threshold and index_library_available(),
-            wal_bytes=wal.stat().st_size if wal.exists() else 0,
-            size_bytes=self.path.stat().st_size,
-        )
-
-    def stats(self) -> dict[str, Any]:
-        db = self._db
-        (total,) = db.execute("SELECT count(*) FROM memories").fetchone()
-        oldest, newest = db.execute("SELECT min(created_at), max(created_at) FROM memories").fetchone()
-        model = self.embedding_model()
-
-        def counts(column: str) -> dict[str, int]:
-            rows = db.execute(
-                f"SELECT coalesce({column}, ''), count(*) FROM memories GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT 50"
-            )
-            return {name: n for name, n in rows}
-
-        size = sum(os.path.getsize(p) for p in (self.path, Path(f"{self.path}-wal")) if os.path.exists(p))
         return {
-            "path": str(self.path),
-            "memories": total,
-            "vectors": self.vector_count(),
-            "embedding_model": model.name if model else None,
-            "embedding_dim": model.dim if model else None,
-            "schema_version": self.schema_version,
-            "oldest": oldest,
-            "newest": newest,
-            "projects": counts("project"),
-            "namespaces": counts("namespace"),
-            "size_bytes": size,
+            "fts_rows": self._db.execute("SELECT count(*) FROM memories_fts").fetchone()[0],
+            "integrity": "; ".join(row[0] for row in self._db.execute("PRAGMA quick_check(5)")),
+            "ann_index": self.vector_count() >= self.ann_threshold and index_library_available(),
+            "wal_bytes": wal.stat().st_size if wal.exists() else 0,
+            "size_bytes": self.path.stat().st_size,
         }
+
+    def _size_bytes(self) -> int:
+        return sum(os.path.getsize(p) for p in (self.path, Path(f"{self.path}-wal")) if os.path.exists(p))
 
 
 def _split_statements(script: str) -> builtins.list[str]:
