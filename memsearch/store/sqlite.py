@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import builtins
 import contextlib
-import errno
 import json
 import logging
 import os
 import sqlite3
 import threading
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -24,12 +23,8 @@ from memsearch.errors import (
     StoreUnavailableError,
 )
 from memsearch.models import (
-    CHUNK_VIEW_PREFIX,
-    LEXICAL_VIEWS,
     MEMORY_FIELDS,
-    OWN_TEXT_VIEWS,
     Memory,
-    check_text,
     content_hash,
 )
 from memsearch.paths import make_private_dirs, read_only_requested
@@ -39,16 +34,26 @@ from memsearch.store.base import (
     EmbeddingModelInfo,
     ExportedMemory,
     Hits,
-    LexicalHits,
     Rewrite,
     Scope,
     VectorHits,
 )
-from memsearch.store.fts import FTS_COLUMNS, GRAM_COLUMNS, fts_row, gram_expression, gram_text, match_expression
+from memsearch.store.fts import fts_row, gram_text
 from memsearch.store.migrations import MIGRATIONS, SCHEMA_VERSION
 from memsearch.store.sql import MEMORY_COLUMNS, REFERS, SQLITE, NewBatch, SQLStore
-from memsearch.store.vector_cache import VectorCache, WrongDimension, batches, cache_folder
-from memsearch.store.vectors import VectorIndex, approximate_top, vector_top
+from memsearch.store.sqlite_errors import (
+    ACCESS_TIMEOUT_MS,
+    BUSY_TIMEOUT_MS,
+    disk_full,
+    environment_error,
+    full_disk,
+    is_busy,
+    os_reason,
+    store_error,
+)
+from memsearch.store.sqlite_fts import LEXICAL_VIEWS_STATE, Fts5Index
+from memsearch.store.sqlite_vectors import InProcessVectors
+from memsearch.store.vectors import VectorIndex
 from memsearch.timeutil import to_iso
 
 if TYPE_CHECKING:
@@ -57,25 +62,10 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 # "MSRC" in the SQLite header marks the file as a memsearch store.
 APPLICATION_ID = 0x4D535243
-BUSY_TIMEOUT_MS = 30_000  # a writer waits this long for another; better slow than failed
-# Recording access after a search waits no longer than this for another writer: it is best effort,
-# and a search must answer while an import holds the store.
-ACCESS_TIMEOUT_MS = 200
-
-# The vector-index key of every long note's chunk vectors (views chunk_2, chunk_3, …; ids repeat).
-_CHUNKS = "chunks"
 # The store's id names its vector cache files (with the generation): a file never serves another store.
 _NEW_STORE_ID = "INSERT OR IGNORE INTO meta (key, value) VALUES ('store_id', lower(hex(randomblob(8))))"
-# Meta key: "same" while every memory's lexical views hold the same text, "differ" once one does not.
-_LEXICAL_VIEWS = "lexical_views"
-_CACHE_NAMES = {None: "own", _CHUNKS: "chunks"}  # a view's name in the vector cache files
-_CHUNK_VIEWS_LIKE = CHUNK_VIEW_PREFIX.replace("_", "!_") + "%"
 
 _row_to_memory = SQLITE.row_to_memory
-
-_FTS_INSERT = (
-    f"INSERT INTO memories_fts (rowid, {', '.join(FTS_COLUMNS)}) VALUES ({', '.join('?' * (len(FTS_COLUMNS) + 1))})"
-)
 
 
 log = logging.getLogger(__name__)
@@ -100,74 +90,7 @@ def _create_private_file(path: Path) -> bool:
     return True
 
 
-def _os_reason(path: Path, error: OSError) -> str:
-    """Why the file system refused `path`, in words that say what to change."""
-    if error.errno == errno.ENOTDIR:
-        blocker = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
-        if blocker is not None:
-            return f"{blocker} is a file, not a folder; choose a path inside a folder"
-    if error.errno == errno.ENAMETOOLONG:
-        return "a name in the path is longer than the file system allows; choose a shorter path"
-    if error.errno == errno.ENOSPC:
-        return "the disk is full; free some space and run it again"
-    if error.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
-        return f"{(error.strerror or 'permission denied').lower()}; choose a folder you can write to"
-    if error.errno == errno.ENOENT:
-        return "this file system does not allow creating files there; choose a folder you can write to"
-    return f"{error.strerror or error}; choose another folder"
-
-
-def store_error(path: Path | str, error: sqlite3.Error) -> MemsearchError:
-    """The typed error for an SQLite failure: what is wrong with the store's file, and what to do."""
-    return environment_error(path, error) or StoreCorruptError(f"{path} is not a usable memsearch store ({error})")
-
-
-def _full_disk(path: Path | str) -> StoreUnavailableError:
-    return StoreUnavailableError(
-        f"the disk holding {path} is full; free some space and run it again (nothing of this command was stored)"
-    )
-
-
-def _disk_full(path: Path | str) -> bool:
-    try:
-        return os.statvfs(Path(path).parent).f_bavail == 0
-    except OSError:
-        return False
-
-
-def _is_busy(error: sqlite3.Error) -> bool:
-    code = getattr(error, "sqlite_errorcode", None)
-    return isinstance(code, int) and code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
-
-
-def environment_error(path: Path | str, error: sqlite3.Error) -> MemsearchError | None:
-    """The typed error for an SQLite failure caused by the store's file or disk, None for others."""
-    code = getattr(error, "sqlite_errorcode", None)
-    primary = code & 0xFF if isinstance(code, int) else None
-    if primary == sqlite3.SQLITE_FULL:
-        return _full_disk(path)
-    if primary in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
-        return StoreUnavailableError(
-            f"{path} is busy: another process held it for over {BUSY_TIMEOUT_MS // 1000} s; "
-            "run it again (nothing of this command was stored)"
-        )
-    if primary in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB):
-        return StoreCorruptError(
-            f"{path} is not a usable memsearch store: it is damaged ({error}); restore it from a backup, "
-            "or move it away to start a new store"
-        )
-    if primary == sqlite3.SQLITE_READONLY or primary == sqlite3.SQLITE_PERM:
-        return StoreUnavailableError(f"{path} cannot be written ({error}); check its permissions and the disk")
-    if primary == sqlite3.SQLITE_CANTOPEN:
-        return StoreUnavailableError(f"cannot open {path} ({error}); choose a folder you can write to")
-    if primary == sqlite3.SQLITE_IOERR:
-        if _disk_full(path):  # a WAL index that cannot grow on a full disk is an I/O error to SQLite
-            return _full_disk(path)
-        return StoreUnavailableError(f"the disk failed reading or writing {path} ({error}); check the disk")
-    return None
-
-
-class SQLiteStore(SQLStore):
+class SQLiteStore(Fts5Index, InProcessVectors, SQLStore):
     """One memsearch store file. Open with `SQLiteStore.open`; close when done.
 
     Each thread gets its own connection (SQLite connections are not to be shared by threads that
@@ -268,9 +191,9 @@ class SQLiteStore(SQLStore):
         if not isinstance(refused, StoreUnavailableError) or (wal.exists() and wal.stat().st_size > 0):
             raise refused
         if "full" not in refused.problem:
-            if not _disk_full(self.path):
+            if not disk_full(self.path):
                 raise refused
-            refused = _full_disk(self.path)
+            refused = full_disk(self.path)
         connection = sqlite3.connect(
             f"{self.path.as_uri()}?immutable=1", uri=True, isolation_level=None, check_same_thread=False
         )
@@ -294,7 +217,7 @@ class SQLiteStore(SQLStore):
                     raise StoreUnavailableError(f"cannot create a store at {path}: MEMSEARCH_READ_ONLY is set")
                 created = _create_private_file(path)
         except OSError as error:
-            raise StoreUnavailableError(f"cannot create a store at {path}: {_os_reason(path, error)}") from None
+            raise StoreUnavailableError(f"cannot create a store at {path}: {os_reason(path, error)}") from None
         if path.is_dir():
             raise StoreCorruptError(f"{path} is a directory, not a memsearch store file; give the path of a store file")
         if not path.is_file():  # a device, a FIFO: SQLite would report a failing disk
@@ -345,7 +268,7 @@ class SQLiteStore(SQLStore):
                 self._db.execute(f"PRAGMA user_version = {number}")
             self._db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
             if version == 0:
-                self._set_meta(_LEXICAL_VIEWS, "same")
+                self._set_meta(LEXICAL_VIEWS_STATE, "same")
 
     # -- transactions and store facts -----------------------------------------------------
 
@@ -454,50 +377,8 @@ class SQLiteStore(SQLStore):
             (rewrite.id, rewrite.vector.astype("<f4").tobytes()),
         )
 
-    def _index_text(self, memory_id: int, row: Sequence[str]) -> None:
-        """Write a memory's full-text row; one whose lexical views differ marks the store so (see
-        `_lexical_views_alike`)."""
-        self._db.execute(_FTS_INSERT, (memory_id, *row))
-        views = [row[FTS_COLUMNS.index(view)] for view in LEXICAL_VIEWS]
-        if any(text != views[0] for text in views) and self._meta(_LEXICAL_VIEWS) != "differ":
-            self._set_meta(_LEXICAL_VIEWS, "differ")
-
-    def _lexical_views_alike(self) -> bool:
-        """Whether every memory's lexical views hold the same text (a store of notes, which are
-        their own views), as the store keeps track since it was made; a store made by an older
-        memsearch is read once to know (when it can be written, to keep the answer)."""
-        state = self._meta(_LEXICAL_VIEWS)
-        if state is None and not self.read_only and self._write_refusal is None:
-            differs = " OR ".join(f"{view} IS NOT {LEXICAL_VIEWS[0]}" for view in LEXICAL_VIEWS[1:])
-            found = self._db.execute(f"SELECT 1 FROM memories_fts WHERE {differs} LIMIT 1").fetchone()
-            try:
-                with self.transaction(ACCESS_TIMEOUT_MS):
-                    self._db.execute(
-                        "INSERT OR IGNORE INTO meta (key, value) VALUES (?, ?)",
-                        (_LEXICAL_VIEWS, "differ" if found else "same"),
-                    )
-            except StoreUnavailableError:
-                return False
-            state = self._meta(_LEXICAL_VIEWS)
-        return state == "same"
-
     def _delete_views(self, memory_id: int) -> None:
         self._db.execute("DELETE FROM views WHERE memory_id = ?", (memory_id,))
-
-    def _rewrite_fts(
-        self, memory_id: int, text: str, tags: Sequence[str] | None, views: Mapping[str, str | None]
-    ) -> None:
-        """Index a memory anew with its new text and tags (None: as stored) and the named lexical
-        views (None: the view's default for the text); other views keep their indexed text."""
-        memory = self.get(memory_id)
-        stored = self._db.execute(
-            f"SELECT {', '.join(LEXICAL_VIEWS)} FROM memories_fts WHERE rowid = ?", (memory_id,)
-        ).fetchone()
-        kept = {view: value for view, value in zip(LEXICAL_VIEWS, stored, strict=True) if view not in views}
-        named = {view: value for view, value in views.items() if view in LEXICAL_VIEWS and value is not None}
-        self._db.execute("DELETE FROM memories_fts WHERE rowid = ?", (memory_id,))
-        row = fts_row(text, memory.tags if tags is None else tags, memory.kind, {**kept, **named})
-        self._index_text(memory_id, row)
 
     def touch(self, ids: Sequence[int], now: datetime) -> None:
         """Record that a search returned these memories; increments are atomic in SQL, so
@@ -633,66 +514,6 @@ class SQLiteStore(SQLStore):
         where, params = SQLITE.where(scope)
         return [row[0] for row in self._db.execute(f"SELECT m.id FROM memories m WHERE {where}", params)]
 
-    def lexical_search(self, query: str, scope: Scope, limit: int, view: str | None = None) -> LexicalHits:
-        """FTS5 BM25, best first, as (id, score) with higher scores better: over text and tags, or
-        over one view's column (`context`, `prev`) only. Always exact."""
-        check_text("the query", query)  # SQLite binds only valid Unicode
-        if view is not None and view not in LEXICAL_VIEWS:
-            raise ValueError(f"no full-text view {view!r}")
-        if view is not None and self._lexical_views_alike():
-            # Every memory's views hold the same text: one view's ranking is every view's, so the
-            # legs over them run one query (the last one's hits are kept for the next leg).
-            key = (self.generation(), query, scope, limit)
-            last = self._lexical_memo
-            if last is not None and last[0] == key:
-                return LexicalHits(last[1])
-            hits = self._lexical_query(query, scope, limit, LEXICAL_VIEWS[0])
-            self._lexical_memo = (key, hits)
-            return LexicalHits(hits)
-        return LexicalHits(self._lexical_query(query, scope, limit, view))
-
-    def _lexical_query(self, query: str, scope: Scope, limit: int, view: str | None) -> Hits:
-        match = match_expression(query)
-        grams = gram_expression(query)
-        if match is None and grams is None:
-            return []
-        # Words in text and tags (or the view); CJK bigrams and symbols (none in plain English) in the gram column.
-        columns = ("text", "tags") if view is None else (view,)
-        parts = [
-            f"{{{' '.join(columns)}}} : ({match})" if match else None,
-            f"{{{GRAM_COLUMNS[view]}}} : ({grams})" if grams else None,
-        ]
-        expression = " OR ".join(part for part in parts if part)
-        weights = ", ".join("1.0" if name in (*columns, GRAM_COLUMNS[view]) else "0.0" for name in FTS_COLUMNS)
-        rank = f"bm25(memories_fts, {weights})"
-        if scope.is_everything:
-            sql = f"SELECT rowid, -{rank} FROM memories_fts WHERE memories_fts MATCH ? ORDER BY {rank} LIMIT ?"
-            params: builtins.list[Any] = [expression, limit]
-        else:
-            where, scope_params = SQLITE.where(scope)
-            sql = (
-                f"SELECT f.rowid, -{rank} FROM memories_fts f JOIN memories m ON m.id = f.rowid "
-                f"WHERE memories_fts MATCH ? AND {where} ORDER BY {rank} LIMIT ?"
-            )
-            params = [expression, *scope_params, limit]
-        return [(int(row[0]), float(row[1])) for row in self._db.execute(sql, params)]
-
-    def document_frequency(self, word: str, scope: Scope, at_most: int) -> int:
-        """How many memories in scope hold `word` in their text or tags, counting no further than
-        `at_most` (enough to tell a common word; a rare one answers at once)."""
-        match = '"' + word.replace('"', '""') + '"'
-        if scope.is_everything:
-            sql = "SELECT count(*) FROM (SELECT 1 FROM memories_fts WHERE memories_fts MATCH ? LIMIT ?)"
-            params: builtins.list[Any] = [f"{{text tags}} : ({match})", at_most]
-        else:
-            where, scope_params = SQLITE.where(scope)
-            sql = (
-                "SELECT count(*) FROM (SELECT 1 FROM memories_fts f JOIN memories m ON m.id = f.rowid "
-                f"WHERE memories_fts MATCH ? AND {where} LIMIT ?)"
-            )
-            params = [f"{{text tags}} : ({match})", *scope_params, at_most]
-        return self._db.execute(sql, params).fetchone()[0]
-
     def roles(self, scope: Scope) -> builtins.list[str]:
         """The speakers in scope; kept until the next write (every search asks, and finding them
         reads every memory: ~1 ms at 10k memories, far more at a million)."""
@@ -713,96 +534,9 @@ class SQLiteStore(SQLStore):
         marks = ",".join("?" * len(kinds))
         return [row[0] for row in self._db.execute(f"SELECT id FROM memories WHERE kind NOT IN ({marks})", kinds)]
 
-    def vector_index(self, view: str | None = None) -> VectorIndex:
-        """The stored vectors (of the memories' own texts, or of one view) as one matrix, cached
-        until the store's next write: memory-mapped from the vector cache beside the store (see
-        memsearch.store.vector_cache), which the first process to need it writes."""
-        generation = self.generation()
-        cached = self._vector_cache.get(view)
-        if cached is not None and cached[0] == generation:
-            return cached[1]
-        if view in OWN_TEXT_VIEWS and not self._has_view_vectors(view):
-            # Every memory is searched by its own vector here: the same matrix, one product a query.
-            self.vector_index(None)
-            generation, index, name = self._vector_cache[None]
-        else:
-            name = _CACHE_NAMES.get(view, view or "own")
-            generation, index = self._read_vectors(view, name)
-        self._vector_cache[view] = (generation, index, name)
-        return index
-
-    def _has_view_vectors(self, view: str) -> bool:
-        sql = "SELECT 1 FROM views WHERE view = ? AND vector IS NOT NULL LIMIT 1"
-        return self._db.execute(sql, (view,)).fetchone() is not None
-
-    def _vector_rows_sql(self, view: str | None) -> tuple[str, tuple[Any, ...]]:
-        if view is None:
-            return "SELECT memory_id, vector FROM vectors ORDER BY memory_id", ()
-        if view == _CHUNKS:
-            return (
-                "SELECT memory_id, vector FROM views WHERE view LIKE ? ESCAPE '!' ORDER BY memory_id",
-                (_CHUNK_VIEWS_LIKE,),
-            )
-        if view in OWN_TEXT_VIEWS:  # a memory without a vector of this view is searched by its own
-            return (
-                "SELECT memory_id, vector FROM views WHERE view = ? AND vector IS NOT NULL "
-                "UNION ALL SELECT memory_id, vector FROM vectors v WHERE NOT EXISTS "
-                "(SELECT 1 FROM views w WHERE w.memory_id = v.memory_id AND w.view = ? AND w.vector IS NOT NULL) "
-                "ORDER BY memory_id",
-                (view, view),
-            )
-        return "SELECT memory_id, vector FROM views WHERE view = ? ORDER BY memory_id", (view,)
-
-    def _read_vectors(self, view: str | None, name: str) -> tuple[int, VectorIndex]:
-        """(generation, the view's vectors) read in one snapshot: from the cache files when they
-        are there, else out of SQLite (written to the cache files on the way when it can be)."""
-        import numpy as np
-
-        db = self._db
-        own_snapshot = not db.in_transaction  # inside a write, the rows are not yet a generation's
-        cache = self._files() if own_snapshot else None
-        if own_snapshot:
-            db.execute("BEGIN")
-        try:
-            generation = self.generation()
-            model = self.embedding_model()
-            dim = model.dim if model else 0
-            files = cache if dim else None
-            if files is not None and (loaded := files.load(generation, name, dim)) is not None:
-                return generation, loaded
-            sql, params = self._vector_rows_sql(view)
-            (count,) = db.execute(f"SELECT count(*) FROM ({sql})", params).fetchone() if files else (0,)
-            if files is not None and count:  # (an empty view has nothing worth a file)
-                try:
-                    return generation, files.write(
-                        generation, name, dim, count, batches(db.execute(sql, params).fetchmany)
-                    )
-                except WrongDimension as mismatch:
-                    raise self._wrong_vectors(mismatch.count, dim) from None
-                except OSError as error:  # a full disk, a folder that cannot be written: read them here
-                    log.info("vector cache not written (%s)", error)
-            rows = db.execute(sql, params).fetchall()
-        finally:
-            if own_snapshot:
-                db.execute("COMMIT")
-        ids = np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
-        wrong = sum(1 for row in rows if len(row[1]) != 4 * dim)
-        if wrong:
-            raise self._wrong_vectors(wrong, dim)
-        matrix = np.frombuffer(b"".join(row[1] for row in rows), dtype="<f4").astype(np.float32, copy=False)
-        return generation, VectorIndex(
-            ids=ids, matrix=matrix.reshape(len(rows), dim) if rows else np.zeros((0, dim), np.float32)
-        )
-
-    def _wrong_vectors(self, count: int, dim: int) -> StoreCorruptError:
-        return StoreCorruptError(
-            f"{self.path}: {count} stored vectors are not the {dim} numbers the store's model makes; "
-            "re-embed the store (reindex) to repair them"
-        )
-
-    def _files(self) -> VectorCache | None:
-        """The vector cache beside the store; None for a store that is only read here (or whose
-        id cannot be recorded)."""
+    def _store_id(self) -> str | None:
+        """The store's id, which names its vector cache files; None for a store only read here (or
+        whose id cannot be recorded)."""
         if self.read_only or self._write_refusal is not None:
             return None
         store_id = self._meta("store_id")
@@ -813,120 +547,7 @@ class SQLiteStore(SQLStore):
             except StoreUnavailableError:
                 return None
             store_id = self._meta("store_id")
-        return VectorCache(cache_folder(self.path), str(store_id))
-
-    def _approximate(self, view: str | None, index: VectorIndex, admitted: int) -> AnnIndex | None:
-        """The view's approximate index when the scope is large enough to want one (made when
-        missing; None without the index library, or where the cache cannot be written)."""
-        if admitted < self.ann_threshold or index.ids.size < self.ann_threshold or not index_library_available():
-            return None
-        generation, _, name = self._vector_cache[view]
-        cached = self._ann_cache.get(name)
-        if cached is not None and cached[0] is index:
-            return cached[1]
-        files = self._files()
-        if files is None:
-            return None
-        try:
-            built = files.index(generation, name, index)
-        except OSError as error:
-            log.warning("approximate vector index not available (%s): searching exactly", error)
-            return None
-        self._ann_cache[name] = (index, built)
-        return built
-
-    def _scope_mask(self, index: VectorIndex, scope: Scope) -> np.ndarray | None:
-        """Which rows of the index are in scope; None for all. A scope that only leaves out some
-        kinds (session chunks, usually few) is computed from the memories it leaves out."""
-        import numpy as np
-
-        if scope.is_everything:
-            return None
-        if scope.only_kinds:
-            return ~np.isin(index.ids, np.asarray(self._ids_of_other_kinds(scope.kinds), np.int64))
-        return np.isin(index.ids, np.asarray(self._scoped_ids(scope), np.int64))
-
-    def vector_search(self, vector: np.ndarray, scope: Scope, limit: int | None, view: str | None = None) -> VectorHits:
-        """The query against the stored vectors of the view, in process: exactly, or, for a scope
-        of at least `ann_threshold` memories, through the approximate index. A long note scores by
-        its best chunk where its own vector stands (the own-text views)."""
-        import numpy as np
-
-        index = self.vector_index(view)
-        chunks = self.vector_index(_CHUNKS) if view is None or view in OWN_TEXT_VIEWS else None
-        # Legs over views that share a matrix ask the same question: the last answer is kept.
-        key = (id(index), id(chunks), vector.astype(np.float32, copy=False).tobytes(), scope, limit, self.ann_threshold)
-        last = self._vector_memo
-        if last is not None and last[0] == key and last[1] is index:
-            return VectorHits(last[2], last[2].engine)
-        hits = self._vector_search(view, index, chunks, vector, scope, limit)
-        self._vector_memo = (key, index, hits)
-        return VectorHits(hits, hits.engine)
-
-    def _vector_search(
-        self,
-        view: str | None,
-        index: VectorIndex,
-        chunks: VectorIndex | None,
-        vector: np.ndarray,
-        scope: Scope,
-        limit: int | None,
-    ) -> VectorHits:
-        import numpy as np
-
-        mask = self._scope_mask(index, scope)
-        if limit is not None:
-            admitted = index.ids.size if mask is None else int(np.count_nonzero(mask))
-            approximate = self._approximate(view, index, admitted)
-            if approximate is not None:
-                hits = approximate_top(index, approximate, vector, limit, mask, chunks)
-                if hits is not None:
-                    return VectorHits(hits, engine="index")
-        pool = index.ids.size if limit is None else limit
-        return VectorHits(vector_top(index, vector, pool, mask, chunks), engine="exact")
-
-    def cosines(self, vector: np.ndarray, ids: Sequence[int]) -> dict[int, float]:
-        """Each memory's cosine as the vector leg scores it: a long note's is its best chunk's."""
-        import numpy as np
-
-        index = self.vector_index()
-        found, rows = index.rows_of(ids)
-        if found.size == 0:  # also a store with no vectors yet, whose matrix has no columns
-            return {}
-        scores = index.matrix[rows] @ vector
-        best = {int(i): float(s) for i, s in zip(found, scores, strict=True)}
-        chunks = self.vector_index(_CHUNKS)
-        if chunks.ids.size:
-            wanted = np.isin(chunks.ids, found)
-            for memory_id, score in zip(chunks.ids[wanted], chunks.matrix[wanted] @ vector, strict=True):
-                best[int(memory_id)] = max(best[int(memory_id)], float(score))
-        return best
-
-    def vectors(self, ids: Sequence[int]) -> dict[int, np.ndarray]:
-        index = self.vector_index()
-        found, rows = index.rows_of(ids)
-        return {int(i): index.matrix[row] for i, row in zip(found, rows, strict=True)}
-
-    def all_vectors(self) -> tuple[np.ndarray, np.ndarray]:
-        index = self.vector_index()
-        return index.ids, index.matrix
-
-    def nearest(self, vectors: np.ndarray, exclude: Collection[int] = ()) -> builtins.list[tuple[int, float] | None]:
-        import numpy as np
-
-        index = self.vector_index()
-        if index.ids.size == 0:
-            return [None] * len(vectors)
-        excluded = np.isin(index.ids, np.asarray(sorted(exclude), np.int64)) if exclude else None
-        found: builtins.list[tuple[int, float] | None] = []
-        for start in range(0, len(vectors), 256):
-            scores = vectors[start : start + 256] @ index.matrix.T
-            if excluded is not None:
-                scores[:, excluded] = -np.inf
-            for row in scores:
-                column = int(np.argmax(row))
-                found.append(None if row[column] == -np.inf else (int(index.ids[column]), float(row[column])))
-        return found
+        return str(store_id)
 
     def _engine_health(self) -> dict[str, Any]:
         wal = Path(f"{self.path}-wal")
@@ -962,7 +583,7 @@ class _Transaction:
                 self._db.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms}")
             self._db.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as error:
-            if short and _is_busy(error):
+            if short and is_busy(error):
                 raise StoreUnavailableError(f"{self._path} is busy: another process is writing to it") from None
             raise environment_error(self._path, error) or error from None
         finally:

@@ -43,15 +43,14 @@ class PgVectorSearch:
 
     _local: threading.local
 
-    @property
-    def _db(self) -> Connection[Any]:
-        raise NotImplementedError
+    if TYPE_CHECKING:  # what the store provides
 
-    def _search_model(self) -> EmbeddingModelInfo | None:
-        raise NotImplementedError
+        @property
+        def _db(self) -> Connection[Any]: ...
 
-    def embedding_model(self) -> EmbeddingModelInfo | None:
-        raise NotImplementedError
+        def _search_model(self) -> EmbeddingModelInfo | None: ...
+
+        def embedding_model(self) -> EmbeddingModelInfo | None: ...
 
     def vector_search(self, vector: np.ndarray, scope: Scope, limit: int | None, view: str | None = None) -> VectorHits:
         """The memories in scope nearest to `vector` by cosine, in SQL: exact below
