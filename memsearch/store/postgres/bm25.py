@@ -47,6 +47,13 @@ def _int_array(values: np.ndarray) -> str:
     return "{" + ",".join(map(str, values.tolist())) + "}"
 
 
+# The postings of some memories in one list (an index scan over the ids, one descent each, costs a
+# third of a lateral probe per id).
+_MISSING_SQL = """
+    SELECT coalesce(array_agg(memory_id), '{}'), coalesce(array_agg(tf), '{}') FROM postings
+    WHERE term = %s AND col = %s AND memory_id = ANY(%s::bigint[])
+"""
+
 # The element types a _NumpyArrayLoader reads (by the element's OID), and their arrays' OIDs.
 _NUMPY_ELEMENTS: dict[int, np.dtype[Any]] = {
     21: np.dtype(">i2"), 23: np.dtype(">i4"), 20: np.dtype(">i8"), 701: np.dtype(">f8")
@@ -248,164 +255,7 @@ class Bm25:
         the SQL of the exact route computes them (the same float operations, phrases summed in
         query order), so ties stay ties.
         """
-        ordinals = sorted({o for _, o, _ in lists} | {int(o) for o in extra[1]})
-        column_of = {o: at for at, o in enumerate(ordinals)}
-        weights = np.array([idfs[o] for o in ordinals])
-        list_column = np.array([column_of[o] for _, o, _ in lists], dtype=np.int64)
-
-        def scores(frequencies: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-            """BM25 of memories (rows) from their f per phrase (columns) and D, as _inputs' SQL."""
-            total = np.zeros(len(lengths))
-            norm = K1 * ((1 - B) + B * lengths / average)
-            for at in range(len(ordinals)):
-                f = frequencies[:, at]
-                total = total + weights[at] * ((f * (K1 + 1.0)) / (f + norm))
-            return total
-
-        def contending(chosen: np.ndarray, known: np.ndarray, unread: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-            """Those of `chosen` whose upper bound (their known f per phrase, plus what their lists'
-            unread parts may add) reaches the k-th best lower bound (the known f alone) among them."""
-            if len(chosen) < limit:
-                return chosen
-            more = np.zeros((len(chosen), len(ordinals)))
-            for i, column in enumerate(list_column):
-                more[:, column] += unread[chosen, i]
-            lower = scores(known[chosen], lengths[chosen])
-            upper = scores(known[chosen] + more, lengths[chosen])
-            floor = float(np.partition(lower, len(lower) - limit)[len(lower) - limit])
-            return chosen[upper >= floor * (1 - 1e-9) - 1e-12]
-
-        def term(f: float, length: float) -> float:  # one phrase's BM25 term without its idf
-            return f * (K1 + 1.0) / (f + K1 * ((1 - B) + B * length / average)) if f > 0 else 0.0
-
-        (shortest,) = self.db.execute("SELECT min(fts_length) FROM memories WHERE fts_length > 0").fetchone()  # type: ignore[misc]
-        shortest = int(shortest or 1)
-        scoped = "" if where == "true" else f"JOIN memories m ON m.id = p.memory_id AND {where}"
-        # Each round reads only the next part of each open list (OFFSET: the snapshot is fixed).
-        heads_sql = f"""
-            SELECT coalesce(array_agg(h.i), '{{}}'), coalesce(array_agg(h.memory_id), '{{}}'),
-                coalesce(array_agg(h.tf), '{{}}'), coalesce(array_agg(h.doc_length), '{{}}')
-            FROM (SELECT q.list, p.memory_id, p.tf, p.doc_length
-                FROM unnest(%s::int[], %s::text[], %s::int[], %s::int[], %s::int[]) AS q(list, term, col, read, depth)
-                CROSS JOIN LATERAL (SELECT p.memory_id, p.tf, p.doc_length FROM postings p {scoped}
-                    WHERE p.term = q.term AND p.col = q.col ORDER BY p.tf DESC, p.doc_length, p.memory_id
-                    OFFSET q.read LIMIT q.depth - q.read) p) h(i, memory_id, tf, doc_length)
-        """
-        # An index scan over the ids (one descent each) costs a third of a lateral probe per id.
-        missing_sql = """
-            SELECT coalesce(array_agg(memory_id), '{}'), coalesce(array_agg(tf), '{}') FROM postings
-            WHERE term = %s AND col = %s AND memory_id = ANY(%s::bigint[])
-        """
-        # The phrases of several tokens: every memory holding one is known already, with f and D.
-        extra_ids = np.asarray(extra[0], dtype=np.int64)
-        extra_keep = np.ones(len(extra_ids), dtype=bool)
-        if len(extra_ids) and where != "true":
-            sql = f"SELECT coalesce(array_agg(m.id), '{{}}') FROM memories m WHERE m.id = ANY(%s) AND {where}"
-            (kept,) = self.db.execute(sql, [sorted(set(extra_ids.tolist())), *scope_params]).fetchone()  # type: ignore[misc]
-            extra_keep = np.isin(extra_ids, np.asarray(kept, dtype=np.int64))
-        extra_ids = extra_ids[extra_keep]
-        extra_columns = np.array([column_of[int(o)] for o in extra[1]], dtype=np.int64)[extra_keep]
-        extra_f = np.asarray(extra[2], dtype=np.float64)[extra_keep]
-        extra_lengths = np.asarray(extra[3], dtype=np.int64)[extra_keep]
-        terms, columns = [t for t, _, _ in lists], [c for _, _, c in lists]
-        depth = [min(POSTING_BUDGET // max(1, len(lists)), max(IMPACT_FIRST_HEAD, 4 * limit))] * len(lists)
-        read = [0] * len(lists)  # how far each list has been read (only open lists grow)
-        end_tf: dict[int, int] = {}
-        end_length: dict[int, int] = {}
-        end_id: dict[int, int] = {}
-        at_list, ids, tfs, lengths = (np.zeros(0, dtype=np.int64) for _ in range(4))
-        while True:
-            wanted = [i for i in range(len(lists)) if depth[i] > read[i]]
-            reading = [wanted, *([values[i] for i in wanted] for values in (terms, columns, read, depth))]
-            batch = self.arrays(heads_sql, [*reading, *scope_params])
-            at_list, ids, tfs, lengths = (
-                np.concatenate(pair) for pair in zip((at_list, ids, tfs, lengths), batch, strict=True)
-            )
-            counts = np.bincount(at_list, minlength=len(lists))
-            read = list(depth)
-            open_lists = [i for i in range(len(lists)) if counts[i] >= depth[i]]  # the others were read to their end
-            for i in open_lists:
-                if i in wanted:  # its head's end, last in index order: least tf, then longest, then largest id
-                    part = np.flatnonzero(batch[0] == i)
-                    part = part[batch[2][part] == batch[2][part].min()]
-                    part = part[batch[3][part] == batch[3][part].max()]
-                    end_tf[i], end_length[i], end_id[i] = (int(batch[n][part].max()) for n in (2, 3, 1))
-            # What a memory seen in no head can score, phrase by phrase.
-            rest: dict[int, float] = {}
-            tight: dict[int, int] = {}  # phrase → the id an unseen memory scoring its bound exceeds
-            for ordinal in ordinals:
-                heads = [i for i in open_lists if lists[i][1] == ordinal]
-                if len(heads) == 1:
-                    (i,) = heads
-                    at_end, below = term(end_tf[i], end_length[i]), term(end_tf[i] - 1, shortest)
-                    rest[ordinal] = idfs[ordinal] * max(at_end, below)
-                    if below < at_end * (1 - 1e-9):
-                        tight[ordinal] = end_id[i]
-                elif heads:
-                    rest[ordinal] = idfs[ordinal] * term(sum(end_tf[i] for i in heads), shortest)
-            unseen_bound = sum(rest.values())
-            # Candidates with what they hold seen, and the most their open lists' unread parts add.
-            candidates, where_row = np.unique(np.concatenate([ids, extra_ids]), return_inverse=True)
-            seen_rows, extra_rows = where_row[: len(ids)], where_row[len(ids) :]
-            cells = seen_rows * len(ordinals) + list_column[at_list]  # (candidate, phrase), flattened
-            known = np.bincount(cells, weights=tfs, minlength=len(candidates) * len(ordinals))
-            known = known.reshape(len(candidates), len(ordinals))
-            known[extra_rows, extra_columns] = extra_f
-            memory_lengths = np.zeros(len(candidates), dtype=np.int64)
-            memory_lengths[seen_rows] = lengths
-            memory_lengths[extra_rows] = extra_lengths
-            seen = np.zeros((len(candidates), len(lists)), dtype=bool)
-            seen[seen_rows, at_list] = True
-            # What each candidate's unread part of an open list may add (none once looked up).
-            unread = np.zeros((len(candidates), len(lists)), dtype=np.int64)
-            for i in open_lists:
-                after_end = (memory_lengths > end_length[i]) | (
-                    (memory_lengths == end_length[i]) & (candidates > end_id[i])
-                )
-                unread[:, i] = np.where(seen[:, i], 0, np.where(after_end, end_tf[i], end_tf[i] - 1))
-            significant = [i for i in open_lists if rest.get(lists[i][1], 0.0) >= 1e-3 * unseen_bound] or open_lists
-            grown = [4 * depth[i] if i in significant else depth[i] for i in range(len(lists))]
-            can_grow = sum(grown[i] if i in open_lists else int(counts[i]) for i in range(len(lists))) <= POSTING_BUDGET
-
-            chosen = contending(np.arange(len(candidates)), known, unread, memory_lengths)
-            lookups = int(np.count_nonzero(unread[chosen]))
-            if can_grow and LOOKUP_COST * lookups > sum(grown[i] for i in open_lists):
-                depth = grown  # reading further costs less than looking the candidates up
-                continue
-            unproven = not can_grow and LOOKUP_COST * lookups > POSTING_BUDGET - int(counts.sum())
-            if unproven:  # proving the top k would overrun the budget: the best seen, scored exactly
-                seen_score = scores(known[chosen], memory_lengths[chosen])
-                chosen = chosen[np.lexsort((candidates[chosen], -seen_score))[:limit]]
-            # Look up the chosen candidates' missing postings one open list at a time, the
-            # weightiest first, keeping only those whose upper bound still reaches the k-th lower.
-            for i in sorted(open_lists, key=lambda i: -rest.get(lists[i][1], 0.0)):
-                rows = chosen[unread[chosen, i] > 0]
-                if len(rows):
-                    lookup = [terms[i], columns[i], _int_array(candidates[rows])]
-                    found_ids, found_tf = self.arrays(missing_sql, lookup)
-                    known[np.searchsorted(candidates, found_ids), list_column[i]] += found_tf
-                    unread[rows, i] = 0
-                chosen = contending(chosen, known, unread, memory_lengths)
-            final = scores(known[chosen], memory_lengths[chosen])
-            ranked = np.lexsort((candidates[chosen], -final))[:limit]
-            top = [(int(candidates[chosen][r]), float(final[r])) for r in ranked]
-            if not open_lists:
-                return LexicalHits(top, "exact")
-            if unproven:
-                return LexicalHits(top, "bounded")
-            if len(top) == limit:
-                kth_id, kth_score = top[-1]
-                if kth_score > unseen_bound * (1 + 1e-9) + 1e-12:
-                    return LexicalHits(top, "exact")
-                if (
-                    abs(kth_score - unseen_bound) <= unseen_bound * 1e-9 + 1e-12
-                    and set(tight) == set(rest)
-                    and kth_id <= max(tight.values())
-                ):
-                    return LexicalHits(top, "exact")
-            if not can_grow:
-                return LexicalHits(top, "bounded")
-            depth = grown
+        return _ImpactRead(self, lists, extra, idfs, where, scope_params, limit, average).run()
 
     def arrays(self, sql: str, params: builtins.list[Any]) -> builtins.list[np.ndarray]:
         """The one row of a query of numeric arrays (see _NumpyArrayLoader), as numpy arrays."""
@@ -510,3 +360,218 @@ class Bm25:
         ids = list(self.phrase_hits(phrase, columns))
         sql = f"SELECT count(*) FROM (SELECT 1 FROM memories m WHERE m.id = ANY(%s) AND {where} LIMIT %s) s"
         return int(self.db.execute(sql, [ids, *params, at_most]).fetchone()[0])  # type: ignore[index]
+
+
+class _ImpactRead:
+    """One impact-ordered reading of a query's posting lists (see Bm25._impact): how far each list
+    is read, what each candidate is known to hold, and the bounds that prove the top k."""
+
+    def __init__(
+        self,
+        bm25: Bm25,
+        lists: builtins.list[tuple[str, int, int]],
+        extra: builtins.list[builtins.list[Any]],
+        idfs: builtins.list[float],
+        where: str,
+        scope_params: builtins.list[Any],
+        limit: int,
+        average: float,
+    ) -> None:
+        self.bm25, self.lists, self.idfs, self.limit, self.average = bm25, lists, idfs, limit, average
+        self.scope_params = scope_params
+        self.ordinals = sorted({o for _, o, _ in lists} | {int(o) for o in extra[1]})
+        column_of = {o: at for at, o in enumerate(self.ordinals)}
+        self.weights = np.array([idfs[o] for o in self.ordinals])
+        self.list_column = np.array([column_of[o] for _, o, _ in lists], dtype=np.int64)
+        self.terms, self.columns = [t for t, _, _ in lists], [c for _, _, c in lists]
+        (shortest,) = bm25.db.execute("SELECT min(fts_length) FROM memories WHERE fts_length > 0").fetchone()  # type: ignore[misc]
+        self.shortest = int(shortest or 1)
+        scoped = "" if where == "true" else f"JOIN memories m ON m.id = p.memory_id AND {where}"
+        # Each round reads only the next part of each open list (OFFSET: the snapshot is fixed).
+        self.heads_sql = f"""
+            SELECT coalesce(array_agg(h.i), '{{}}'), coalesce(array_agg(h.memory_id), '{{}}'),
+                coalesce(array_agg(h.tf), '{{}}'), coalesce(array_agg(h.doc_length), '{{}}')
+            FROM (SELECT q.list, p.memory_id, p.tf, p.doc_length
+                FROM unnest(%s::int[], %s::text[], %s::int[], %s::int[], %s::int[]) AS q(list, term, col, read, depth)
+                CROSS JOIN LATERAL (SELECT p.memory_id, p.tf, p.doc_length FROM postings p {scoped}
+                    WHERE p.term = q.term AND p.col = q.col ORDER BY p.tf DESC, p.doc_length, p.memory_id
+                    OFFSET q.read LIMIT q.depth - q.read) p) h(i, memory_id, tf, doc_length)
+        """
+        # The phrases of several tokens: every memory holding one is known already, with f and D.
+        extra_ids = np.asarray(extra[0], dtype=np.int64)
+        extra_keep = np.ones(len(extra_ids), dtype=bool)
+        if len(extra_ids) and where != "true":
+            sql = f"SELECT coalesce(array_agg(m.id), '{{}}') FROM memories m WHERE m.id = ANY(%s) AND {where}"
+            (kept,) = bm25.db.execute(sql, [sorted(set(extra_ids.tolist())), *scope_params]).fetchone()  # type: ignore[misc]
+            extra_keep = np.isin(extra_ids, np.asarray(kept, dtype=np.int64))
+        self.extra_ids = extra_ids[extra_keep]
+        self.extra_columns = np.array([column_of[int(o)] for o in extra[1]], dtype=np.int64)[extra_keep]
+        self.extra_f = np.asarray(extra[2], dtype=np.float64)[extra_keep]
+        self.extra_lengths = np.asarray(extra[3], dtype=np.int64)[extra_keep]
+        self.depth = [min(POSTING_BUDGET // max(1, len(lists)), max(IMPACT_FIRST_HEAD, 4 * limit))] * len(lists)
+        self.read = [0] * len(lists)  # how far each list has been read (only open lists grow)
+        self.end_tf: dict[int, int] = {}
+        self.end_length: dict[int, int] = {}
+        self.end_id: dict[int, int] = {}
+        self.at_list, self.ids, self.tfs, self.lengths = (np.zeros(0, dtype=np.int64) for _ in range(4))
+
+    def scores(self, frequencies: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+        """BM25 of memories (rows) from their f per phrase (columns) and D, as Bm25._inputs' SQL."""
+        total = np.zeros(len(lengths))
+        norm = K1 * ((1 - B) + B * lengths / self.average)
+        for at in range(len(self.ordinals)):
+            f = frequencies[:, at]
+            total = total + self.weights[at] * ((f * (K1 + 1.0)) / (f + norm))
+        return total
+
+    def contending(self, chosen: np.ndarray, known: np.ndarray, unread: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+        """Those of `chosen` whose upper bound (their known f per phrase, plus what their lists'
+        unread parts may add) reaches the k-th best lower bound (the known f alone) among them."""
+        if len(chosen) < self.limit:
+            return chosen
+        more = np.zeros((len(chosen), len(self.ordinals)))
+        for i, column in enumerate(self.list_column):
+            more[:, column] += unread[chosen, i]
+        lower = self.scores(known[chosen], lengths[chosen])
+        upper = self.scores(known[chosen] + more, lengths[chosen])
+        floor = float(np.partition(lower, len(lower) - self.limit)[len(lower) - self.limit])
+        return chosen[upper >= floor * (1 - 1e-9) - 1e-12]
+
+    def term(self, f: float, length: float) -> float:
+        """One phrase's BM25 term without its idf."""
+        return f * (K1 + 1.0) / (f + K1 * ((1 - B) + B * length / self.average)) if f > 0 else 0.0
+
+    def read_heads(self) -> tuple[builtins.list[int], np.ndarray]:
+        """Read the next part of each list that is to grow; the lists still open (not read to their
+        end) and how many postings of each are read."""
+        lists = range(len(self.lists))
+        wanted = [i for i in lists if self.depth[i] > self.read[i]]
+        reading = [
+            wanted,
+            *([values[i] for i in wanted] for values in (self.terms, self.columns, self.read, self.depth)),
+        ]
+        batch = self.bm25.arrays(self.heads_sql, [*reading, *self.scope_params])
+        self.at_list, self.ids, self.tfs, self.lengths = (
+            np.concatenate(pair) for pair in zip((self.at_list, self.ids, self.tfs, self.lengths), batch, strict=True)
+        )
+        counts = np.bincount(self.at_list, minlength=len(self.lists))
+        self.read = list(self.depth)
+        open_lists = [i for i in lists if counts[i] >= self.depth[i]]  # the others were read to their end
+        for i in open_lists:
+            if i in wanted:  # its head's end, last in index order: least tf, then longest, then largest id
+                part = np.flatnonzero(batch[0] == i)
+                part = part[batch[2][part] == batch[2][part].min()]
+                part = part[batch[3][part] == batch[3][part].max()]
+                self.end_tf[i], self.end_length[i], self.end_id[i] = (int(batch[n][part].max()) for n in (2, 3, 1))
+        return open_lists, counts
+
+    def unseen_bounds(self, open_lists: builtins.list[int]) -> tuple[dict[int, float], dict[int, int]]:
+        """What a memory seen in no head can score, phrase by phrase; and, per phrase whose bound is
+        tight, the id an unseen memory scoring that bound exceeds."""
+        rest: dict[int, float] = {}
+        tight: dict[int, int] = {}
+        for ordinal in self.ordinals:
+            heads = [i for i in open_lists if self.lists[i][1] == ordinal]
+            if len(heads) == 1:
+                (i,) = heads
+                at_end, below = (
+                    self.term(self.end_tf[i], self.end_length[i]),
+                    self.term(self.end_tf[i] - 1, self.shortest),
+                )
+                rest[ordinal] = self.idfs[ordinal] * max(at_end, below)
+                if below < at_end * (1 - 1e-9):
+                    tight[ordinal] = self.end_id[i]
+            elif heads:
+                rest[ordinal] = self.idfs[ordinal] * self.term(sum(self.end_tf[i] for i in heads), self.shortest)
+        return rest, tight
+
+    def candidates(self, open_lists: builtins.list[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The memories seen so far (ids), the f each is known to hold per phrase, its D, and what
+        the unread part of each open list may add to it."""
+        ids, at_list = self.ids, self.at_list
+        candidates, where_row = np.unique(np.concatenate([ids, self.extra_ids]), return_inverse=True)
+        seen_rows, extra_rows = where_row[: len(ids)], where_row[len(ids) :]
+        width = len(self.ordinals)
+        cells = seen_rows * width + self.list_column[at_list]  # (candidate, phrase), flattened
+        known = np.bincount(cells, weights=self.tfs, minlength=len(candidates) * width)
+        known = known.reshape(len(candidates), width)
+        known[extra_rows, self.extra_columns] = self.extra_f
+        memory_lengths = np.zeros(len(candidates), dtype=np.int64)
+        memory_lengths[seen_rows] = self.lengths
+        memory_lengths[extra_rows] = self.extra_lengths
+        seen = np.zeros((len(candidates), len(self.lists)), dtype=bool)
+        seen[seen_rows, at_list] = True
+        # What each candidate's unread part of an open list may add (none once looked up).
+        unread = np.zeros((len(candidates), len(self.lists)), dtype=np.int64)
+        for i in open_lists:
+            end_tf, end_length = self.end_tf[i], self.end_length[i]
+            after_end = (memory_lengths > end_length) | ((memory_lengths == end_length) & (candidates > self.end_id[i]))
+            unread[:, i] = np.where(seen[:, i], 0, np.where(after_end, end_tf, end_tf - 1))
+        return candidates, known, memory_lengths, unread
+
+    def look_up(
+        self,
+        chosen: np.ndarray,
+        order: builtins.list[int],
+        candidates: np.ndarray,
+        known: np.ndarray,
+        unread: np.ndarray,
+        lengths: np.ndarray,
+    ) -> np.ndarray:
+        """Look up the chosen candidates' missing postings one open list at a time (in `order`),
+        keeping only those whose upper bound still reaches the k-th lower."""
+        for i in order:
+            rows = chosen[unread[chosen, i] > 0]
+            if len(rows):
+                lookup = [self.terms[i], self.columns[i], _int_array(candidates[rows])]
+                found_ids, found_tf = self.bm25.arrays(_MISSING_SQL, lookup)
+                known[np.searchsorted(candidates, found_ids), self.list_column[i]] += found_tf
+                unread[rows, i] = 0
+            chosen = self.contending(chosen, known, unread, lengths)
+        return chosen
+
+    def proven(self, top: builtins.list[tuple[int, float]], rest: dict[int, float], tight: dict[int, int]) -> bool:
+        """Whether no memory seen in no head can enter the top k: the k-th score beats what such a
+        memory can score, or ties it with an id no larger than such a memory must have."""
+        if len(top) < self.limit:
+            return False
+        unseen_bound = sum(rest.values())
+        kth_id, kth_score = top[-1]
+        if kth_score > unseen_bound * (1 + 1e-9) + 1e-12:
+            return True
+        return (
+            abs(kth_score - unseen_bound) <= unseen_bound * 1e-9 + 1e-12
+            and set(tight) == set(rest)
+            and kth_id <= max(tight.values())
+        )
+
+    def run(self) -> LexicalHits:
+        while True:
+            open_lists, counts = self.read_heads()
+            rest, tight = self.unseen_bounds(open_lists)
+            unseen_bound = sum(rest.values())
+            candidates, known, memory_lengths, unread = self.candidates(open_lists)
+            weight = {i: rest.get(self.lists[i][1], 0.0) for i in open_lists}
+            significant = [i for i in open_lists if weight[i] >= 1e-3 * unseen_bound] or open_lists
+            grown = [4 * depth if i in significant else depth for i, depth in enumerate(self.depth)]
+            read = sum(grown[i] if i in open_lists else int(counts[i]) for i in range(len(self.lists)))
+            can_grow = read <= POSTING_BUDGET
+            chosen = self.contending(np.arange(len(candidates)), known, unread, memory_lengths)
+            lookups = int(np.count_nonzero(unread[chosen]))
+            if can_grow and LOOKUP_COST * lookups > sum(grown[i] for i in open_lists):
+                self.depth = grown  # reading further costs less than looking the candidates up
+                continue
+            unproven = not can_grow and LOOKUP_COST * lookups > POSTING_BUDGET - int(counts.sum())
+            if unproven:  # proving the top k would overrun the budget: the best seen, scored exactly
+                seen_score = self.scores(known[chosen], memory_lengths[chosen])
+                chosen = chosen[np.lexsort((candidates[chosen], -seen_score))[: self.limit]]
+            weightiest = sorted(open_lists, key=lambda i: -weight[i])
+            chosen = self.look_up(chosen, weightiest, candidates, known, unread, memory_lengths)
+            final = self.scores(known[chosen], memory_lengths[chosen])
+            ranked = np.lexsort((candidates[chosen], -final))[: self.limit]
+            top = [(int(candidates[chosen][r]), float(final[r])) for r in ranked]
+            if not open_lists or (not unproven and self.proven(top, rest, tight)):
+                return LexicalHits(top, "exact")
+            if unproven or not can_grow:
+                return LexicalHits(top, "bounded")
+            self.depth = grown
