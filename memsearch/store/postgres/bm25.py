@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 Phrases = builtins.list[tuple[tuple[str, ...], builtins.list[int]]]  # each phrase's tokens and its columns
 
 # Above this many postings in a query's lists (the sum of its phrases' document counts), the
-# lexical leg reads the lists in impact order, heads first (see Bm25._impact); below, it is
+# lexical leg reads the lists in impact order, heads first (see _ImpactRead); below, it is
 # FTS5's BM25 of every memory that can matter. The first head is this long per list.
 IMPACT_ABOVE = 50_000
 IMPACT_FIRST_HEAD = 2048
@@ -198,7 +198,7 @@ class Bm25:
         where, scope_params = POSTGRES.where(scope)
         average = tokens / rows
         if sum(documents) > IMPACT_ABOVE:
-            return self._impact(term_cols, extra, idfs, where, scope_params, limit, average)
+            return _ImpactRead(self, term_cols, extra, idfs, where, scope_params, limit, average).run()
         bounds = [value * (K1 + 1.0) for value in idfs]
         by_bound = sorted(range(len(phrases)), key=lambda o: (-bounds[o], documents[o], o))
         essential = next(
@@ -227,35 +227,6 @@ class Bm25:
             if len(top) == limit and top[-1][1] > rest:
                 return top
         raise AssertionError("unreachable")
-
-    def _impact(
-        self,
-        lists: builtins.list[tuple[str, int, int]],
-        extra: builtins.list[builtins.list[Any]],
-        idfs: builtins.list[float],
-        where: str,
-        scope_params: builtins.list[Any],
-        limit: int,
-        average: float,
-    ) -> LexicalHits:
-        """The top k by BM25 from the heads of the posting lists (`lists`: term, phrase ordinal,
-        column) read in impact order, for queries whose lists are long.
-
-        Along a list in the postings_impact index (tf descending, then the memory's length D, then
-        its id) a posting's BM25 term only falls. Every memory seen in a head is a candidate; its
-        score lies between what its seen postings give (lower) and that plus the most the unread
-        parts of its other lists can add (upper, knowing its D and id). Candidates whose upper
-        bound reaches the k-th lower bound are scored exactly (their missing postings looked up).
-        A memory seen in no head scores at most the sum of the lists' bounds past their heads:
-        when the k-th exact score beats that sum, or ties it with an id no larger than an unseen
-        memory of that score must have (within one tf and D a list runs by id), the top k is
-        FTS5's, exact. Otherwise the open heads grow fourfold (at once, when that costs less than
-        the look-ups: LOOKUP_COST), until POSTING_BUDGET postings are read: then the best memories
-        found are returned scored exactly (`bounded`: the top k not proven). Scores are computed as
-        the SQL of the exact route computes them (the same float operations, phrases summed in
-        query order), so ties stay ties.
-        """
-        return _ImpactRead(self, lists, extra, idfs, where, scope_params, limit, average).run()
 
     def arrays(self, sql: str, params: builtins.list[Any]) -> builtins.list[np.ndarray]:
         """The one row of a query of numeric arrays (see _NumpyArrayLoader), as numpy arrays."""
@@ -363,8 +334,24 @@ class Bm25:
 
 
 class _ImpactRead:
-    """One impact-ordered reading of a query's posting lists (see Bm25._impact): how far each list
-    is read, what each candidate is known to hold, and the bounds that prove the top k."""
+    """The top k by BM25 from the heads of the posting lists (`lists`: term, phrase ordinal,
+    column) read in impact order, for queries whose lists are long.
+
+    Along a list in the postings_impact index (tf descending, then the memory's length D, then
+    its id) a posting's BM25 term only falls. Every memory seen in a head is a candidate; its
+    score lies between what its seen postings give (lower) and that plus the most the unread
+    parts of its other lists can add (upper, knowing its D and id). Candidates whose upper
+    bound reaches the k-th lower bound are scored exactly (their missing postings looked up).
+    A memory seen in no head scores at most the sum of the lists' bounds past their heads:
+    when the k-th exact score beats that sum, or ties it with an id no larger than an unseen
+    memory of that score must have (within one tf and D a list runs by id), the top k is
+    FTS5's, exact. Otherwise the open heads grow fourfold (at once, when that costs less than
+    the look-ups: LOOKUP_COST), until POSTING_BUDGET postings are read: then the best memories
+    found are returned scored exactly (`bounded`: the top k not proven). Scores are computed as
+    the SQL of the exact route computes them (the same float operations, phrases summed in
+    query order), so ties stay ties. One reading keeps how far each list is read, what each
+    candidate is known to hold, and the bounds that prove the top k.
+    """
 
     def __init__(
         self,
