@@ -34,15 +34,15 @@ if TYPE_CHECKING:
 # Every column of a memory, in the order of the Memory dataclass (a row of them is one Memory).
 MEMORY_COLUMNS = ", ".join(f.name for f in MEMORY_FIELDS)
 # A new memory's columns: those it gives (NewMemory's fields of the same name), its text's hash
-# and its session chunk's id. An engine may add columns of its own (Dialect.insert_columns).
+# and its session chunk's id. An engine may add columns of its own (SQLStore.insert_columns).
 NEW_COLUMNS = (*(f.name for f in GIVEN_FIELDS), "content_hash", "parent_id")
 # Columns that name another memory: a restore sets them once every memory is there.
 REFERS = tuple(f.name for f in MEMORY_FIELDS if f.spec.refers)
-RESTORED = tuple(f for f in MEMORY_FIELDS if not f.spec.refers)
+RESTORED = tuple(f for f in MEMORY_FIELDS if not f.spec.refers)  # the fields a restore writes first
 _CREATED_AT = FIELDS_BY_NAME["created_at"]
 T = TypeVar("T")
 log = logging.getLogger(__name__)
-_SQLITE_INT_MAX = 2**63 - 1
+SQLITE_INT_MAX = 2**63 - 1  # the largest integer SQLite holds
 Codecs = Mapping[str, Callable[[Any], Any]]
 
 
@@ -150,7 +150,7 @@ class SQLiteDialect(Dialect):
         return vector.astype("<f4").tobytes()
 
     def page(self, limit: int | None, offset: int) -> tuple[Any, Any]:
-        return -1 if limit is None else min(limit, _SQLITE_INT_MAX), min(offset, _SQLITE_INT_MAX)
+        return -1 if limit is None else min(limit, SQLITE_INT_MAX), min(offset, SQLITE_INT_MAX)
 
     def _has_tags(self, column: str, tags: Sequence[str], clauses: list[str], params: list[Any]) -> None:
         for tag in tags:

@@ -40,7 +40,7 @@ from memsearch.store.base import (
 )
 from memsearch.store.fts import fts_row, gram_text
 from memsearch.store.migrations import MIGRATIONS, SCHEMA_VERSION
-from memsearch.store.sql import MEMORY_COLUMNS, REFERS, SQLITE, NewBatch, SQLStore
+from memsearch.store.sql import MEMORY_COLUMNS, REFERS, SQLITE, SQLITE_INT_MAX, NewBatch, SQLStore
 from memsearch.store.sqlite_errors import (
     ACCESS_TIMEOUT_MS,
     BUSY_TIMEOUT_MS,
@@ -70,12 +70,10 @@ _row_to_memory = SQLITE.row_to_memory
 
 log = logging.getLogger(__name__)
 
-_SQLITE_INT_MAX = 2**63 - 1
-
 
 def _fits(number: int) -> bool:
     """Whether SQLite can hold `number` (a larger one would raise OverflowError when bound)."""
-    return -_SQLITE_INT_MAX - 1 <= number <= _SQLITE_INT_MAX
+    return -SQLITE_INT_MAX - 1 <= number <= SQLITE_INT_MAX
 
 
 def _create_private_file(path: Path) -> bool:
