@@ -28,7 +28,7 @@ from memsearch.choices import IMPORT_FORMATS
 from memsearch.embedding import Encoder, Progress, load_encoder, resolve_model
 from memsearch.errors import DuplicateKeyError, ImportLineError, InvalidInputError, MemsearchError, StoreNotFoundError
 from memsearch.ingest.embed import embed_memories, near_duplicates, with_chunks
-from memsearch.models import Memory, NewMemory, check_range, check_text, normalise_tags, shown
+from memsearch.models import Memory, NewMemory, check_changes, check_text, shown
 from memsearch.paths import resolve_db_path, shown_location
 from memsearch.store import EVERYTHING, Scope, Store, open_store
 from memsearch.store.base import Rewrite
@@ -703,7 +703,7 @@ class Memsearch:
 
     def update(self, ref: int | str, **changes: object) -> Memory:
         """Change importance, priority, pinned, project, namespace, memory_score or tags of a memory."""
-        checked = _checked_changes(changes)
+        checked = check_changes(changes)
         memory = self.get(ref)
         return self.store().update(memory.id, checked)
 
@@ -771,24 +771,3 @@ def _ingest_dedup(profile: Profile | str | None) -> float | None:
     if threshold is not None:
         check_threshold("dedup", threshold)
     return threshold
-
-
-def _checked_changes(changes: dict[str, object]) -> dict[str, object]:
-    checked: dict[str, object] = {}
-    for name, value in changes.items():
-        match name:
-            case "importance":
-                checked[name] = check_range(name, value, 0, 1)  # type: ignore[arg-type]
-            case "memory_score":  # None goes back to the score derived from importance and use
-                checked[name] = None if value is None else check_range(name, value, 0, 1)  # type: ignore[arg-type]
-            case "priority":
-                checked[name] = check_range(name, value, 1, 2)  # type: ignore[arg-type]
-            case "pinned":
-                checked[name] = check_flag(name, value)
-            case "tags":
-                checked[name] = normalise_tags(value)  # type: ignore[arg-type]
-            case "project" | "namespace":
-                checked[name] = check_name(name, value)
-            case _:
-                raise InvalidInputError(f"cannot set {name!r}")
-    return checked
