@@ -24,7 +24,7 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from memsearch.embedding.base import Progress
 from memsearch.errors import InvalidInputError, MemsearchError, StoreNotFoundError
@@ -36,11 +36,19 @@ from memsearch.timeutil import utc_now
 if TYPE_CHECKING:
     import numpy as np
 
-    from memsearch.api import Memsearch
+    from memsearch.embedding.base import Encoder
     from memsearch.store.base import Store
 
 STATE_VERSION = 1
 BATCH_CHUNKS = 1_000  # chunks embedded and written per transaction; the state is saved after each batch
+
+
+class Library(Protocol):
+    """What indexing needs of `memsearch.api.Memsearch` (a protocol: ingest sits below the facade)."""
+
+    def store(self, *, create: bool = False) -> Store: ...
+
+    def encoder(self) -> Encoder: ...
 
 
 class NothingToIndexError(MemsearchError):
@@ -156,7 +164,7 @@ class IndexOutcome:
 
 
 def index_notes(
-    ms: Memsearch,
+    ms: Library,
     paths: Iterable[str | os.PathLike[str]] = (),
     *,
     include: Sequence[str] = (),
@@ -265,7 +273,7 @@ def _resolved_root(path: str | os.PathLike[str]) -> str:
         raise InvalidInputError(f"{given}: no such file or folder") from None
 
 
-def _existing_store(ms: Memsearch) -> Store | None:
+def _existing_store(ms: Library) -> Store | None:
     """The store if there is one yet: a dry run or a run that finds nothing must not create it."""
     try:
         return ms.store()
@@ -322,7 +330,7 @@ class _Apply:
 
     def __init__(
         self,
-        ms: Memsearch,
+        ms: Library,
         store: Store,
         the_plan: IndexPlan,
         roots: Mapping[str, Root],
