@@ -30,10 +30,10 @@ def test_the_derived_lists_are_memsearchs_own() -> None:
 
 
 def test_settable_fields_are_checked_by_their_own_rule() -> None:
-    assert check_changes({"importance": 1, "tags": [" a ", "a", "b"], "memory_score": None, "pinned": 1}) == {
+    assert check_changes({"importance": 1, "tags": [" a ", "a", "b"], "memory_score": None, "pinned": True}) == {
         "importance": 1.0, "tags": ("a", "b"), "memory_score": None, "pinned": True
     }  # fmt: skip
-    for bad in ({"importance": 2}, {"priority": 0.5}, {"project": " "}, {"text": "new"}, {"nothing": 1}):
+    for bad in ({"importance": 2}, {"priority": 0.5}, {"project": " "}, {"text": "new"}, {"nothing": 1}, {"pinned": 1}):
         with pytest.raises(InvalidInputError):
             check_changes(bad)
 
