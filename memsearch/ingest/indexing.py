@@ -36,7 +36,7 @@ from memsearch.timeutil import utc_now
 if TYPE_CHECKING:
     import numpy as np
 
-    from memsearch.api import Memsearch
+    from memsearch.ingest.importing import StoreWithEncoder
     from memsearch.store.base import Store
 
 STATE_VERSION = 1
@@ -156,7 +156,7 @@ class IndexOutcome:
 
 
 def index_notes(
-    ms: Memsearch,
+    ms: StoreWithEncoder,
     paths: Iterable[str | os.PathLike[str]] = (),
     *,
     include: Sequence[str] = (),
@@ -265,7 +265,7 @@ def _resolved_root(path: str | os.PathLike[str]) -> str:
         raise InvalidInputError(f"{given}: no such file or folder") from None
 
 
-def _existing_store(ms: Memsearch) -> Store | None:
+def _existing_store(ms: StoreWithEncoder) -> Store | None:
     """The store if there is one yet: a dry run or a run that finds nothing must not create it."""
     try:
         return ms.store()
@@ -322,7 +322,7 @@ class _Apply:
 
     def __init__(
         self,
-        ms: Memsearch,
+        ms: StoreWithEncoder,
         store: Store,
         the_plan: IndexPlan,
         roots: Mapping[str, Root],
