@@ -30,6 +30,7 @@ from memsearch.arguments import (
 from memsearch.choices import IMPORT_FORMATS
 from memsearch.curation import checked_changes
 from memsearch.embedding import Encoder, Progress, load_encoder, resolve_model
+from memsearch.embedding.loading import EncoderLoader
 from memsearch.errors import InvalidInputError
 from memsearch.ingest import importing
 from memsearch.ingest.embed import embed_memories, near_duplicates
@@ -40,8 +41,6 @@ from memsearch.store import EVERYTHING, Scope, Store, open_store
 
 if TYPE_CHECKING:  # imported by the use cases that need them: a search loads no reader or doctor, and
     # starts loading its encoder before it imports numpy, the pipeline and the profiles (see `search_many`)
-    from concurrent.futures import Future
-
     from memsearch.doctor import DoctorReport
     from memsearch.ingest.indexing import IndexOutcome
     from memsearch.llm import LLM
@@ -80,11 +79,9 @@ class Memsearch:
     ) -> None:
         self.path: Path | str = resolve_db_path(None if db is None else check_location("db", db))
         self._model = check_name("model", model)
-        self._encoder = encoder
-        self._encoder_factory = encoder_factory
+        self._encoder = EncoderLoader(encoder_factory or (lambda: load_encoder(resolve_model(self._model))), encoder)
         self._opened: Store | None = None
         self._llm = llm
-        self._loading: Future[Encoder] | None = None
 
     def llm(self) -> LLM | None:
         """The LLM the searches use, or None (no endpoint configured)."""
@@ -94,7 +91,7 @@ class Memsearch:
             self._llm = configured_llm()
         return self._llm
 
-    # -- plumbing (for tests and benchmarks; front ends use the use cases below) ---------------
+    # -- the store and the encoder (for tests and benchmarks; front ends use the use cases below) ---
 
     def store(self, *, create: bool = False) -> Store:
         if self._opened is None:
@@ -102,27 +99,7 @@ class Memsearch:
         return self._opened
 
     def encoder(self) -> Encoder:
-        if self._encoder is None:
-            loading, self._loading = self._loading, None  # a load that failed is tried afresh next time
-            self._encoder = loading.result() if loading else self._load_encoder()
-        return self._encoder
-
-    def _load_encoder(self) -> Encoder:
-        return self._encoder_factory() if self._encoder_factory else load_encoder(resolve_model(self._model))
-
-    def _load_encoder_meanwhile(self) -> None:
-        """Start loading the encoder in a thread, for a search that will embed: onnxruntime builds
-        its session (a fifth of a second) without holding the GIL, while this thread imports the
-        pipeline, opens the store and runs the lexical legs. `encoder()` waits for it, and raises
-        what the load raised."""
-        if self._encoder is None and self._loading is None:
-            from concurrent.futures import ThreadPoolExecutor
-
-            # Its thread is joined at exit: an interpreter that ends waits for the load rather than
-            # stop it inside onnxruntime.
-            loader = ThreadPoolExecutor(1, thread_name_prefix="memsearch-encoder-load")
-            self._loading = loader.submit(self._load_encoder)
-            loader.shutdown(wait=False)
+        return self._encoder.get()
 
     def close(self) -> None:
         if self._opened is not None:
@@ -306,7 +283,7 @@ class Memsearch:
         """
         requests = [check_request(request) for request in check_iterable("requests", requests)]
         if any(request.mode != "lexical" for request in requests):
-            self._load_encoder_meanwhile()
+            self._encoder.load_meanwhile()  # while the pipeline is imported and the lexical legs run
         from memsearch.retrieval.pipeline import run_searches
 
         return run_searches(self.store(), requests, self.encoder, self.llm)
