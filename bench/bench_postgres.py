@@ -192,7 +192,7 @@ def synthetic_memories(n: int, vectors: np.ndarray, now: datetime) -> Iterator[o
     """N synthetic memories as exported ones (ids 1..N), for the bulk path of `copy` (restore)."""
     from memsearch.models import Memory, content_hash
     from memsearch.store.base import ExportedMemory
-    from memsearch.store.postgres import lexical_views_of
+    from memsearch.store.postgres.store import lexical_views_of
 
     rng = np.random.default_rng(8)
     words = vocabulary()
@@ -217,7 +217,7 @@ def scale_load(server_url: str, n: int, database: str) -> None:
     from memsearch.embedding import load_encoder, resolve_model
     from memsearch.models import NewMemory
     from memsearch.store import open_store
-    from memsearch.store.postgres import hnsw_index_sql
+    from memsearch.store.postgres.schema import hnsw_index_sql
 
     tune_server(server_url)
     url = fresh_database(server_url, database)
@@ -256,19 +256,19 @@ def lexical_quality(ms: Any, texts: list[str], found: list[Any]) -> dict[str, ob
     of returned hits whose exact score reaches the exact 50th: a corpus of few words ties by the
     thousand, so another memory of the same score is as right), the exact route's latency, and
     the top 10 of hybrid searches against those with exact lexical legs."""
-    import memsearch.store.postgres as postgres_store
+    import memsearch.store.postgres.bm25 as postgres_bm25
     from memsearch.retrieval.pipeline import SearchRequest
     from memsearch.store import EVERYTHING
 
     store = ms.store()
     moment = _now()
-    bounded = postgres_store.IMPACT_ABOVE
+    bounded = postgres_bm25.IMPACT_ABOVE
 
     def hybrid_top(text: str) -> list[int]:
         return [c.id for c in ms.search(SearchRequest(text, k=10, mode="hybrid", as_of=moment)).results]
 
     approximate = [hybrid_top(text) for text in texts]
-    postgres_store.IMPACT_ABOVE = 2**62
+    postgres_bm25.IMPACT_ABOVE = 2**62
     try:
         exact_hybrid = [hybrid_top(text) for text in texts]
         exact, seconds = [], []
@@ -277,7 +277,7 @@ def lexical_quality(ms: Any, texts: list[str], found: list[Any]) -> dict[str, ob
             exact.append(store.lexical_search(text, EVERYTHING, 50))
             seconds.append(time.perf_counter() - tick)
     finally:
-        postgres_store.IMPACT_ABOVE = bounded
+        postgres_bm25.IMPACT_ABOVE = bounded
     id_recall, tie_recall = [], []
     for hits, truth in zip(found, exact, strict=True):
         if truth:

@@ -28,13 +28,12 @@ from memsearch.arguments import (
     check_whole,
 )
 from memsearch.choices import IMPORT_FORMATS
-from memsearch.curation import checked_changes
 from memsearch.embedding import Encoder, Progress, load_encoder, resolve_model
 from memsearch.embedding.loading import EncoderLoader
 from memsearch.errors import InvalidInputError
 from memsearch.ingest import importing
 from memsearch.ingest.embed import embed_memories, near_duplicates
-from memsearch.models import Memory, NewMemory, check_text, shown
+from memsearch.models import Memory, NewMemory, check_changes, check_text, shown
 from memsearch.outcomes import KIND_NAMES, AddOutcome, Consolidation, ImportOutcome, ProfileInfo, Timeline
 from memsearch.paths import resolve_db_path
 from memsearch.store import EVERYTHING, Scope, Store, open_store
@@ -224,8 +223,10 @@ class Memsearch:
 
     def list(self, scope: Scope = EVERYTHING, limit: int | None = None, offset: int = 0) -> builtins.list[Memory]:
         check_scope(scope)
-        limit = check_whole("limit", limit, 0, MAX_ROWS, optional=True)
-        offset = check_whole("offset", offset, 0, MAX_ROWS) or 0
+        # A limit or offset past any store's size means "all" or "none": clamped, not refused.
+        limit = check_whole("limit", limit, 0, None, optional=True)
+        offset = check_whole("offset", offset, 0, None) or 0
+        limit, offset = None if limit is not None and limit > MAX_ROWS else limit, min(offset, MAX_ROWS)
         return self.store().list(scope, limit=limit, offset=offset)
 
     def export(self, scope: Scope = EVERYTHING) -> Iterator[dict[str, Any]]:
@@ -302,7 +303,7 @@ class Memsearch:
 
     def update(self, ref: int | str, **changes: object) -> Memory:
         """Change importance, priority, pinned, project, namespace, memory_score or tags of a memory."""
-        checked = checked_changes(changes)
+        checked = check_changes(changes)
         memory = self.get(ref)
         return self.store().update(memory.id, checked)
 

@@ -50,14 +50,17 @@ def check_refs(refs: object, field: str = "refs") -> list[int | str]:
     return [check_ref(ref, field) for ref in refs]
 
 
-def check_whole(field: str, value: object, low: int, high: int = MAX_ROWS, *, optional: bool = False) -> int | None:
-    """A whole number from `low` to `high` (None too, if `optional`)."""
+def check_whole(
+    field: str, value: object, low: int, high: int | None = MAX_ROWS, *, optional: bool = False
+) -> int | None:
+    """A whole number from `low` to `high` (no upper bound if None; None too, if `optional`)."""
     if value is None and optional:
         return None
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidInputError(f"must be a whole number, not {shown(value)}", field=field)
-    if not low <= value <= high:
-        raise InvalidInputError(f"must be from {low} to {high}, not {shown(value)}", field=field)
+    if value < low or (high is not None and value > high):
+        bounds = f"at least {low}" if high is None else f"from {low} to {high}"
+        raise InvalidInputError(f"must be {bounds}, not {shown(value)}", field=field)
     return value
 
 

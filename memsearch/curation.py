@@ -1,5 +1,5 @@
-"""Changing what is stored: the fields `update` may set, deletes that leave no trace of a turn in
-its session, consolidation marks and re-embedding with the current model (see `memsearch.api`)."""
+"""Changing what is stored: deletes that leave no trace of a turn in its session, consolidation
+marks and re-embedding with the current model (see `memsearch.api`)."""
 
 from __future__ import annotations
 
@@ -7,43 +7,18 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from memsearch.arguments import check_flag, check_name
-from memsearch.errors import InvalidInputError
 from memsearch.ingest.embed import embed_memories
-from memsearch.models import Memory, NewMemory, check_range, normalise_tags
+from memsearch.models import Memory, NewMemory
 from memsearch.outcomes import Consolidation
 from memsearch.store.base import Rewrite
 
 if TYPE_CHECKING:
     from memsearch.embedding.base import Encoder, Progress
-    from memsearch.ingest.importing import StoreWithEncoder
+    from memsearch.ingest import Library
     from memsearch.store.base import Store
 
 
-def checked_changes(changes: dict[str, object]) -> dict[str, object]:
-    """The changes `update` was given, checked: importance, priority, pinned, project, namespace,
-    memory_score or tags; any other name is refused."""
-    checked: dict[str, object] = {}
-    for name, value in changes.items():
-        match name:
-            case "importance":
-                checked[name] = check_range(name, value, 0, 1)  # type: ignore[arg-type]
-            case "memory_score":  # None goes back to the score derived from importance and use
-                checked[name] = None if value is None else check_range(name, value, 0, 1)  # type: ignore[arg-type]
-            case "priority":
-                checked[name] = check_range(name, value, 1, 2)  # type: ignore[arg-type]
-            case "pinned":
-                checked[name] = check_flag(name, value)
-            case "tags":
-                checked[name] = normalise_tags(value)  # type: ignore[arg-type]
-            case "project" | "namespace":
-                checked[name] = check_name(name, value)
-            case _:
-                raise InvalidInputError(f"cannot set {name!r}")
-    return checked
-
-
-def delete_memories(target: StoreWithEncoder, memories: Sequence[Memory]) -> None:
+def delete_memories(target: Library, memories: Sequence[Memory]) -> None:
     """Delete the memories, with their sessions rebuilt without the deleted turns (`rebuilt_sessions`),
     in one transaction."""
     store = target.store()
@@ -51,9 +26,7 @@ def delete_memories(target: StoreWithEncoder, memories: Sequence[Memory]) -> Non
     store.delete([*(memory.id for memory in memories), *emptied], rewrites)
 
 
-def rebuilt_sessions(
-    target: StoreWithEncoder, store: Store, deleted: Sequence[Memory]
-) -> tuple[list[Rewrite], set[int]]:
+def rebuilt_sessions(target: Library, store: Store, deleted: Sequence[Memory]) -> tuple[list[Rewrite], set[int]]:
     """The rewrites of what the deleted turns' sessions derive from them (with the one builder
     an import uses, ingest.conversations), and the session chunks left with no turn."""
     from memsearch.ingest.conversations import SESSION_VIEWS, session_text, turn_views

@@ -5,10 +5,11 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from dataclasses import fields as dataclass_fields
 from datetime import datetime
-from typing import Any
+from typing import Any, get_origin, get_type_hints
 
 from memsearch.choices import KINDS
 from memsearch.errors import InvalidInputError, TextTooLongError
@@ -18,12 +19,8 @@ from memsearch.timeutil import parse_time, to_iso
 DEFAULT_IMPORTANCE = 0.5
 DEFAULT_PRIORITY = 1.0
 
-# Fields of a JSONL import line (and of `memsearch export`'s lines), with the Python types each accepts.
+# The string fields of a JSONL import line: none may be empty.
 _STRING_FIELDS = ("key", "project", "namespace", "session", "role", "conversation", "parent_key")
-IMPORT_FIELDS = frozenset(
-    {"text", "tags", "importance", "priority", "pinned", "created_at", "metadata", "kind", "position", "views",
-     *_STRING_FIELDS}
-)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -73,30 +70,80 @@ def content_hash(text: str) -> str:
 
 
 @dataclass(frozen=True)
+class FieldSpec:
+    """What memsearch does with one field of `Memory` besides holding it. Every field is a column
+    of the stores' `memories` table of the same name, read and written through its type (see
+    `MemoryField.kind`); the stores, `to_dict`, export, CSV and `memsearch set` read this."""
+
+    given: bool = False  # a NewMemory field of the same name: written on insert, exported as a JSONL field
+    refers: bool = False  # another memory's id: restored once every memory is there
+    settable: Callable[[str, Any], Any] | None = None  # `memsearch set` may change it; checks (name, value)
+    csv: int | None = None  # its place among the CSV columns of `list` and `get`
+    result: int | None = None  # its place among a search result's fields (retrieval.explain.SCORE_PLACE)
+
+
+def _spec(**spec: Any) -> dict[str, FieldSpec]:
+    return {"memsearch": FieldSpec(**spec)}
+
+
+def _check_unit(name: str, value: Any) -> float:
+    return check_range(name, value, 0, 1)
+
+
+def _check_memory_score(name: str, value: Any) -> float | None:  # None: derived from importance and use again
+    return None if value is None else check_range(name, value, 0, 1)
+
+
+def _check_priority(name: str, value: Any) -> float:
+    return check_range(name, value, 1, 2)
+
+
+def _check_bool(name: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise InvalidInputError(f"must be True or False, not {shown(value)}", field=name)
+    return value
+
+
+def _check_tags(name: str, value: Any) -> tuple[str, ...]:
+    return normalise_tags(value)
+
+
+def _check_scope_name(name: str, value: Any) -> str | None:
+    if value is not None and (not isinstance(value, str) or not check_text(name, value).strip()):
+        raise InvalidInputError(f"must be a non-empty string, not {shown(value)}", field=name)
+    return value
+
+
+@dataclass(frozen=True)
 class Memory:
-    id: int
-    key: str | None
-    text: str
-    created_at: datetime
-    last_accessed_at: datetime
-    access_count: int
-    importance: float
-    priority: float
-    pinned: bool
-    project: str | None
-    namespace: str | None
-    session: str | None
-    role: str | None
-    tags: tuple[str, ...]
-    metadata: Mapping[str, Any]
-    content_hash: str
-    memory_score: float | None = None  # None: derived from importance and use
-    superseded_by: int | None = None
-    group_id: int | None = None
-    kind: str = "note"  # note | turn | session
-    conversation: str | None = None
-    position: int | None = None  # a turn's place in its session, from 1
-    parent_id: int | None = None  # a turn's session chunk
+    """A stored memory. Its fields are described once, here: adding one is a line below (with its
+    FieldSpec) and a migration of each store's schema."""
+
+    id: int = field(metadata=_spec(csv=1, result=1))
+    key: str | None = field(metadata=_spec(given=True, csv=2, result=2))
+    text: str = field(metadata=_spec(given=True, csv=12, result=3))
+    created_at: datetime = field(metadata=_spec(given=True, csv=3, result=5))
+    last_accessed_at: datetime = field(metadata=_spec())
+    access_count: int = field(metadata=_spec())
+    importance: float = field(metadata=_spec(given=True, settable=_check_unit, csv=9))
+    priority: float = field(metadata=_spec(given=True, settable=_check_priority, csv=10))
+    pinned: bool = field(metadata=_spec(given=True, settable=_check_bool, csv=11, result=12))
+    project: str | None = field(metadata=_spec(given=True, settable=_check_scope_name, csv=4, result=8))
+    namespace: str | None = field(metadata=_spec(given=True, settable=_check_scope_name, csv=5, result=9))
+    session: str | None = field(metadata=_spec(given=True, csv=6, result=10))
+    role: str | None = field(metadata=_spec(given=True, csv=7, result=11))
+    tags: tuple[str, ...] = field(metadata=_spec(given=True, settable=_check_tags, csv=8, result=6))
+    metadata: Mapping[str, Any] = field(metadata=_spec(given=True, result=7))
+    content_hash: str = field(metadata=_spec())
+    # None: derived from importance and use (`quality`)
+    memory_score: float | None = field(default=None, metadata=_spec(settable=_check_memory_score))
+    superseded_by: int | None = field(default=None, metadata=_spec(refers=True, result=13))
+    group_id: int | None = field(default=None, metadata=_spec())
+    kind: str = field(default="note", metadata=_spec(given=True, result=14))  # note | turn | session
+    conversation: str | None = field(default=None, metadata=_spec(given=True, result=15))
+    # a turn's place in its session, from 1
+    position: int | None = field(default=None, metadata=_spec(given=True, result=16))
+    parent_id: int | None = field(default=None, metadata=_spec(refers=True))  # a turn's session chunk
 
     @property
     def quality(self) -> float:
@@ -106,32 +153,82 @@ class Memory:
         return derived_memory_score(self.importance, self.access_count)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "key": self.key,
-            "text": self.text,
-            "created_at": to_iso(self.created_at),
-            "last_accessed_at": to_iso(self.last_accessed_at),
-            "access_count": self.access_count,
-            "importance": self.importance,
-            "priority": self.priority,
-            "pinned": self.pinned,
-            "project": self.project,
-            "namespace": self.namespace,
-            "session": self.session,
-            "role": self.role,
-            "tags": list(self.tags),
-            "metadata": dict(self.metadata),
-            "content_hash": self.content_hash,
-            "memory_score": self.quality,
-            "memory_score_set": self.memory_score is not None,
-            "superseded_by": self.superseded_by,
-            "group_id": self.group_id,
-            "kind": self.kind,
-            "conversation": self.conversation,
-            "position": self.position,
-            "parent_id": self.parent_id,
-        }
+        """Every field as JSON; `memory_score` is `quality`, and `memory_score_set` says whether it is stored."""
+        document: dict[str, Any] = {}
+        for f in MEMORY_FIELDS:
+            if f.name == "memory_score":
+                document["memory_score"] = self.quality
+                document["memory_score_set"] = self.memory_score is not None
+            else:
+                document[f.name] = f.to_json(getattr(self, f.name))
+        return document
+
+    def json_fields(self, fields: Iterable[MemoryField]) -> dict[str, Any]:
+        """The named fields' values as JSON values, in the order given."""
+        return {f.name: f.to_json(getattr(self, f.name)) for f in fields}
+
+
+@dataclass(frozen=True)
+class MemoryField:
+    """One field of `Memory`: its name, its kind of value (how JSON and the stores hold it) and its spec."""
+
+    name: str
+    kind: str  # plain (a number or a string, as it is), bool, time, tags or json
+    spec: FieldSpec
+
+    def to_json(self, value: Any) -> Any:
+        if value is None:
+            return None
+        if self.kind == "time":
+            return to_iso(value)
+        if self.kind == "tags":
+            return list(value)
+        if self.kind == "json":
+            return dict(value)
+        return value
+
+
+def _kind_of(annotation: Any) -> str:
+    if annotation is datetime:
+        return "time"
+    if annotation is bool:
+        return "bool"
+    origin = get_origin(annotation)
+    if origin is tuple:
+        return "tags"
+    if origin is Mapping:
+        return "json"
+    return "plain"
+
+
+def _memory_fields() -> tuple[MemoryField, ...]:
+    hints = get_type_hints(Memory)
+    return tuple(
+        MemoryField(f.name, _kind_of(hints[f.name]), f.metadata["memsearch"]) for f in dataclass_fields(Memory)
+    )
+
+
+MEMORY_FIELDS = _memory_fields()
+FIELDS_BY_NAME = {f.name: f for f in MEMORY_FIELDS}
+# The fields a new memory gives (NewMemory's of the same name), written on insert and exported.
+GIVEN_FIELDS = tuple(f for f in MEMORY_FIELDS if f.spec.given)
+# Fields `memsearch set` may change, in the order of the Memory dataclass.
+SETTABLE_FIELDS = tuple(f.name for f in MEMORY_FIELDS if f.spec.settable is not None)
+CSV_FIELDS = tuple(f.name for f in sorted((f for f in MEMORY_FIELDS if f.spec.csv), key=lambda f: f.spec.csv or 0))
+RESULT_FIELDS = tuple(sorted((f for f in MEMORY_FIELDS if f.spec.result), key=lambda f: f.spec.result or 0))
+# Fields of a JSONL import line (and of `memsearch export`'s lines).
+IMPORT_FIELDS = frozenset({*(f.name for f in GIVEN_FIELDS), "parent_key", "views"})
+
+
+def check_changes(changes: Mapping[str, object]) -> dict[str, object]:
+    """`memsearch set`'s changes, each checked (InvalidInputError for a field that cannot be set)."""
+    checked: dict[str, object] = {}
+    for name, value in changes.items():
+        found = FIELDS_BY_NAME.get(name)
+        if found is None or found.spec.settable is None:
+            raise InvalidInputError(f"cannot set {name!r}")
+        checked[name] = found.spec.settable(name, value)
+    return checked
 
 
 def derived_memory_score(importance: float, access_count: int) -> float:

@@ -103,23 +103,24 @@ def test_document_frequency_and_vector_search_equal_sqlite(twin_stores) -> None:
 
 def test_hnsw_search_keeps_recall_under_a_filter(pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Through the index (forced by a low threshold), a narrow filter still finds its top 10."""
-    import memsearch.store.postgres as postgres_module
+    import memsearch.store.postgres.vectors as vectors_module
+    from memsearch.store.sql import POSTGRES
 
     store = open_store(pg_url, create=True)
     n = 3000
     vectors = unit_vectors(n, seed=3)
     memories = [NewMemory(f"memory {i}", project="rare" if i % 50 == 0 else "common") for i in range(n)]
     store.insert(memories, vectors, MODEL, T0)
-    monkeypatch.setattr(postgres_module, "EXACT_SEARCH_BELOW", 50)  # 60 memories in scope: through the index
+    monkeypatch.setattr(vectors_module, "EXACT_SEARCH_BELOW", 50)  # 60 memories in scope: through the index
     query = unit_vectors(1, seed=4)[0]
     scope = Scope(project="rare")
     found = store.vector_search(query, scope, 10)
-    monkeypatch.setattr(postgres_module, "EXACT_SEARCH_BELOW", 10**9)
+    monkeypatch.setattr(vectors_module, "EXACT_SEARCH_BELOW", 10**9)
     exact = store.vector_search(query, scope, 10)
     assert len(found) == 10 and len({i for i, _ in found} & {i for i, _ in exact}) >= 9
     # A filter leaving fewer memories than the threshold is searched exactly, though the store is larger.
-    monkeypatch.setattr(postgres_module, "EXACT_SEARCH_BELOW", 100)
-    assert store._few_in_scope(*postgres_module._where(scope)) and not store._few_in_scope("true", [])  # type: ignore[attr-defined]
+    monkeypatch.setattr(vectors_module, "EXACT_SEARCH_BELOW", 100)
+    assert store._few_in_scope(*POSTGRES.where(scope)) and not store._few_in_scope("true", [])  # type: ignore[attr-defined]
     assert store.vector_search(query, scope, 10) == exact
     store.close()
 
@@ -145,17 +146,17 @@ def test_bm25_top_k_skips_common_words_and_stays_exact(
 ) -> None:
     """A query with a rare word is answered without scoring every memory holding its common
     words (the pruned route), and the answer is still FTS5's: ids, order, scores."""
-    import memsearch.store.postgres as postgres_module
+    from memsearch.store.postgres.bm25 import Bm25
 
     memories = common_word_corpus()
     sqlite, postgres = open_store(tmp_path / "c.db", create=True), open_store(pg_url, create=True)
     for store in (sqlite, postgres):
         store.insert(memories, None, None, T0)
     scored_all: list[str] = []
-    every = postgres_module.PostgresStore._bm25_all_sql
+    every = Bm25._all_sql
     monkeypatch.setattr(
-        postgres_module.PostgresStore,
-        "_bm25_all_sql",
+        Bm25,
+        "_all_sql",
         lambda self, *args: scored_all.append("all") or every(self, *args),  # type: ignore[func-returns-value]
     )
     queries = ["alpha beta delta", "gamma epsilon", "alpha zeta theta", '"alpha beta" delta', "alpha", "beta gamma"]
@@ -175,12 +176,12 @@ def test_bm25_top_k_skips_common_words_and_stays_exact(
 
 def _impact_route(monkeypatch: pytest.MonkeyPatch, budget: int, first_head: int = 4) -> None:
     """Every query takes the impact-ordered route, with a posting budget of `budget`."""
-    import memsearch.store.postgres as postgres_module
+    import memsearch.store.postgres.bm25 as bm25_module
 
-    monkeypatch.setattr(postgres_module, "IMPACT_ABOVE", 0)
-    monkeypatch.setattr(postgres_module, "IMPACT_FIRST_HEAD", first_head)
-    monkeypatch.setattr(postgres_module, "POSTING_BUDGET", budget)
-    monkeypatch.setattr(postgres_module, "LOOKUP_COST", 1)  # a tiny budget still affords look-ups
+    monkeypatch.setattr(bm25_module, "IMPACT_ABOVE", 0)
+    monkeypatch.setattr(bm25_module, "IMPACT_FIRST_HEAD", first_head)
+    monkeypatch.setattr(bm25_module, "POSTING_BUDGET", budget)
+    monkeypatch.setattr(bm25_module, "LOOKUP_COST", 1)  # a tiny budget still affords look-ups
 
 
 def test_impact_ordered_bm25_is_fts5s_when_certified_and_exactly_scored_when_bounded(
@@ -220,10 +221,11 @@ def test_impact_ordered_bm25_is_fts5s_when_certified_and_exactly_scored_when_bou
 
 def test_numeric_arrays_load_straight_into_numpy(pg_url: str) -> None:
     import memsearch.store.postgres as postgres_module
+    from memsearch.store.postgres.bm25 import Bm25
 
     store = postgres_module.PostgresStore.open(pg_url, create=True)
     values = [0, 1, -1, 32767, -32768]
-    arrays = store._arrays(
+    arrays = Bm25(store._db).arrays(
         "SELECT %s::int2[], %s::int4[], %s::int8[], %s::float8[], '{}'::int8[], "
         "(SELECT array_agg(g) FROM generate_series(1, 100000) g)",
         [values, [*values, 2**31 - 1], [*values, 2**63 - 1, -(2**63)], [0.5, -1e300, 3.25]],
@@ -234,7 +236,7 @@ def test_numeric_arrays_load_straight_into_numpy(pg_url: str) -> None:
     assert arrays[5].tolist() == list(range(1, 100001))
     assert all(a.dtype.isnative for a in arrays)
     with pytest.raises(ValueError, match="without NULLs"):
-        store._arrays("SELECT ARRAY[1, NULL]::int8[]", [])
+        Bm25(store._db).arrays("SELECT ARRAY[1, NULL]::int8[]", [])
     store.close()
 
 
@@ -339,16 +341,16 @@ def test_lexical_views_of_notes_share_one_ranking_until_a_write(
     """In a store of notes (their views are their own text) lexical@prev ranks as lexical@context:
     the second leg reuses the first's answer unless something was written in between, and a
     memory with views of its own ends the sharing. The answers stay SQLite's."""
-    import memsearch.store.postgres as postgres_module
+    from memsearch.store.postgres.bm25 import Bm25
 
     sqlite, postgres = open_store(tmp_path / "n.db", create=True), open_store(pg_url, create=True)
     for store in (sqlite, postgres):
         store.insert(common_word_corpus(), None, None, T0)
     runs: list[int] = []
-    bm25 = postgres_module.PostgresStore._bm25
+    bm25 = Bm25.search
     monkeypatch.setattr(
-        postgres_module.PostgresStore,
-        "_bm25",
+        Bm25,
+        "search",
         lambda self, *args: runs.append(1) or bm25(self, *args),  # type: ignore[func-returns-value]
     )
 
@@ -439,6 +441,7 @@ def test_lexical_statistics_stay_exact_through_every_write(pg_url: str, pg_serve
 def test_a_schema_2_store_upgrades_and_ranks_as_before(tmp_path: Path, pg_url: str) -> None:
     """Migration 3 fills the new statistics from a store written by the previous schema."""
     import memsearch.store.postgres as postgres_module
+    from memsearch.store.postgres.text import FTS_TOKENIZER
 
     memories = corpus()
     old = postgres_module.PostgresStore(pg_url)
@@ -449,7 +452,7 @@ def test_a_schema_2_store_upgrades_and_ranks_as_before(tmp_path: Path, pg_url: s
             migration(connection) if callable(migration) else connection.execute(migration)  # type: ignore[arg-type]
             connection.execute("INSERT INTO memsearch_schema (version) VALUES (%s)", (number,))
         # what schema 2 wrote for each memory: the row, its postings, the token total
-        tokenized = postgres_module._tokenizer.rows([postgres_module.PostgresStore._fts_texts(m) for m in memories])
+        tokenized = FTS_TOKENIZER.rows([postgres_module.PostgresStore._fts_texts(m) for m in memories])
         for number, (memory, tokens) in enumerate(zip(memories, tokenized, strict=True), start=1):
             connection.execute(
                 "INSERT INTO memories (id, text, content_hash, created_at, last_accessed_at, tags, project, kind, "
@@ -499,7 +502,8 @@ def test_missing_store_is_not_created_by_reads_and_schema_is_versioned(pg_url: s
 
 
 def test_a_postgres_url_without_the_extra_names_the_extra(monkeypatch: pytest.MonkeyPatch, pg_url: str) -> None:
-    monkeypatch.delitem(sys.modules, "memsearch.store.postgres", raising=False)
+    for name in [name for name in sys.modules if name.startswith("memsearch.store.postgres")]:
+        monkeypatch.delitem(sys.modules, name)
     monkeypatch.setitem(sys.modules, "psycopg", None)
     with pytest.raises(StoreNotFoundError, match=r'pip install "memsearch\[postgres\]"'):
         open_store(pg_url)
@@ -648,7 +652,7 @@ def test_messages_show_urls_without_their_password() -> None:
 
 
 def test_idf_of_a_word_in_every_memory_is_fts5s_floor() -> None:
-    from memsearch.store.postgres_text import MIN_IDF, idf
+    from memsearch.store.postgres.text import MIN_IDF, idf
 
     assert idf(10, 10) == MIN_IDF and idf(10, 12) == MIN_IDF  # never a math domain error
     assert idf(100, 1) > idf(100, 10) > 0

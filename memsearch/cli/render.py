@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from memsearch.cli.grid import Column, is_terminal, print_grid, stdout_console
 from memsearch.cli.literal import literal, one_line
+from memsearch.models import CSV_FIELDS
 
 if TYPE_CHECKING:  # Rich is imported where a table is drawn: machine output never loads it
     from rich.console import Console
@@ -84,20 +85,7 @@ def _short_time(iso: str | None) -> str:
 
 # -- memories (get, list) ------------------------------------------------------------------
 
-MEMORY_CSV_COLUMNS = (
-    "id",
-    "key",
-    "created_at",
-    "project",
-    "namespace",
-    "session",
-    "role",
-    "tags",
-    "importance",
-    "priority",
-    "pinned",
-    "text",
-)
+MEMORY_CSV_COLUMNS = CSV_FIELDS
 MEMORY_COLUMNS = (
     Column("id", "key", "right"),
     Column("created", min_width=16),

@@ -2,20 +2,21 @@
 (keys given twice or stored already, parents that name nothing), near-duplicates left out by a
 profile's ingest dedup threshold, and one transaction for all of it.
 
-The functions work on a `StoreWithEncoder` (`memsearch.api.Memsearch` is one): its store opens
-and its encoder loads on first use, so a batch that fails its checks loads no model.
+The functions work on a `memsearch.ingest.Library` (`memsearch.api.Memsearch` is one): its store
+opens and its encoder loads on first use, so a batch that fails its checks loads no model.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path, PurePath
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from memsearch.arguments import check_threshold
 from memsearch.choices import IMPORT_FORMATS
-from memsearch.embedding.base import Encoder, Progress
+from memsearch.embedding.base import Progress
 from memsearch.errors import DuplicateKeyError, ImportLineError, InvalidInputError, StoreNotFoundError
+from memsearch.ingest import Library
 from memsearch.ingest.embed import embed_memories, near_duplicates, with_chunks
 from memsearch.models import NewMemory
 from memsearch.outcomes import KIND_NAMES, AddOutcome, ImportOutcome
@@ -26,18 +27,7 @@ if TYPE_CHECKING:
     from memsearch.store.base import Store
 
 
-class StoreWithEncoder(Protocol):
-    """A store at `path` that opens on first use (created by a write), with the encoder its vectors are made by."""
-
-    @property
-    def path(self) -> Path | str: ...
-
-    def store(self, *, create: bool = False) -> Store: ...
-
-    def encoder(self) -> Encoder: ...
-
-
-def existing_store(target: StoreWithEncoder) -> Store | None:
+def existing_store(target: Library) -> Store | None:
     """The store if there is one yet: checks before a first import must not create it (and a new
     PostgreSQL database has no schema until the import writes)."""
     if isinstance(target.path, Path) and not target.path.exists():
@@ -49,7 +39,7 @@ def existing_store(target: StoreWithEncoder) -> Store | None:
 
 
 def add_memories(
-    target: StoreWithEncoder,
+    target: Library,
     memories: Sequence[NewMemory],
     *,
     replace: bool,
@@ -111,7 +101,7 @@ def ingest_dedup(profile: Profile | str | None) -> float | None:
 
 
 def import_text(
-    target: StoreWithEncoder,
+    target: Library,
     content: str,
     *,
     source: str,
@@ -169,7 +159,7 @@ def conversation_memories(
     return [m for c in conversations for m in memories_of(c, sessions=sessions)]
 
 
-def check_parents(target: StoreWithEncoder, memories: Sequence[NewMemory], lines: Sequence[int], source: str) -> None:
+def check_parents(target: Library, memories: Sequence[NewMemory], lines: Sequence[int], source: str) -> None:
     """A `parent_key` must name a memory earlier in the file or already stored."""
     earlier: set[str] = set()
     for memory, line in zip(memories, lines, strict=True):
@@ -180,7 +170,7 @@ def check_parents(target: StoreWithEncoder, memories: Sequence[NewMemory], lines
             earlier.add(memory.key)
 
 
-def _stored_key(target: StoreWithEncoder, key: str) -> bool:
+def _stored_key(target: Library, key: str) -> bool:
     store = existing_store(target)
     return store is not None and store.id_for_key(key) is not None
 

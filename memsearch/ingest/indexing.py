@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from memsearch.embedding.base import Progress
 from memsearch.errors import InvalidInputError, MemsearchError, StoreNotFoundError
+from memsearch.ingest import Library
 from memsearch.ingest.embed import embed_memories, with_chunks
 from memsearch.ingest.note_files import FilePlan, FileState, FileStatus, IndexedFile, IndexPlan, plan, under_roots, walk
 from memsearch.models import NewMemory
@@ -36,7 +37,6 @@ from memsearch.timeutil import utc_now
 if TYPE_CHECKING:
     import numpy as np
 
-    from memsearch.ingest.importing import StoreWithEncoder
     from memsearch.store.base import Store
 
 STATE_VERSION = 1
@@ -156,7 +156,7 @@ class IndexOutcome:
 
 
 def index_notes(
-    ms: StoreWithEncoder,
+    ms: Library,
     paths: Iterable[str | os.PathLike[str]] = (),
     *,
     include: Sequence[str] = (),
@@ -265,7 +265,7 @@ def _resolved_root(path: str | os.PathLike[str]) -> str:
         raise InvalidInputError(f"{given}: no such file or folder") from None
 
 
-def _existing_store(ms: StoreWithEncoder) -> Store | None:
+def _existing_store(ms: Library) -> Store | None:
     """The store if there is one yet: a dry run or a run that finds nothing must not create it."""
     try:
         return ms.store()
@@ -322,7 +322,7 @@ class _Apply:
 
     def __init__(
         self,
-        ms: StoreWithEncoder,
+        ms: Library,
         store: Store,
         the_plan: IndexPlan,
         roots: Mapping[str, Root],

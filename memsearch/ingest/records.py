@@ -8,8 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from memsearch.errors import ImportLineError, InvalidInputError
 from memsearch.jsonl import parse_jsonl
-from memsearch.models import NewMemory, default_view_text, is_chunk_view
-from memsearch.timeutil import to_iso
+from memsearch.models import GIVEN_FIELDS, NewMemory, default_view_text, is_chunk_view
 
 if TYPE_CHECKING:
     from memsearch.store.base import ExportedMemory, Scope, Store
@@ -48,22 +47,11 @@ def export_record(exported: ExportedMemory, parent_key: str | None) -> dict[str,
     }
     # a long note's chunks are made again from its text by the importing store
     views.update((view, text) for view, (text, _) in exported.views.items() if not is_chunk_view(view))
+    fields = memory.json_fields(GIVEN_FIELDS)
     record: dict[str, Any] = {
-        "text": memory.text,
-        "key": memory.key,
-        "created_at": to_iso(memory.created_at),
-        "importance": memory.importance,
-        "priority": memory.priority,
-        "pinned": memory.pinned,
-        "project": memory.project,
-        "namespace": memory.namespace,
-        "session": memory.session,
-        "role": memory.role,
-        "tags": list(memory.tags),
-        "metadata": dict(memory.metadata),
-        "kind": memory.kind if memory.kind != "note" else None,
-        "conversation": memory.conversation,
-        "position": memory.position,
+        "text": fields.pop("text"),  # first: a line reads as the note it stores
+        **fields,
+        "kind": memory.kind if memory.kind != "note" else None,  # the default kind goes without saying
         "parent_key": parent_key,
         "views": dict(sorted(views.items())) or None,
     }

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from memsearch.models import RESULT_FIELDS
 from memsearch.profiles import Profile
 from memsearch.retrieval.candidates import Candidate
 from memsearch.retrieval.request import SearchRequest
@@ -107,27 +108,16 @@ def explain_dict(candidate: Candidate, profile: Profile) -> dict[str, Any]:
     return explain
 
 
+# A search result's score stands after its memory's id, key and text (see FieldSpec.result).
+SCORE_PLACE = 4
+
+
 def candidate_dict(candidate: Candidate, profile: Profile, *, explain: bool = True) -> dict[str, Any]:
     memory = candidate.memory
-    row = {
-        "id": memory.id,
-        "key": memory.key,
-        "text": memory.text,
-        "score": candidate.final,
-        "created_at": to_iso(memory.created_at),
-        "tags": list(memory.tags),
-        "metadata": dict(memory.metadata),
-        "project": memory.project,
-        "namespace": memory.namespace,
-        "session": memory.session,
-        "role": memory.role,
-        "pinned": memory.pinned,
-        "superseded_by": memory.superseded_by,
-        "kind": memory.kind,
-        "conversation": memory.conversation,
-        "position": memory.position,
-        "context_of": candidate.selection.get("context_of"),
-    }
+    placed = [(f.spec.result or 0, f.name, f.to_json(getattr(memory, f.name))) for f in RESULT_FIELDS]
+    placed.append((SCORE_PLACE, "score", candidate.final))
+    row = {name: value for _, name, value in sorted(placed, key=lambda item: item[0])}
+    row["context_of"] = candidate.selection.get("context_of")
     if explain:
         row["explain"] = explain_dict(candidate, profile)
     return row

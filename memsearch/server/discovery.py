@@ -223,7 +223,7 @@ def discover(db: Path | str, token: str | None) -> Advertised | None:
             _log.info("%s; working in-process", reason)
             return None
         except Untrusted as reason:
-            if path.exists() or path.is_symlink():
+            if os.path.lexists(path):  # (Path.exists raises on a name too long)
                 _log.debug("not using a server: %s; working in-process", reason)
             continue
         return advertised

@@ -47,7 +47,7 @@ def describe_store_error(error: BaseException) -> MemsearchError | None:
     import sqlite3
 
     if isinstance(error, sqlite3.DatabaseError):
-        from memsearch.store.sqlite import store_error
+        from memsearch.store.sqlite_errors import store_error
 
         return store_error("the store", error)
     return None

@@ -4,35 +4,27 @@ from __future__ import annotations
 
 import builtins
 import contextlib
-import errno
 import json
 import logging
 import os
 import sqlite3
 import threading
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from memsearch.errors import (
-    DuplicateKeyError,
     InvalidInputError,
     MemoryNotFoundError,
     MemsearchError,
-    ModelMismatchError,
     StoreCorruptError,
     StoreNotFoundError,
     StoreUnavailableError,
 )
-from memsearch.growth import added_per_period
 from memsearch.models import (
-    CHUNK_VIEW_PREFIX,
-    LEXICAL_VIEWS,
-    OWN_TEXT_VIEWS,
+    MEMORY_FIELDS,
     Memory,
-    NewMemory,
-    check_text,
     content_hash,
 )
 from memsearch.paths import make_private_dirs, read_only_requested
@@ -43,115 +35,46 @@ from memsearch.store.base import (
     EmbeddingModelInfo,
     ExportedMemory,
     Hits,
-    LexicalHits,
     Rewrite,
     Scope,
-    StoreHealth,
     VectorHits,
 )
-from memsearch.store.fts import FTS_COLUMNS, GRAM_COLUMNS, fts_row, gram_expression, gram_text, match_expression
+from memsearch.store.fts import fts_row, gram_text
 from memsearch.store.migrations import MIGRATIONS, SCHEMA_VERSION
-from memsearch.store.vector_cache import VectorCache, WrongDimension, batches, cache_folder
-from memsearch.store.vectors import VectorIndex, approximate_top, vector_top
-from memsearch.timeutil import from_iso, to_iso
+from memsearch.store.sql import MEMORY_COLUMNS, REFERS, SQLITE, SQLITE_INT_MAX, NewBatch, SQLStore
+from memsearch.store.sqlite_errors import (
+    ACCESS_TIMEOUT_MS,
+    BUSY_TIMEOUT_MS,
+    disk_full,
+    environment_error,
+    full_disk,
+    is_busy,
+    os_reason,
+    store_error,
+)
+from memsearch.store.sqlite_fts import LEXICAL_VIEWS_STATE, Fts5Index
+from memsearch.store.sqlite_vectors import InProcessVectors
+from memsearch.store.vectors import VectorIndex
+from memsearch.timeutil import to_iso
 
 if TYPE_CHECKING:
     import numpy as np
 
+T = TypeVar("T")
 # "MSRC" in the SQLite header marks the file as a memsearch store.
 APPLICATION_ID = 0x4D535243
-BUSY_TIMEOUT_MS = 30_000  # a writer waits this long for another; better slow than failed
-# Recording access after a search waits no longer than this for another writer: it is best effort,
-# and a search must answer while an import holds the store.
-ACCESS_TIMEOUT_MS = 200
-
-_MEMORY_COLUMNS = (
-    "id, key, text, created_at, last_accessed_at, access_count, importance, priority, pinned, "
-    "project, namespace, session, role, tags, metadata, content_hash, memory_score, superseded_by, group_id, "
-    "kind, conversation, position, parent_id"
-)
-
-# The vector-index key of every long note's chunk vectors (views chunk_2, chunk_3, …; ids repeat).
-_CHUNKS = "chunks"
 # The store's id names its vector cache files (with the generation): a file never serves another store.
 _NEW_STORE_ID = "INSERT OR IGNORE INTO meta (key, value) VALUES ('store_id', lower(hex(randomblob(8))))"
-# Meta key: "same" while every memory's lexical views hold the same text, "differ" once one does not.
-_LEXICAL_VIEWS = "lexical_views"
-_CACHE_NAMES = {None: "own", _CHUNKS: "chunks"}  # a view's name in the vector cache files
-_CHUNK_VIEWS_LIKE = CHUNK_VIEW_PREFIX.replace("_", "!_") + "%"
 
-_FTS_INSERT = (
-    f"INSERT INTO memories_fts (rowid, {', '.join(FTS_COLUMNS)}) VALUES ({', '.join('?' * (len(FTS_COLUMNS) + 1))})"
-)
-
-# Fields `memsearch set` may change, with their SQL columns.
-SETTABLE_FIELDS = ("importance", "priority", "pinned", "project", "namespace", "memory_score", "tags")
-
-
-def _where(scope: Scope, alias: str = "m") -> tuple[str, list[Any]]:
-    """A SQL condition over the memories table (under `alias`) for `scope`, and its parameters."""
-    clauses: list[str] = []
-    params: list[Any] = []
-    for column, value in (
-        ("project", scope.project),
-        ("namespace", scope.namespace),
-        ("conversation", scope.conversation),
-    ):
-        if value is not None:
-            clauses.append(f"{alias}.{column} = ?")
-            params.append(value)
-    for tag in scope.tags:
-        clauses.append(f"EXISTS (SELECT 1 FROM json_each({alias}.tags) WHERE json_each.value = ?)")
-        params.append(tag)
-    if scope.since is not None:
-        clauses.append(f"{alias}.created_at >= ?")
-        params.append(to_iso(scope.since))
-    if scope.until is not None:
-        clauses.append(f"{alias}.created_at <= ?")
-        params.append(to_iso(scope.until))
-    for column, values in (("kind", scope.kinds), ("role", scope.roles), ("session", scope.sessions)):
-        if values:
-            clauses.append(f"{alias}.{column} IN ({','.join('?' * len(values))})")
-            params.extend(values)
-    return (" AND ".join(clauses) or "1"), params
-
-
-def _row_to_memory(row: sqlite3.Row | tuple[Any, ...]) -> Memory:
-    return Memory(
-        id=row[0],
-        key=row[1],
-        text=row[2],
-        created_at=from_iso(row[3]),
-        last_accessed_at=from_iso(row[4]),
-        access_count=row[5],
-        importance=row[6],
-        priority=row[7],
-        pinned=bool(row[8]),
-        project=row[9],
-        namespace=row[10],
-        session=row[11],
-        role=row[12],
-        tags=tuple(json.loads(row[13])),
-        metadata=json.loads(row[14]),
-        content_hash=row[15],
-        memory_score=row[16],
-        superseded_by=row[17],
-        group_id=row[18],
-        kind=row[19],
-        conversation=row[20],
-        position=row[21],
-        parent_id=row[22],
-    )
+_row_to_memory = SQLITE.row_to_memory
 
 
 log = logging.getLogger(__name__)
 
-_SQLITE_INT_MAX = 2**63 - 1
-
 
 def _fits(number: int) -> bool:
     """Whether SQLite can hold `number` (a larger one would raise OverflowError when bound)."""
-    return -_SQLITE_INT_MAX - 1 <= number <= _SQLITE_INT_MAX
+    return -SQLITE_INT_MAX - 1 <= number <= SQLITE_INT_MAX
 
 
 def _create_private_file(path: Path) -> bool:
@@ -166,74 +89,7 @@ def _create_private_file(path: Path) -> bool:
     return True
 
 
-def _os_reason(path: Path, error: OSError) -> str:
-    """Why the file system refused `path`, in words that say what to change."""
-    if error.errno == errno.ENOTDIR:
-        blocker = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
-        if blocker is not None:
-            return f"{blocker} is a file, not a folder; choose a path inside a folder"
-    if error.errno == errno.ENAMETOOLONG:
-        return "a name in the path is longer than the file system allows; choose a shorter path"
-    if error.errno == errno.ENOSPC:
-        return "the disk is full; free some space and run it again"
-    if error.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
-        return f"{(error.strerror or 'permission denied').lower()}; choose a folder you can write to"
-    if error.errno == errno.ENOENT:
-        return "this file system does not allow creating files there; choose a folder you can write to"
-    return f"{error.strerror or error}; choose another folder"
-
-
-def store_error(path: Path | str, error: sqlite3.Error) -> MemsearchError:
-    """The typed error for an SQLite failure: what is wrong with the store's file, and what to do."""
-    return environment_error(path, error) or StoreCorruptError(f"{path} is not a usable memsearch store ({error})")
-
-
-def _full_disk(path: Path | str) -> StoreUnavailableError:
-    return StoreUnavailableError(
-        f"the disk holding {path} is full; free some space and run it again (nothing of this command was stored)"
-    )
-
-
-def _disk_full(path: Path | str) -> bool:
-    try:
-        return os.statvfs(Path(path).parent).f_bavail == 0
-    except OSError:
-        return False
-
-
-def _is_busy(error: sqlite3.Error) -> bool:
-    code = getattr(error, "sqlite_errorcode", None)
-    return isinstance(code, int) and code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
-
-
-def environment_error(path: Path | str, error: sqlite3.Error) -> MemsearchError | None:
-    """The typed error for an SQLite failure caused by the store's file or disk, None for others."""
-    code = getattr(error, "sqlite_errorcode", None)
-    primary = code & 0xFF if isinstance(code, int) else None
-    if primary == sqlite3.SQLITE_FULL:
-        return _full_disk(path)
-    if primary in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
-        return StoreUnavailableError(
-            f"{path} is busy: another process held it for over {BUSY_TIMEOUT_MS // 1000} s; "
-            "run it again (nothing of this command was stored)"
-        )
-    if primary in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB):
-        return StoreCorruptError(
-            f"{path} is not a usable memsearch store: it is damaged ({error}); restore it from a backup, "
-            "or move it away to start a new store"
-        )
-    if primary == sqlite3.SQLITE_READONLY or primary == sqlite3.SQLITE_PERM:
-        return StoreUnavailableError(f"{path} cannot be written ({error}); check its permissions and the disk")
-    if primary == sqlite3.SQLITE_CANTOPEN:
-        return StoreUnavailableError(f"cannot open {path} ({error}); choose a folder you can write to")
-    if primary == sqlite3.SQLITE_IOERR:
-        if _disk_full(path):  # a WAL index that cannot grow on a full disk is an I/O error to SQLite
-            return _full_disk(path)
-        return StoreUnavailableError(f"the disk failed reading or writing {path} ({error}); check the disk")
-    return None
-
-
-class SQLiteStore:
+class SQLiteStore(Fts5Index, InProcessVectors, SQLStore):
     """One memsearch store file. Open with `SQLiteStore.open`; close when done.
 
     Each thread gets its own connection (SQLite connections are not to be shared by threads that
@@ -241,6 +97,8 @@ class SQLiteStore:
     """
 
     parallel_reads = False
+    dialect = SQLITE
+    latest_schema_version = SCHEMA_VERSION
 
     def __init__(self, path: Path, *, read_only: bool = False) -> None:
         self.path = path
@@ -259,6 +117,7 @@ class SQLiteStore:
         self.ann_threshold = ann_threshold()
         self._write_refusal: MemsearchError | None = None  # set when only reading works (a full disk)
         self._access_skipped = False  # the note that access was not recorded is given once
+        self._wal_holds_deleted_text = False  # a checkpoint is due after the write commits
         if read_only:
             self._write_refusal = StoreUnavailableError(
                 f"{path} is open read-only (it, or its folder, cannot be written, or MEMSEARCH_READ_ONLY is set); "
@@ -333,9 +192,9 @@ class SQLiteStore:
         if not isinstance(refused, StoreUnavailableError) or (wal.exists() and wal.stat().st_size > 0):
             raise refused
         if "full" not in refused.problem:
-            if not _disk_full(self.path):
+            if not disk_full(self.path):
                 raise refused
-            refused = _full_disk(self.path)
+            refused = full_disk(self.path)
         connection = sqlite3.connect(
             f"{self.path.as_uri()}?immutable=1", uri=True, isolation_level=None, check_same_thread=False
         )
@@ -359,7 +218,7 @@ class SQLiteStore:
                     raise StoreUnavailableError(f"cannot create a store at {path}: MEMSEARCH_READ_ONLY is set")
                 created = _create_private_file(path)
         except OSError as error:
-            raise StoreUnavailableError(f"cannot create a store at {path}: {_os_reason(path, error)}") from None
+            raise StoreUnavailableError(f"cannot create a store at {path}: {os_reason(path, error)}") from None
         if path.is_dir():
             raise StoreCorruptError(f"{path} is a directory, not a memsearch store file; give the path of a store file")
         if not path.is_file():  # a device, a FIFO: SQLite would report a failing disk
@@ -410,20 +269,7 @@ class SQLiteStore:
                 self._db.execute(f"PRAGMA user_version = {number}")
             self._db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
             if version == 0:
-                self._set_meta(_LEXICAL_VIEWS, "same")
-
-    def close(self) -> None:
-        with self._lock:
-            connections, self._connections = self._connections, []
-        for connection in connections:
-            connection.close()
-        self._local = threading.local()
-
-    def __enter__(self) -> SQLiteStore:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
+                self._set_meta(LEXICAL_VIEWS_STATE, "same")
 
     # -- transactions and store facts -----------------------------------------------------
 
@@ -434,13 +280,17 @@ class SQLiteStore:
             raise self._write_refusal
         return _Transaction(connection, self.path, busy_timeout_ms)
 
+    def _write(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """Run `work` in one write transaction that moves the generation on."""
+        with self.transaction():
+            result = work(self._db)
+            self._bump_generation()
+        self._checkpoint_if_due()
+        return result
+
     @property
     def schema_version(self) -> int:
         return self._db.execute("PRAGMA user_version").fetchone()[0]
-
-    def _meta(self, key: str) -> str | None:
-        row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
-        return row[0] if row else None
 
     def _set_meta(self, key: str, value: str) -> None:
         self._db.execute(
@@ -464,103 +314,41 @@ class SQLiteStore:
         name, dim = self._meta("embedding_model"), self._meta("embedding_dim")
         return EmbeddingModelInfo(name, int(dim)) if name and dim else None
 
-    def check_model(self, model: EmbeddingModelInfo) -> None:
-        """Refuse to mix vectors of two models in one store."""
-        stored = self.embedding_model()
-        if stored is not None and stored != model and self.vector_count():
-            raise ModelMismatchError(
-                f"this store's vectors come from {stored.name} ({stored.dim}-d) but the model in use is "
-                f"{model.name} ({model.dim}-d)"
+    # -- writes: what an insert does in SQLite (SQLStore.insert) ---------------------------
+
+    def _record_model(self, db: sqlite3.Connection, model: EmbeddingModelInfo) -> None:
+        self._set_meta("embedding_model", model.name)
+        self._set_meta("embedding_dim", str(model.dim))
+
+    def _insert_row(self, db: sqlite3.Connection, columns: Sequence[str], values: Sequence[Any]) -> int:
+        sql = f"INSERT INTO memories ({', '.join(columns)}, last_accessed_at) VALUES ({SQLITE.marks(len(values))})"
+        return int(db.execute(sql, values).lastrowid or 0)
+
+    def _unindex(self, db: sqlite3.Connection, memory_id: int, batch: NewBatch, index: int) -> None:
+        db.execute("DELETE FROM memories_fts WHERE rowid = ?", (memory_id,))
+        self._delete_views(memory_id)
+        batch.replaced = True
+
+    def _index_all(self, db: sqlite3.Connection, ids: Sequence[int], batch: NewBatch) -> None:
+        if batch.replaced:  # the old text goes as a deleted memory's does
+            self._forget_deleted_text()
+
+    def _index(self, db: sqlite3.Connection, memory_id: int, batch: NewBatch, index: int) -> None:
+        memory = batch.memories[index]
+        self._index_text(memory_id, fts_row(memory.text, memory.tags, memory.kind, memory.views))
+        if batch.vectors is not None:
+            db.execute(
+                "INSERT INTO vectors (memory_id, vector) VALUES (?, ?) "
+                "ON CONFLICT (memory_id) DO UPDATE SET vector = excluded.vector",
+                (memory_id, batch.vectors[index].astype("<f4").tobytes()),
+            )
+        for view, vector in sorted(batch.view_vectors.get(index, {}).items()):
+            db.execute(
+                "INSERT INTO views (memory_id, view, text, vector) VALUES (?, ?, ?, ?)",
+                (memory_id, view, memory.views[view], vector.astype("<f4").tobytes()),
             )
 
     # -- writes ---------------------------------------------------------------------------
-
-    def insert(
-        self,
-        memories: Sequence[NewMemory],
-        vectors: np.ndarray | None,
-        model: EmbeddingModelInfo | None,
-        now: datetime,
-        *,
-        replace: bool = False,
-        view_vectors: Mapping[int, Mapping[str, np.ndarray]] | None = None,
-    ) -> builtins.list[int]:
-        """Store the memories with their FTS rows and vectors in one transaction; return their ids.
-
-        A key that exists already is an error unless `replace`, which rewrites that memory in place.
-        `view_vectors` maps a batch position to the vectors of its vector views (see VECTOR_VIEWS).
-        """
-        if vectors is not None and model is None:
-            raise ValueError("vectors need the model that made them")
-        ids: builtins.list[int] = []
-        replaced = False
-        with self.transaction():
-            if model is not None:
-                self.check_model(model)
-                self._set_meta("embedding_model", model.name)
-                self._set_meta("embedding_dim", str(model.dim))
-            for index, memory in enumerate(memories):
-                existing = self.id_for_key(memory.key) if memory.key is not None else None
-                if existing is not None and not replace:
-                    raise DuplicateKeyError(f"a memory with key {memory.key!r} exists already (id {existing})")
-                created = to_iso(memory.created_at or now)
-                values = (
-                    memory.key,
-                    memory.text,
-                    content_hash(memory.text),
-                    created,
-                    memory.importance,
-                    memory.priority,
-                    int(memory.pinned),
-                    memory.project,
-                    memory.namespace,
-                    memory.session,
-                    memory.role,
-                    json.dumps(list(memory.tags), ensure_ascii=False),
-                    json.dumps(dict(memory.metadata), ensure_ascii=False),
-                    memory.kind,
-                    memory.conversation,
-                    memory.position,
-                    self.id_for_key(memory.parent_key) if memory.parent_key is not None else None,
-                )
-                if existing is not None:
-                    self._db.execute(
-                        "UPDATE memories SET key = ?, text = ?, content_hash = ?, created_at = ?, importance = ?, "
-                        "priority = ?, pinned = ?, project = ?, namespace = ?, session = ?, role = ?, tags = ?, "
-                        "metadata = ?, kind = ?, conversation = ?, position = ?, parent_id = ?, "
-                        "last_accessed_at = created_at WHERE id = ?",
-                        (*values, existing),
-                    )
-                    self._db.execute("DELETE FROM memories_fts WHERE rowid = ?", (existing,))
-                    self._delete_views(existing)
-                    memory_id, replaced = existing, True
-                else:
-                    cursor = self._db.execute(
-                        "INSERT INTO memories (key, text, content_hash, created_at, importance, priority, pinned, "
-                        "project, namespace, session, role, tags, metadata, kind, conversation, position, parent_id, "
-                        "last_accessed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                        (*values, created),
-                    )
-                    memory_id = int(cursor.lastrowid or 0)
-                self._index_text(memory_id, fts_row(memory.text, memory.tags, memory.kind, memory.views))
-                if vectors is not None:
-                    self._db.execute(
-                        "INSERT INTO vectors (memory_id, vector) VALUES (?, ?) "
-                        "ON CONFLICT (memory_id) DO UPDATE SET vector = excluded.vector",
-                        (memory_id, vectors[index].astype("<f4").tobytes()),
-                    )
-                for view, vector in sorted((view_vectors or {}).get(index, {}).items()):
-                    self._db.execute(
-                        "INSERT INTO views (memory_id, view, text, vector) VALUES (?, ?, ?, ?)",
-                        (memory_id, view, memory.views[view], vector.astype("<f4").tobytes()),
-                    )
-                ids.append(memory_id)
-            if replaced:  # the old text goes as a deleted memory's does
-                self._forget_deleted_text()
-            self._bump_generation()
-        if replaced:
-            self._checkpoint()
-        return ids
 
     def delete(self, ids: Sequence[int], rewrites: Sequence[Rewrite] = ()) -> None:
         """Delete all of the memories and apply the rewrites or, if any id is unknown, do nothing."""
@@ -577,21 +365,28 @@ class SQLiteStore:
             if ids:
                 self._forget_deleted_text()
             self._bump_generation()
-        if ids:
-            self._checkpoint()
+        self._checkpoint_if_due()
 
     def _forget_deleted_text(self) -> None:
         """Merge the full-text index into one segment, which drops deleted rows' words: FTS5 keeps
         them in older segments until a merge reaches them. (FTS5's own 'secure-delete' option needs
         SQLite 3.42 or later and changes the table's file format, so older builds could not open
-        the store.) The merge rewrites the index: about 0.1 s for 20,000 memories."""
+        the store.) The merge rewrites the index: 0.2-0.7 s at 20,000 memories."""
         self._db.execute("INSERT INTO memories_fts (memories_fts) VALUES ('optimize')")
+        self._wal_holds_deleted_text = True
 
-    def _checkpoint(self) -> None:
-        """Copy the WAL into the database file and empty it: its frames hold pages as they were
-        before a delete. Best effort: a reader in the middle of a read keeps the frames it needs."""
-        with contextlib.suppress(sqlite3.Error):
-            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    def _checkpoint_if_due(self) -> None:
+        """After a write that forgot deleted text, copy the WAL into the database file and empty it:
+        its frames hold pages as they were before. Best effort: a reader in the middle of a read
+        keeps the frames it needs."""
+        if self._wal_holds_deleted_text:
+            self._wal_holds_deleted_text = False
+            with contextlib.suppress(sqlite3.Error):
+                self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+    def save_index_state(self, document: str) -> None:
+        with self.transaction():
+            self._set_meta(INDEX_STATE_KEY, document)
 
     def _rewrite(self, rewrite: Rewrite) -> None:
         self._db.execute(
@@ -613,50 +408,8 @@ class SQLiteStore:
             (rewrite.id, rewrite.vector.astype("<f4").tobytes()),
         )
 
-    def _index_text(self, memory_id: int, row: Sequence[str]) -> None:
-        """Write a memory's full-text row; one whose lexical views differ marks the store so (see
-        `_lexical_views_alike`)."""
-        self._db.execute(_FTS_INSERT, (memory_id, *row))
-        views = [row[FTS_COLUMNS.index(view)] for view in LEXICAL_VIEWS]
-        if any(text != views[0] for text in views) and self._meta(_LEXICAL_VIEWS) != "differ":
-            self._set_meta(_LEXICAL_VIEWS, "differ")
-
-    def _lexical_views_alike(self) -> bool:
-        """Whether every memory's lexical views hold the same text (a store of notes, which are
-        their own views), as the store keeps track since it was made; a store made by an older
-        memsearch is read once to know (when it can be written, to keep the answer)."""
-        state = self._meta(_LEXICAL_VIEWS)
-        if state is None and not self.read_only and self._write_refusal is None:
-            differs = " OR ".join(f"{view} IS NOT {LEXICAL_VIEWS[0]}" for view in LEXICAL_VIEWS[1:])
-            found = self._db.execute(f"SELECT 1 FROM memories_fts WHERE {differs} LIMIT 1").fetchone()
-            try:
-                with self.transaction(ACCESS_TIMEOUT_MS):
-                    self._db.execute(
-                        "INSERT OR IGNORE INTO meta (key, value) VALUES (?, ?)",
-                        (_LEXICAL_VIEWS, "differ" if found else "same"),
-                    )
-            except StoreUnavailableError:
-                return False
-            state = self._meta(_LEXICAL_VIEWS)
-        return state == "same"
-
     def _delete_views(self, memory_id: int) -> None:
         self._db.execute("DELETE FROM views WHERE memory_id = ?", (memory_id,))
-
-    def _rewrite_fts(
-        self, memory_id: int, text: str, tags: Sequence[str] | None, views: Mapping[str, str | None]
-    ) -> None:
-        """Index a memory anew with its new text and tags (None: as stored) and the named lexical
-        views (None: the view's default for the text); other views keep their indexed text."""
-        memory = self.get(memory_id)
-        stored = self._db.execute(
-            f"SELECT {', '.join(LEXICAL_VIEWS)} FROM memories_fts WHERE rowid = ?", (memory_id,)
-        ).fetchone()
-        kept = {view: value for view, value in zip(LEXICAL_VIEWS, stored, strict=True) if view not in views}
-        named = {view: value for view, value in views.items() if view in LEXICAL_VIEWS and value is not None}
-        self._db.execute("DELETE FROM memories_fts WHERE rowid = ?", (memory_id,))
-        row = fts_row(text, memory.tags if tags is None else tags, memory.kind, {**kept, **named})
-        self._index_text(memory_id, row)
 
     def touch(self, ids: Sequence[int], now: datetime) -> None:
         """Record that a search returned these memories; increments are atomic in SQL, so
@@ -672,60 +425,20 @@ class SQLiteStore:
                     "last_accessed_at = max(last_accessed_at, ?) WHERE id = ?",
                     [(to_iso(now), memory_id) for memory_id in ids],
                 )
-        except StoreUnavailableError as error:  # best effort: a read-only, busy or full store still answers
-            if not self._access_skipped:
-                self._access_skipped = True
-                reason = f"{self.path} is open read-only" if self.read_only else str(error)
-                log.warning("access not recorded: %s", reason)
+        except StoreUnavailableError as error:
+            self._access_not_recorded(f"{self.path} is open read-only" if self.read_only else str(error))
 
-    def update(self, memory_id: int, changes: dict[str, Any]) -> Memory:
-        """Change some of SETTABLE_FIELDS of one memory (tags rewrite its FTS row too)."""
-        unknown = set(changes) - set(SETTABLE_FIELDS)
-        if unknown:
-            raise ValueError(f"cannot set {sorted(unknown)}")
-        with self.transaction():
-            memory = self.get(memory_id)
-            for name, value in changes.items():
-                stored = json.dumps(list(value), ensure_ascii=False) if name == "tags" else value
-                self._db.execute(f"UPDATE memories SET {name} = ? WHERE id = ?", (stored, memory_id))
-            if "tags" in changes:
-                self._rewrite_fts(memory_id, memory.text, changes["tags"], {})
-            self._bump_generation()
-        return self.get(memory.id)
+    def _retag(self, db: sqlite3.Connection, memory: Memory, tags: Sequence[str]) -> None:
+        self._rewrite_fts(memory.id, memory.text, tags, {})
 
-    def set_consolidation(self, superseded: dict[int, int], groups: dict[int, int]) -> None:
-        """Replace every supersession mark and group id in one transaction."""
-        with self.transaction():
-            self._db.execute("UPDATE memories SET superseded_by = NULL, group_id = NULL")
-            self._db.executemany(
-                "UPDATE memories SET superseded_by = ? WHERE id = ?", [(new, old) for old, new in superseded.items()]
-            )
-            self._db.executemany(
-                "UPDATE memories SET group_id = ? WHERE id = ?", [(group, mid) for mid, group in groups.items()]
-            )
-            self._bump_generation()
+    def _clear_vectors(self, db: sqlite3.Connection) -> None:
+        db.execute("DELETE FROM vectors")
 
-    def replace_vectors(
-        self,
-        ids: Sequence[int],
-        vectors: np.ndarray,
-        model: EmbeddingModelInfo,
-        view_vectors: Mapping[tuple[int, str], np.ndarray] | None = None,
-    ) -> None:
-        """Swap every vector (and each (memory id, view)'s) for one of `model` in one transaction."""
-        with self.transaction():
-            self._db.executemany(
-                "UPDATE views SET vector = ? WHERE memory_id = ? AND view = ?",
-                ((v.astype("<f4").tobytes(), memory_id, view) for (memory_id, view), v in (view_vectors or {}).items()),
-            )
-            self._db.execute("DELETE FROM vectors")
-            self._db.executemany(
-                "INSERT INTO vectors (memory_id, vector) VALUES (?, ?)",
-                ((memory_id, vectors[row].astype("<f4").tobytes()) for row, memory_id in enumerate(ids)),
-            )
-            self._set_meta("embedding_model", model.name)
-            self._set_meta("embedding_dim", str(model.dim))
-            self._bump_generation()
+    def _add_vectors(self, db: sqlite3.Connection, ids: Sequence[int], vectors: np.ndarray) -> None:
+        db.executemany(
+            "INSERT INTO vectors (memory_id, vector) VALUES (?, ?)",
+            ((memory_id, SQLITE.vector_value(vectors[row])) for row, memory_id in enumerate(ids)),
+        )
 
     # -- copy between stores -----------------------------------------------------------------
 
@@ -733,7 +446,7 @@ class SQLiteStore:
         """Every memory with all it holds, in id order (for `copy_store`)."""
         import numpy as np
 
-        columns = ", ".join(f"m.{name.strip()}" for name in _MEMORY_COLUMNS.split(","))
+        columns = ", ".join(f"m.{name.strip()}" for name in MEMORY_COLUMNS.split(","))
         last = 0
         while True:
             rows = self._db.execute(
@@ -767,7 +480,7 @@ class SQLiteStore:
     def restore(self, memories: Iterable[ExportedMemory], model: EmbeddingModelInfo | None) -> int:
         """Write exported memories into this empty store, keeping their ids, in one transaction."""
         written = 0
-        links: list[tuple[int | None, int | None, int]] = []
+        links: builtins.list[tuple[Any, ...]] = []
         with self.transaction():
             if self._db.execute("SELECT 1 FROM memories LIMIT 1").fetchone() is not None:
                 raise InvalidInputError(f"{self.path} holds memories already; copy needs an empty store")
@@ -777,14 +490,11 @@ class SQLiteStore:
             for exported in memories:
                 m = exported.memory
                 self._db.execute(
-                    f"INSERT INTO memories ({_MEMORY_COLUMNS}) VALUES ({','.join('?' * 23)})",
-                    (m.id, m.key, m.text, to_iso(m.created_at), to_iso(m.last_accessed_at), m.access_count,
-                     m.importance, m.priority, int(m.pinned), m.project, m.namespace, m.session, m.role,
-                     json.dumps(list(m.tags), ensure_ascii=False), json.dumps(dict(m.metadata), ensure_ascii=False),
-                     m.content_hash, m.memory_score, None, m.group_id, m.kind, m.conversation, m.position, None),
-                )  # fmt: skip
-                if m.superseded_by is not None or m.parent_id is not None:
-                    links.append((m.superseded_by, m.parent_id, m.id))
+                    f"INSERT INTO memories ({MEMORY_COLUMNS}) VALUES ({SQLITE.marks(len(MEMORY_FIELDS))})",
+                    [None if f.spec.refers else SQLITE.write(f, getattr(m, f.name)) for f in MEMORY_FIELDS],
+                )
+                if any(getattr(m, name) is not None for name in REFERS):
+                    links.append((*(getattr(m, name) for name in REFERS), m.id))
                 self._index_text(m.id, fts_row(m.text, m.tags, m.kind, exported.lexical_views))
                 if exported.vector is not None:
                     self._db.execute(
@@ -798,29 +508,17 @@ class SQLiteStore:
                     )
                 written += 1
             # Links may point forward in id order: set once every memory is there.
-            self._db.executemany("UPDATE memories SET superseded_by = ?, parent_id = ? WHERE id = ?", links)
+            sets = ", ".join(f"{name} = ?" for name in REFERS)
+            self._db.executemany(f"UPDATE memories SET {sets} WHERE id = ?", links)
             self._bump_generation()
         return written
 
     # -- reads ----------------------------------------------------------------------------
 
-    def id_for_key(self, key: str) -> int | None:
-        row = self._db.execute("SELECT id FROM memories WHERE key = ?", (key,)).fetchone()
-        return row[0] if row else None
-
     def get(self, memory_id: int) -> Memory:
-        row = None
-        if _fits(memory_id):  # an id SQLite cannot hold names no memory
-            row = self._db.execute(f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE id = ?", (memory_id,)).fetchone()
-        if row is None:
+        if not _fits(memory_id):  # an id SQLite cannot hold names no memory
             raise MemoryNotFoundError(f"no memory with id {memory_id}")
-        return _row_to_memory(row)
-
-    def get_by_key(self, key: str) -> Memory:
-        memory_id = self.id_for_key(key)
-        if memory_id is None:
-            raise MemoryNotFoundError(f"no memory with key {key!r}")
-        return self.get(memory_id)
+        return super().get(memory_id)
 
     def get_many(self, ids: Sequence[int]) -> dict[int, Memory]:
         found: dict[int, Memory] = {}
@@ -828,19 +526,9 @@ class SQLiteStore:
         for start in range(0, len(unique), 500):
             chunk = unique[start : start + 500]
             marks = ",".join("?" * len(chunk))
-            for row in self._db.execute(f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE id IN ({marks})", chunk):
+            for row in self._db.execute(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id IN ({marks})", chunk):
                 found[row[0]] = _row_to_memory(row)
         return found
-
-    def list(self, scope: Scope = EVERYTHING, *, limit: int | None = None, offset: int = 0) -> builtins.list[Memory]:
-        """Memories in scope, newest first."""
-        where, params = _where(scope)
-        rows = self._db.execute(
-            f"SELECT {_MEMORY_COLUMNS} FROM memories m WHERE {where} ORDER BY m.created_at DESC, m.id DESC "
-            "LIMIT ? OFFSET ?",
-            (*params, -1 if limit is None else min(limit, _SQLITE_INT_MAX), min(offset, _SQLITE_INT_MAX)),
-        )
-        return [_row_to_memory(row) for row in rows]
 
     def iter_texts(self) -> Iterator[tuple[int, str]]:
         yield from self._db.execute("SELECT id, text FROM memories ORDER BY id")
@@ -850,75 +538,12 @@ class SQLiteStore:
             return self._db.execute("SELECT count(*) FROM memories").fetchone()[0]
         if scope.only_kinds:
             return self.count() - len(self._ids_of_other_kinds(scope.kinds))
-        where, params = _where(scope)
+        where, params = SQLITE.where(scope)
         return self._db.execute(f"SELECT count(*) FROM memories m WHERE {where}", params).fetchone()[0]
 
-    def vector_count(self) -> int:
-        return self._db.execute("SELECT count(*) FROM vectors").fetchone()[0]
-
     def _scoped_ids(self, scope: Scope) -> builtins.list[int]:
-        where, params = _where(scope)
+        where, params = SQLITE.where(scope)
         return [row[0] for row in self._db.execute(f"SELECT m.id FROM memories m WHERE {where}", params)]
-
-    def lexical_search(self, query: str, scope: Scope, limit: int, view: str | None = None) -> LexicalHits:
-        """FTS5 BM25, best first, as (id, score) with higher scores better: over text and tags, or
-        over one view's column (`context`, `prev`) only. Always exact."""
-        check_text("the query", query)  # SQLite binds only valid Unicode
-        if view is not None and view not in LEXICAL_VIEWS:
-            raise ValueError(f"no full-text view {view!r}")
-        if view is not None and self._lexical_views_alike():
-            # Every memory's views hold the same text: one view's ranking is every view's, so the
-            # legs over them run one query (the last one's hits are kept for the next leg).
-            key = (self.generation(), query, scope, limit)
-            last = self._lexical_memo
-            if last is not None and last[0] == key:
-                return LexicalHits(last[1])
-            hits = self._lexical_query(query, scope, limit, LEXICAL_VIEWS[0])
-            self._lexical_memo = (key, hits)
-            return LexicalHits(hits)
-        return LexicalHits(self._lexical_query(query, scope, limit, view))
-
-    def _lexical_query(self, query: str, scope: Scope, limit: int, view: str | None) -> Hits:
-        match = match_expression(query)
-        grams = gram_expression(query)
-        if match is None and grams is None:
-            return []
-        # Words in text and tags (or the view); CJK bigrams and symbols (none in plain English) in the gram column.
-        columns = ("text", "tags") if view is None else (view,)
-        parts = [
-            f"{{{' '.join(columns)}}} : ({match})" if match else None,
-            f"{{{GRAM_COLUMNS[view]}}} : ({grams})" if grams else None,
-        ]
-        expression = " OR ".join(part for part in parts if part)
-        weights = ", ".join("1.0" if name in (*columns, GRAM_COLUMNS[view]) else "0.0" for name in FTS_COLUMNS)
-        rank = f"bm25(memories_fts, {weights})"
-        if scope.is_everything:
-            sql = f"SELECT rowid, -{rank} FROM memories_fts WHERE memories_fts MATCH ? ORDER BY {rank} LIMIT ?"
-            params: builtins.list[Any] = [expression, limit]
-        else:
-            where, scope_params = _where(scope)
-            sql = (
-                f"SELECT f.rowid, -{rank} FROM memories_fts f JOIN memories m ON m.id = f.rowid "
-                f"WHERE memories_fts MATCH ? AND {where} ORDER BY {rank} LIMIT ?"
-            )
-            params = [expression, *scope_params, limit]
-        return [(int(row[0]), float(row[1])) for row in self._db.execute(sql, params)]
-
-    def document_frequency(self, word: str, scope: Scope, at_most: int) -> int:
-        """How many memories in scope hold `word` in their text or tags, counting no further than
-        `at_most` (enough to tell a common word; a rare one answers at once)."""
-        match = '"' + word.replace('"', '""') + '"'
-        if scope.is_everything:
-            sql = "SELECT count(*) FROM (SELECT 1 FROM memories_fts WHERE memories_fts MATCH ? LIMIT ?)"
-            params: builtins.list[Any] = [f"{{text tags}} : ({match})", at_most]
-        else:
-            where, scope_params = _where(scope)
-            sql = (
-                "SELECT count(*) FROM (SELECT 1 FROM memories_fts f JOIN memories m ON m.id = f.rowid "
-                f"WHERE memories_fts MATCH ? AND {where} LIMIT ?)"
-            )
-            params = [f"{{text tags}} : ({match})", *scope_params, at_most]
-        return self._db.execute(sql, params).fetchone()[0]
 
     def roles(self, scope: Scope) -> builtins.list[str]:
         """The speakers in scope; kept until the next write (every search asks, and finding them
@@ -927,7 +552,7 @@ class SQLiteStore:
         known = self._roles_memo.get(scope)
         if known is not None and known[0] == generation:
             return list(known[1])
-        where, params = _where(scope)
+        where, params = SQLITE.where(scope)
         sql = f"SELECT DISTINCT m.role FROM memories m WHERE m.role IS NOT NULL AND {where} ORDER BY 1"
         found = [row[0] for row in self._db.execute(sql, params)]
         if len(self._roles_memo) >= 64:
@@ -935,104 +560,14 @@ class SQLiteStore:
         self._roles_memo[scope] = (generation, found)
         return list(found)
 
-    def has_kind(self, kind: str) -> bool:
-        return self._db.execute("SELECT 1 FROM memories WHERE kind = ? LIMIT 1", (kind,)).fetchone() is not None
-
     def _ids_of_other_kinds(self, kinds: Sequence[str]) -> builtins.list[int]:
         """The memories whose kind is not one of `kinds` (through the kind index: cheap when few)."""
         marks = ",".join("?" * len(kinds))
         return [row[0] for row in self._db.execute(f"SELECT id FROM memories WHERE kind NOT IN ({marks})", kinds)]
 
-    def vector_index(self, view: str | None = None) -> VectorIndex:
-        """The stored vectors (of the memories' own texts, or of one view) as one matrix, cached
-        until the store's next write: memory-mapped from the vector cache beside the store (see
-        memsearch.store.vector_cache), which the first process to need it writes."""
-        generation = self.generation()
-        cached = self._vector_cache.get(view)
-        if cached is not None and cached[0] == generation:
-            return cached[1]
-        if view in OWN_TEXT_VIEWS and not self._has_view_vectors(view):
-            # Every memory is searched by its own vector here: the same matrix, one product a query.
-            self.vector_index(None)
-            generation, index, name = self._vector_cache[None]
-        else:
-            name = _CACHE_NAMES.get(view, view or "own")
-            generation, index = self._read_vectors(view, name)
-        self._vector_cache[view] = (generation, index, name)
-        return index
-
-    def _has_view_vectors(self, view: str) -> bool:
-        sql = "SELECT 1 FROM views WHERE view = ? AND vector IS NOT NULL LIMIT 1"
-        return self._db.execute(sql, (view,)).fetchone() is not None
-
-    def _vector_rows_sql(self, view: str | None) -> tuple[str, tuple[Any, ...]]:
-        if view is None:
-            return "SELECT memory_id, vector FROM vectors ORDER BY memory_id", ()
-        if view == _CHUNKS:
-            return (
-                "SELECT memory_id, vector FROM views WHERE view LIKE ? ESCAPE '!' ORDER BY memory_id",
-                (_CHUNK_VIEWS_LIKE,),
-            )
-        if view in OWN_TEXT_VIEWS:  # a memory without a vector of this view is searched by its own
-            return (
-                "SELECT memory_id, vector FROM views WHERE view = ? AND vector IS NOT NULL "
-                "UNION ALL SELECT memory_id, vector FROM vectors v WHERE NOT EXISTS "
-                "(SELECT 1 FROM views w WHERE w.memory_id = v.memory_id AND w.view = ? AND w.vector IS NOT NULL) "
-                "ORDER BY memory_id",
-                (view, view),
-            )
-        return "SELECT memory_id, vector FROM views WHERE view = ? ORDER BY memory_id", (view,)
-
-    def _read_vectors(self, view: str | None, name: str) -> tuple[int, VectorIndex]:
-        """(generation, the view's vectors) read in one snapshot: from the cache files when they
-        are there, else out of SQLite (written to the cache files on the way when it can be)."""
-        import numpy as np
-
-        db = self._db
-        own_snapshot = not db.in_transaction  # inside a write, the rows are not yet a generation's
-        cache = self._files() if own_snapshot else None
-        if own_snapshot:
-            db.execute("BEGIN")
-        try:
-            generation = self.generation()
-            model = self.embedding_model()
-            dim = model.dim if model else 0
-            files = cache if dim else None
-            if files is not None and (loaded := files.load(generation, name, dim)) is not None:
-                return generation, loaded
-            sql, params = self._vector_rows_sql(view)
-            (count,) = db.execute(f"SELECT count(*) FROM ({sql})", params).fetchone() if files else (0,)
-            if files is not None and count:  # (an empty view has nothing worth a file)
-                try:
-                    return generation, files.write(
-                        generation, name, dim, count, batches(db.execute(sql, params).fetchmany)
-                    )
-                except WrongDimension as mismatch:
-                    raise self._wrong_vectors(mismatch.count, dim) from None
-                except OSError as error:  # a full disk, a folder that cannot be written: read them here
-                    log.info("vector cache not written (%s)", error)
-            rows = db.execute(sql, params).fetchall()
-        finally:
-            if own_snapshot:
-                db.execute("COMMIT")
-        ids = np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
-        wrong = sum(1 for row in rows if len(row[1]) != 4 * dim)
-        if wrong:
-            raise self._wrong_vectors(wrong, dim)
-        matrix = np.frombuffer(b"".join(row[1] for row in rows), dtype="<f4").astype(np.float32, copy=False)
-        return generation, VectorIndex(
-            ids=ids, matrix=matrix.reshape(len(rows), dim) if rows else np.zeros((0, dim), np.float32)
-        )
-
-    def _wrong_vectors(self, count: int, dim: int) -> StoreCorruptError:
-        return StoreCorruptError(
-            f"{self.path}: {count} stored vectors are not the {dim} numbers the store's model makes; "
-            "re-embed the store (reindex) to repair them"
-        )
-
-    def _files(self) -> VectorCache | None:
-        """The vector cache beside the store; None for a store that is only read here (or whose
-        id cannot be recorded)."""
+    def _store_id(self) -> str | None:
+        """The store's id, which names its vector cache files; None for a store only read here (or
+        whose id cannot be recorded)."""
         if self.read_only or self._write_refusal is not None:
             return None
         store_id = self._meta("store_id")
@@ -1043,219 +578,20 @@ class SQLiteStore:
             except StoreUnavailableError:
                 return None
             store_id = self._meta("store_id")
-        return VectorCache(cache_folder(self.path), str(store_id))
+        return str(store_id)
 
-    def _approximate(self, view: str | None, index: VectorIndex, admitted: int) -> AnnIndex | None:
-        """The view's approximate index when the scope is large enough to want one (made when
-        missing; None without the index library, or where the cache cannot be written)."""
-        if admitted < self.ann_threshold or index.ids.size < self.ann_threshold or not index_library_available():
-            return None
-        generation, _, name = self._vector_cache[view]
-        cached = self._ann_cache.get(name)
-        if cached is not None and cached[0] is index:
-            return cached[1]
-        files = self._files()
-        if files is None:
-            return None
-        try:
-            built = files.index(generation, name, index)
-        except OSError as error:
-            log.warning("approximate vector index not available (%s): searching exactly", error)
-            return None
-        self._ann_cache[name] = (index, built)
-        return built
-
-    def _scope_mask(self, index: VectorIndex, scope: Scope) -> np.ndarray | None:
-        """Which rows of the index are in scope; None for all. A scope that only leaves out some
-        kinds (session chunks, usually few) is computed from the memories it leaves out."""
-        import numpy as np
-
-        if scope.is_everything:
-            return None
-        if scope.only_kinds:
-            return ~np.isin(index.ids, np.asarray(self._ids_of_other_kinds(scope.kinds), np.int64))
-        return np.isin(index.ids, np.asarray(self._scoped_ids(scope), np.int64))
-
-    def vector_search(self, vector: np.ndarray, scope: Scope, limit: int | None, view: str | None = None) -> VectorHits:
-        """The query against the stored vectors of the view, in process: exactly, or, for a scope
-        of at least `ann_threshold` memories, through the approximate index. A long note scores by
-        its best chunk where its own vector stands (the own-text views)."""
-        import numpy as np
-
-        index = self.vector_index(view)
-        chunks = self.vector_index(_CHUNKS) if view is None or view in OWN_TEXT_VIEWS else None
-        # Legs over views that share a matrix ask the same question: the last answer is kept.
-        key = (id(index), id(chunks), vector.astype(np.float32, copy=False).tobytes(), scope, limit, self.ann_threshold)
-        last = self._vector_memo
-        if last is not None and last[0] == key and last[1] is index:
-            return VectorHits(last[2], last[2].engine)
-        hits = self._vector_search(view, index, chunks, vector, scope, limit)
-        self._vector_memo = (key, index, hits)
-        return VectorHits(hits, hits.engine)
-
-    def _vector_search(
-        self,
-        view: str | None,
-        index: VectorIndex,
-        chunks: VectorIndex | None,
-        vector: np.ndarray,
-        scope: Scope,
-        limit: int | None,
-    ) -> VectorHits:
-        import numpy as np
-
-        mask = self._scope_mask(index, scope)
-        if limit is not None:
-            admitted = index.ids.size if mask is None else int(np.count_nonzero(mask))
-            approximate = self._approximate(view, index, admitted)
-            if approximate is not None:
-                hits = approximate_top(index, approximate, vector, limit, mask, chunks)
-                if hits is not None:
-                    return VectorHits(hits, engine="index")
-        pool = index.ids.size if limit is None else limit
-        return VectorHits(vector_top(index, vector, pool, mask, chunks), engine="exact")
-
-    def cosines(self, vector: np.ndarray, ids: Sequence[int]) -> dict[int, float]:
-        """Each memory's cosine as the vector leg scores it: a long note's is its best chunk's."""
-        import numpy as np
-
-        index = self.vector_index()
-        found, rows = index.rows_of(ids)
-        if found.size == 0:  # also a store with no vectors yet, whose matrix has no columns
-            return {}
-        scores = index.matrix[rows] @ vector
-        best = {int(i): float(s) for i, s in zip(found, scores, strict=True)}
-        chunks = self.vector_index(_CHUNKS)
-        if chunks.ids.size:
-            wanted = np.isin(chunks.ids, found)
-            for memory_id, score in zip(chunks.ids[wanted], chunks.matrix[wanted] @ vector, strict=True):
-                best[int(memory_id)] = max(best[int(memory_id)], float(score))
-        return best
-
-    def vectors(self, ids: Sequence[int]) -> dict[int, np.ndarray]:
-        index = self.vector_index()
-        found, rows = index.rows_of(ids)
-        return {int(i): index.matrix[row] for i, row in zip(found, rows, strict=True)}
-
-    def all_vectors(self) -> tuple[np.ndarray, np.ndarray]:
-        index = self.vector_index()
-        return index.ids, index.matrix
-
-    def nearest(self, vectors: np.ndarray, exclude: Collection[int] = ()) -> builtins.list[tuple[int, float] | None]:
-        import numpy as np
-
-        index = self.vector_index()
-        if index.ids.size == 0:
-            return [None] * len(vectors)
-        excluded = np.isin(index.ids, np.asarray(sorted(exclude), np.int64)) if exclude else None
-        found: builtins.list[tuple[int, float] | None] = []
-        for start in range(0, len(vectors), 256):
-            scores = vectors[start : start + 256] @ index.matrix.T
-            if excluded is not None:
-                scores[:, excluded] = -np.inf
-            for row in scores:
-                column = int(np.argmax(row))
-                found.append(None if row[column] == -np.inf else (int(index.ids[column]), float(row[column])))
-        return found
-
-    def views_with_vectors(self) -> builtins.list[tuple[int, str, str]]:
-        """(memory id, view, text) of every stored vector view, for reindex."""
-        return self._db.execute("SELECT memory_id, view, text FROM views ORDER BY memory_id, view").fetchall()
-
-    def session_turns(self, conversation: str | None, session: str) -> builtins.list[Memory]:
-        """The turns of one session, in order."""
-        rows = self._db.execute(
-            f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE kind = 'turn' AND session = ? "
-            "AND conversation IS ? ORDER BY position, id",
-            (session, conversation),
-        )
-        return [_row_to_memory(row) for row in rows]
-
-    def around(self, memory: Memory, before: int, after: int) -> builtins.list[Memory]:
-        """The memory with its neighbours: a session chunk with all its turns; a turn with the
-        turns around it; a note with the memories of its session (or store) around it in time."""
-        if memory.kind == "session" and memory.session is not None:
-            return [memory, *self.session_turns(memory.conversation, memory.session)]
-        if memory.kind == "turn" and memory.session is not None:
-            turns = self.session_turns(memory.conversation, memory.session)
-            at = next(i for i, turn in enumerate(turns) if turn.id == memory.id)
-            return turns[max(0, at - before) : at + after + 1]
-        same_session = "AND session = ?" if memory.session is not None else ""
-        params: builtins.list[Any] = [memory.session] if memory.session is not None else []
-        stamp = (to_iso(memory.created_at), memory.id)
-        older = self._db.execute(
-            f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE (created_at, id) < (?, ?) AND kind != 'session' "
-            f"{same_session} ORDER BY created_at DESC, id DESC LIMIT ?",
-            (*stamp, *params, before),
-        ).fetchall()
-        newer = self._db.execute(
-            f"SELECT {_MEMORY_COLUMNS} FROM memories WHERE (created_at, id) > (?, ?) AND kind != 'session' "
-            f"{same_session} ORDER BY created_at, id LIMIT ?",
-            (*stamp, *params, after),
-        ).fetchall()
-        return [_row_to_memory(row) for row in reversed(older)] + [memory] + [_row_to_memory(row) for row in newer]
-
-    def health(self) -> StoreHealth:
-        db = self._db
-        kinds = dict(db.execute("SELECT kind, count(*) FROM memories GROUP BY kind ORDER BY kind").fetchall())
-        (without_vector,) = db.execute(
-            "SELECT count(*) FROM memories m WHERE NOT EXISTS (SELECT 1 FROM vectors v WHERE v.memory_id = m.id)"
-        ).fetchone()
-        problems = [row[0] for row in db.execute("PRAGMA quick_check(5)")]
+    def _engine_health(self) -> dict[str, Any]:
         wal = Path(f"{self.path}-wal")
-        return StoreHealth(
-            backend="sqlite",
-            schema_version=self.schema_version,
-            latest_schema_version=SCHEMA_VERSION,
-            model=self.embedding_model(),
-            memories_by_kind=kinds,
-            vectors=self.vector_count(),
-            without_vector=without_vector,
-            fts_rows=db.execute("SELECT count(*) FROM memories_fts").fetchone()[0],
-            view_vectors=db.execute("SELECT count(*) FROM views WHERE vector IS NOT NULL").fetchone()[0],
-            integrity="; ".join(problems),
-            ann_index=self.vector_count() >= self.ann_threshold and index_library_available(),
-            wal_bytes=wal.stat().st_size if wal.exists() else 0,
-            size_bytes=self.path.stat().st_size,
-        )
-
-    def stats(self) -> dict[str, Any]:
-        db = self._db
-        (total,) = db.execute("SELECT count(*) FROM memories").fetchone()
-        oldest, newest = db.execute("SELECT min(created_at), max(created_at) FROM memories").fetchone()
-        model = self.embedding_model()
-
-        def counts(column: str) -> dict[str, int]:
-            rows = db.execute(
-                f"SELECT coalesce({column}, ''), count(*) FROM memories GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT 50"
-            )
-            return {name: n for name, n in rows}
-
-        size = sum(os.path.getsize(p) for p in (self.path, Path(f"{self.path}-wal")) if os.path.exists(p))
-        # created_at is stored in UTC, so its first 10 characters are the UTC day (the index serves it)
-        per_day = db.execute("SELECT substr(created_at, 1, 10), count(*) FROM memories GROUP BY 1").fetchall()
         return {
-            "path": str(self.path),
-            "memories": total,
-            "vectors": self.vector_count(),
-            "embedding_model": model.name if model else None,
-            "embedding_dim": model.dim if model else None,
-            "schema_version": self.schema_version,
-            "oldest": oldest,
-            "newest": newest,
-            "projects": counts("project"),
-            "namespaces": counts("namespace"),
-            "kinds": counts("kind"),
-            "growth": added_per_period(dict(per_day)),
-            "size_bytes": size,
+            "fts_rows": self._db.execute("SELECT count(*) FROM memories_fts").fetchone()[0],
+            "integrity": "; ".join(row[0] for row in self._db.execute("PRAGMA quick_check(5)")),
+            "ann_index": self.vector_count() >= self.ann_threshold and index_library_available(),
+            "wal_bytes": wal.stat().st_size if wal.exists() else 0,
+            "size_bytes": self.path.stat().st_size,
         }
 
-    def index_state(self) -> str | None:
-        return self._meta(INDEX_STATE_KEY)
-
-    def save_index_state(self, document: str) -> None:
-        with self.transaction():
-            self._set_meta(INDEX_STATE_KEY, document)
+    def _size_bytes(self) -> int:
+        return sum(os.path.getsize(p) for p in (self.path, Path(f"{self.path}-wal")) if os.path.exists(p))
 
 
 def _split_statements(script: str) -> builtins.list[str]:
@@ -1278,7 +614,7 @@ class _Transaction:
                 self._db.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms}")
             self._db.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as error:
-            if short and _is_busy(error):
+            if short and is_busy(error):
                 raise StoreUnavailableError(f"{self._path} is busy: another process is writing to it") from None
             raise environment_error(self._path, error) or error from None
         finally:

@@ -10,7 +10,9 @@ from collections.abc import Callable
 import pytest
 
 from memsearch.api import Memsearch
+from memsearch.errors import InvalidInputError
 from memsearch.models import NewMemory
+from memsearch.operations import MAX_QUERY_CHARS
 from memsearch.retrieval import routing
 from memsearch.retrieval.pipeline import SearchRequest
 
@@ -65,15 +67,20 @@ def test_routing_still_finds_the_tokens_it_found() -> None:
 
 
 @pytest.mark.parametrize("mode", ["auto", "lexical"])
-def test_a_megabyte_query_is_searched_in_linear_time(ms: Memsearch, mode: str) -> None:
+def test_a_query_up_to_the_limit_is_searched_in_linear_time_and_a_longer_one_refused(ms: Memsearch, mode: str) -> None:
+    """Every front end takes queries up to MAX_QUERY_CHARS (one contract); the search stays linear
+    up to it, and a megabyte is refused at once, in one line, before anything is embedded."""
     for text in ("the deploy script lives in tools/deploy.sh", "a/b/c is a path", "Alice drinks tea"):
         ms.add(NewMemory(text=text))
     ms.search(SearchRequest("warm up", mode=mode))
     for name in ("path", "fts-syntax"):
-        big = HOSTILE[name]
+        big = HOSTILE[name][:MAX_QUERY_CHARS]
         tenth = big[: len(big) // 10]
         small_time = _seconds(lambda tenth=tenth: ms.search(SearchRequest(tenth, mode=mode, touch=False)))
         big_time = _seconds(lambda big=big: ms.search(SearchRequest(big, mode=mode, touch=False)))
         # Linear: ten times the text, about ten times the time (quadratic would be a hundred).
         assert big_time < 30 * small_time + 2.0, (name, small_time, big_time)
-        assert big_time < 60, (name, big_time)
+        started = time.perf_counter()
+        with pytest.raises(InvalidInputError, match="the limit is 4000") as refused:
+            ms.search(SearchRequest(HOSTILE[name], mode=mode, touch=False))
+        assert refused.value.field == "query" and time.perf_counter() - started < 1.0

@@ -17,6 +17,8 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from memsearch.store.fts import FTS_COLUMNS
+
 TOKENIZER = "porter unicode61 remove_diacritics 2"
 
 # FTS5's bm25() constants (fts5_aux.c).
@@ -84,3 +86,7 @@ def phrase_count(token_positions: Sequence[Sequence[int]]) -> int:
     """How often the phrase occurs in one column, given each of its tokens' offsets there."""
     later = [set(offsets) for offsets in token_positions[1:]]
     return sum(1 for start in token_positions[0] if all(start + k + 1 in offsets for k, offsets in enumerate(later)))
+
+
+# The tokenizer of every full-text column of the store (fts.FTS_COLUMNS), shared by its writes and searches.
+FTS_TOKENIZER = Fts5Tokenizer(len(FTS_COLUMNS))

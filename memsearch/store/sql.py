@@ -1,0 +1,567 @@
+"""What both SQL stores share: the memories table's columns, read and written through one
+description of a memory's fields (`memsearch.models.MEMORY_FIELDS`) in each engine's dialect, the
+scope condition, and the store methods that run alike on SQLite and PostgreSQL (`SQLStore`). Each
+store keeps what its engine does differently: connections, transactions, full-text and vectors."""
+
+from __future__ import annotations
+
+import builtins
+import json
+import logging
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
+
+from memsearch.errors import DuplicateKeyError, MemoryNotFoundError, ModelMismatchError
+from memsearch.growth import added_per_period
+from memsearch.models import (
+    FIELDS_BY_NAME,
+    GIVEN_FIELDS,
+    MEMORY_FIELDS,
+    SETTABLE_FIELDS,
+    EmbeddingModelInfo,
+    Memory,
+    MemoryField,
+    NewMemory,
+    content_hash,
+)
+from memsearch.store.base import EVERYTHING, INDEX_STATE_KEY, Scope, StoreHealth
+from memsearch.timeutil import from_iso, to_iso
+
+if TYPE_CHECKING:
+    import numpy as np
+
+# Every column of a memory, in the order of the Memory dataclass (a row of them is one Memory).
+MEMORY_COLUMNS = ", ".join(f.name for f in MEMORY_FIELDS)
+# A new memory's columns: those it gives (NewMemory's fields of the same name), its text's hash
+# and its session chunk's id. An engine may add columns of its own (SQLStore.insert_columns).
+NEW_COLUMNS = (*(f.name for f in GIVEN_FIELDS), "content_hash", "parent_id")
+# Columns that name another memory: a restore sets them once every memory is there.
+REFERS = tuple(f.name for f in MEMORY_FIELDS if f.spec.refers)
+RESTORED = tuple(f for f in MEMORY_FIELDS if not f.spec.refers)  # the fields a restore writes first
+_CREATED_AT = FIELDS_BY_NAME["created_at"]
+T = TypeVar("T")
+log = logging.getLogger(__name__)
+SQLITE_INT_MAX = 2**63 - 1  # the largest integer SQLite holds
+Codecs = Mapping[str, Callable[[Any], Any]]
+
+
+def _json_text(value: Any) -> str:
+    return json.dumps(dict(value), ensure_ascii=False)
+
+
+def _utc(moment: datetime) -> datetime:
+    return moment.astimezone(UTC)
+
+
+class Dialect:
+    """How one engine holds each kind of field (MemoryField.kind), marks a parameter and says the
+    few conditions the two engines spell differently."""
+
+    name: ClassVar[str]  # the backend's name in `memsearch doctor`
+    mark: ClassVar[str]  # a query parameter: ? or %s
+    true: ClassVar[str]  # a condition that always holds
+    same: ClassVar[str]  # a comparison where NULL equals NULL
+    vector_column: ClassVar[str]  # the vectors' column in the vectors and views tables
+    utc_day: ClassVar[str]  # created_at's UTC day as YYYY-MM-DD (stats' growth)
+    readers: ClassVar[Codecs]  # kind → the stored value as the Memory field's
+    writers: ClassVar[Codecs]  # kind → the Memory field's value as stored
+
+    def __init__(self) -> None:
+        self._read_at = tuple((at, read) for at, f in enumerate(MEMORY_FIELDS) if (read := self.readers.get(f.kind)))
+
+    def marks(self, count: int) -> str:
+        return ", ".join([self.mark] * count)
+
+    def row_to_memory(self, row: Sequence[Any]) -> Memory:
+        """A row that starts with MEMORY_COLUMNS as a Memory."""
+        values = list(row)
+        del values[len(MEMORY_FIELDS) :]
+        for at, read in self._read_at:
+            values[at] = read(values[at])
+        return Memory(*values)
+
+    def write(self, memory_field: MemoryField, value: Any) -> Any:
+        """A field's value as this engine stores it."""
+        writer = self.writers.get(memory_field.kind)
+        return value if writer is None or value is None else writer(value)
+
+    def new_values(self, memory: NewMemory, now: datetime, parent_id: int | None) -> builtins.list[Any]:
+        """The values of NEW_COLUMNS for a new memory (a time it does not give is `now`)."""
+        values = []
+        for f in GIVEN_FIELDS:
+            value = getattr(memory, f.name)
+            values.append(self.write(f, now if value is None and f.kind == "time" else value))
+        return [*values, content_hash(memory.text), parent_id]
+
+    def where(self, scope: Scope, alias: str = "m") -> tuple[str, builtins.list[Any]]:
+        """A condition over the memories table (under `alias`) for `scope`, and its parameters."""
+        clauses: builtins.list[str] = []
+        params: builtins.list[Any] = []
+        for column, value in (
+            ("project", scope.project),
+            ("namespace", scope.namespace),
+            ("conversation", scope.conversation),
+        ):
+            if value is not None:
+                clauses.append(f"{alias}.{column} = {self.mark}")
+                params.append(value)
+        if scope.tags:
+            self._has_tags(f"{alias}.tags", scope.tags, clauses, params)
+        for bound, moment in ((">=", scope.since), ("<=", scope.until)):
+            if moment is not None:
+                clauses.append(f"{alias}.created_at {bound} {self.mark}")
+                params.append(self.write(_CREATED_AT, moment))
+        for column, values in (("kind", scope.kinds), ("role", scope.roles), ("session", scope.sessions)):
+            if values:
+                self._one_of(f"{alias}.{column}", values, clauses, params)
+        return (" AND ".join(clauses) or self.true), params
+
+    def page(self, limit: int | None, offset: int) -> tuple[Any, Any]:
+        """LIMIT and OFFSET's parameters (a limit of None: no limit)."""
+        return limit, offset
+
+    def vector_value(self, vector: np.ndarray) -> Any:
+        """A vector as this engine binds it."""
+        raise NotImplementedError
+
+    def _has_tags(self, column: str, tags: Sequence[str], clauses: list[str], params: list[Any]) -> None:
+        raise NotImplementedError
+
+    def _one_of(self, column: str, values: Sequence[str], clauses: list[str], params: list[Any]) -> None:
+        raise NotImplementedError
+
+
+class SQLiteDialect(Dialect):
+    name, mark, true, same, vector_column = "sqlite", "?", "1", "IS ?", "vector"
+    utc_day = "substr(created_at, 1, 10)"  # stored in UTC, so its first 10 characters (the index serves it)
+    readers: ClassVar[Codecs] = {
+        "time": from_iso,
+        "bool": bool,
+        "tags": lambda text: tuple(json.loads(text)),
+        "json": json.loads,
+    }
+    writers: ClassVar[Codecs] = {
+        "time": to_iso,
+        "bool": int,
+        "tags": lambda tags: json.dumps(list(tags), ensure_ascii=False),
+        "json": _json_text,
+    }
+
+    def vector_value(self, vector: np.ndarray) -> bytes:
+        return vector.astype("<f4").tobytes()
+
+    def page(self, limit: int | None, offset: int) -> tuple[Any, Any]:
+        return -1 if limit is None else min(limit, SQLITE_INT_MAX), min(offset, SQLITE_INT_MAX)
+
+    def _has_tags(self, column: str, tags: Sequence[str], clauses: list[str], params: list[Any]) -> None:
+        for tag in tags:
+            clauses.append(f"EXISTS (SELECT 1 FROM json_each({column}) WHERE json_each.value = ?)")
+            params.append(tag)
+
+    def _one_of(self, column: str, values: Sequence[str], clauses: list[str], params: list[Any]) -> None:
+        clauses.append(f"{column} IN ({','.join('?' * len(values))})")
+        params.extend(values)
+
+
+class PostgresDialect(Dialect):
+    name, mark, true, same, vector_column = "postgresql", "%s", "true", "IS NOT DISTINCT FROM %s", "embedding"
+    utc_day = "to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD')"
+    readers: ClassVar[Codecs] = {"time": _utc, "tags": tuple, "json": json.loads}
+    writers: ClassVar[Codecs] = {"tags": list, "json": _json_text}
+
+    def vector_value(self, vector: np.ndarray) -> np.ndarray:
+        return vector.astype("float32", copy=False)
+
+    def _has_tags(self, column: str, tags: Sequence[str], clauses: list[str], params: list[Any]) -> None:
+        clauses.append(f"{column} @> %s::text[]")
+        params.append(list(tags))
+
+    def _one_of(self, column: str, values: Sequence[str], clauses: list[str], params: list[Any]) -> None:
+        clauses.append(f"{column} = ANY(%s::text[])")
+        params.append(list(values))
+
+
+SQLITE = SQLiteDialect()
+POSTGRES = PostgresDialect()
+
+
+class NewBatch:
+    """What one `insert` writes: the memories, their vectors and their views' vectors, and what
+    the engine prepared for them before its transaction (`SQLStore._prepare`)."""
+
+    def __init__(
+        self,
+        memories: Sequence[NewMemory],
+        vectors: np.ndarray | None,
+        view_vectors: Mapping[int, Mapping[str, np.ndarray]] | None,
+        prepared: Sequence[Any],
+    ) -> None:
+        self.memories = memories
+        self.vectors = vectors
+        self.view_vectors = view_vectors or {}
+        self.prepared = prepared
+        self.replaced = False  # a memory was rewritten in place: its old text is to be forgotten
+
+
+class SQLStore:
+    """The store methods both SQL engines run alike. A store supplies its connection (`_db`, one
+    per thread, whose `execute` returns a cursor), its dialect, its write transaction (`_write`)
+    and the hooks below where its engine differs."""
+
+    dialect: ClassVar[Dialect]
+    latest_schema_version: ClassVar[int]
+    insert_columns: ClassVar[tuple[str, ...]] = NEW_COLUMNS  # an engine's own columns follow NEW_COLUMNS
+    location: str
+    read_only: bool
+    _access_skipped: bool  # the note that access was not recorded is given once
+    _local: threading.local
+    _lock: threading.Lock
+    _connections: builtins.list[Any]
+
+    @property
+    def _db(self) -> Any:
+        raise NotImplementedError
+
+    def _write(self, work: Callable[[Any], T]) -> T:
+        """Run `work(connection)` in one write transaction and return what it returns."""
+        raise NotImplementedError
+
+    @property
+    def schema_version(self) -> int:
+        raise NotImplementedError
+
+    def embedding_model(self) -> EmbeddingModelInfo | None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        with self._lock:
+            connections, self._connections = self._connections, []
+        for connection in connections:
+            connection.close()
+        self._local = threading.local()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def _meta(self, key: str) -> str | None:
+        row = self._db.execute(f"SELECT value FROM meta WHERE key = {self.dialect.mark}", (key,)).fetchone()
+        return row[0] if row else None
+
+    def check_model(self, model: EmbeddingModelInfo) -> None:
+        """Refuse to mix vectors of two models in one store."""
+        stored = self.embedding_model()
+        if stored is not None and stored != model and self.vector_count():
+            raise ModelMismatchError(
+                f"this store's vectors come from {stored.name} ({stored.dim}-d) but the model in use is "
+                f"{model.name} ({model.dim}-d)"
+            )
+
+    # -- writes ---------------------------------------------------------------------------
+
+    def insert(
+        self,
+        memories: Sequence[NewMemory],
+        vectors: np.ndarray | None,
+        model: EmbeddingModelInfo | None,
+        now: datetime,
+        *,
+        replace: bool = False,
+        view_vectors: Mapping[int, Mapping[str, np.ndarray]] | None = None,
+    ) -> builtins.list[int]:
+        """Store the memories with their full-text rows and vectors in one transaction; return their ids.
+
+        A key that exists already is an error unless `replace`, which rewrites that memory in place.
+        `view_vectors` maps a batch position to the vectors of its vector views (see VECTOR_VIEWS).
+        """
+        if vectors is not None and model is None:
+            raise ValueError("vectors need the model that made them")
+        batch = NewBatch(memories, vectors, view_vectors, self._prepare(memories))
+        columns = self.insert_columns
+        sets = ", ".join(f"{column} = {self.dialect.mark}" for column in columns)
+        created = columns.index("created_at")
+
+        def work(db: Any) -> builtins.list[int]:
+            if model is not None:
+                self.check_model(model)
+                self._record_model(db, model)
+            ids: builtins.list[int] = []
+            for index, memory in enumerate(memories):
+                existing = self.id_for_key(memory.key) if memory.key is not None else None
+                if existing is not None and not replace:
+                    raise DuplicateKeyError(f"a memory with key {memory.key!r} exists already (id {existing})")
+                parent_id = self.id_for_key(memory.parent_key) if memory.parent_key is not None else None
+                values = [*self.dialect.new_values(memory, now, parent_id), *self._own_values(batch, index)]
+                if existing is not None:
+                    self._unindex(db, existing, batch, index)
+                    db.execute(
+                        f"UPDATE memories SET {sets}, last_accessed_at = created_at WHERE id = {self.dialect.mark}",
+                        (*values, existing),
+                    )
+                    memory_id = existing
+                else:
+                    memory_id = self._insert_row(db, columns, [*values, values[created]])
+                    self._added(db, batch, index)
+                self._index(db, memory_id, batch, index)
+                ids.append(memory_id)
+            self._index_all(db, ids, batch)
+            return ids
+
+        return self._write(work)
+
+    def update(self, memory_id: int, changes: dict[str, Any]) -> Memory:
+        """Change some of SETTABLE_FIELDS of one memory (new tags are indexed anew)."""
+        unknown = set(changes) - set(SETTABLE_FIELDS)
+        if unknown:
+            raise ValueError(f"cannot set {sorted(unknown)}")
+        mark = self.dialect.mark
+
+        def work(db: Any) -> None:
+            memory = self.get(memory_id)
+            for name, value in changes.items():
+                stored = self.dialect.write(FIELDS_BY_NAME[name], value)
+                db.execute(f"UPDATE memories SET {name} = {mark} WHERE id = {mark}", (stored, memory_id))
+            if "tags" in changes:
+                self._retag(db, memory, changes["tags"])
+
+        self._write(work)
+        return self.get(memory_id)
+
+    def set_consolidation(self, superseded: dict[int, int], groups: dict[int, int]) -> None:
+        """Replace every supersession mark and group id in one transaction."""
+        mark = self.dialect.mark
+
+        def work(db: Any) -> None:
+            db.execute(
+                "UPDATE memories SET superseded_by = NULL, group_id = NULL "
+                "WHERE superseded_by IS NOT NULL OR group_id IS NOT NULL"
+            )
+            cursor = db.cursor()
+            cursor.executemany(
+                f"UPDATE memories SET superseded_by = {mark} WHERE id = {mark}",
+                [(new, old) for old, new in sorted(superseded.items())],
+            )
+            cursor.executemany(
+                f"UPDATE memories SET group_id = {mark} WHERE id = {mark}",
+                [(group, memory_id) for memory_id, group in sorted(groups.items())],
+            )
+
+        self._write(work)
+
+    def replace_vectors(
+        self,
+        ids: Sequence[int],
+        vectors: np.ndarray,
+        model: EmbeddingModelInfo,
+        view_vectors: Mapping[tuple[int, str], np.ndarray] | None = None,
+    ) -> None:
+        """Swap every vector (and each (memory id, view)'s) for one of `model` in one transaction."""
+        mark, column = self.dialect.mark, self.dialect.vector_column
+
+        def work(db: Any) -> None:
+            self._clear_vectors(db)
+            self._record_model(db, model)
+            db.cursor().executemany(
+                f"UPDATE views SET {column} = {mark} WHERE memory_id = {mark} AND view = {mark}",
+                [
+                    (self.dialect.vector_value(v), memory_id, view)
+                    for (memory_id, view), v in (view_vectors or {}).items()
+                ],
+            )
+            self._add_vectors(db, ids, vectors)
+
+        self._write(work)
+
+    def _clear_vectors(self, db: Any) -> None:
+        """Delete every memory's own vector (for replace_vectors)."""
+        raise NotImplementedError
+
+    def _add_vectors(self, db: Any, ids: Sequence[int], vectors: np.ndarray) -> None:
+        """Write the memories' own vectors (rows of `vectors`), none of which is stored."""
+        raise NotImplementedError
+
+    def _access_not_recorded(self, reason: str) -> None:
+        """Recording access after a search is best effort: a read-only, busy or full store still
+        answers. The note is given once."""
+        if not self._access_skipped:
+            self._access_skipped = True
+            log.warning("access not recorded: %s", reason)
+
+    def _retag(self, db: Any, memory: Memory, tags: Sequence[str]) -> None:
+        """Index the memory's new tags (its text as it is)."""
+        raise NotImplementedError
+
+    def _insert_row(self, db: Any, columns: Sequence[str], values: Sequence[Any]) -> int:
+        """INSERT a memory's `columns` and its last_accessed_at (the last value); its new id."""
+        raise NotImplementedError
+
+    def _record_model(self, db: Any, model: EmbeddingModelInfo) -> None:
+        raise NotImplementedError
+
+    def _prepare(self, memories: Sequence[NewMemory]) -> Sequence[Any]:
+        """What the engine works out for the memories before the transaction (none by default)."""
+        return ()
+
+    def _own_values(self, batch: NewBatch, index: int) -> Sequence[Any]:
+        """The values of the engine's own insert_columns for one memory (none by default)."""
+        return ()
+
+    def _unindex(self, db: Any, memory_id: int, batch: NewBatch, index: int) -> None:
+        """Remove what a memory being rewritten in place indexed for its old text."""
+        raise NotImplementedError
+
+    def _added(self, db: Any, batch: NewBatch, index: int) -> None:
+        """After a new memory's row is written."""
+
+    def _index(self, db: Any, memory_id: int, batch: NewBatch, index: int) -> None:
+        """Index one memory just written (full text, vectors, views), or nothing to do it in `_index_all`."""
+
+    def _index_all(self, db: Any, ids: Sequence[int], batch: NewBatch) -> None:
+        """Index the memories just written, all at once, or nothing when `_index` did."""
+
+    # -- reads ----------------------------------------------------------------------------
+
+    def id_for_key(self, key: str) -> int | None:
+        row = self._db.execute(f"SELECT id FROM memories WHERE key = {self.dialect.mark}", (key,)).fetchone()
+        return row[0] if row else None
+
+    def get(self, memory_id: int) -> Memory:
+        row = self._db.execute(
+            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id = {self.dialect.mark}", (memory_id,)
+        ).fetchone()
+        if row is None:
+            raise MemoryNotFoundError(f"no memory with id {memory_id}")
+        return self.dialect.row_to_memory(row)
+
+    def get_by_key(self, key: str) -> Memory:
+        memory_id = self.id_for_key(key)
+        if memory_id is None:
+            raise MemoryNotFoundError(f"no memory with key {key!r}")
+        return self.get(memory_id)
+
+    def _memories(self, condition: str, params: Sequence[Any]) -> builtins.list[Memory]:
+        """The memories (table `m`) that meet `condition`, in the order and limits it ends with."""
+        rows = self._db.execute(f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE {condition}", params)
+        return [self.dialect.row_to_memory(row) for row in rows]
+
+    def list(self, scope: Scope = EVERYTHING, *, limit: int | None = None, offset: int = 0) -> builtins.list[Memory]:
+        """Memories in scope, newest first."""
+        where, params = self.dialect.where(scope)
+        mark = self.dialect.mark
+        order = f"ORDER BY m.created_at DESC, m.id DESC LIMIT {mark} OFFSET {mark}"
+        return self._memories(f"{where} {order}", (*params, *self.dialect.page(limit, offset)))
+
+    def has_kind(self, kind: str) -> bool:
+        sql = f"SELECT 1 FROM memories WHERE kind = {self.dialect.mark} LIMIT 1"
+        return self._db.execute(sql, (kind,)).fetchone() is not None
+
+    def vector_count(self) -> int:
+        return int(self._db.execute("SELECT count(*) FROM vectors").fetchone()[0])
+
+    def views_with_vectors(self) -> builtins.list[tuple[int, str, str]]:
+        """(memory id, view, text) of every stored vector view, for reindex."""
+        rows = self._db.execute("SELECT memory_id, view, text FROM views ORDER BY memory_id, view")
+        return [(int(memory_id), view, text) for memory_id, view, text in rows]
+
+    # -- neighbours and time ------------------------------------------------------------------
+
+    def session_turns(self, conversation: str | None, session: str) -> builtins.list[Memory]:
+        """The turns of one session, in order."""
+        mark = self.dialect.mark
+        condition = f"kind = 'turn' AND session = {mark} AND conversation {self.dialect.same} ORDER BY position, id"
+        return self._memories(condition, (session, conversation))
+
+    def around(self, memory: Memory, before: int, after: int) -> builtins.list[Memory]:
+        """The memory with its neighbours: a session chunk with all its turns; a turn with the
+        turns around it; a note with the memories of its session (or store) around it in time."""
+        if memory.kind == "session" and memory.session is not None:
+            return [memory, *self.session_turns(memory.conversation, memory.session)]
+        if memory.kind == "turn" and memory.session is not None:
+            turns = self.session_turns(memory.conversation, memory.session)
+            at = next(i for i, turn in enumerate(turns) if turn.id == memory.id)
+            return turns[max(0, at - before) : at + after + 1]
+        mark = self.dialect.mark
+        same_session = f"AND session = {mark}" if memory.session is not None else ""
+        params: builtins.list[Any] = [memory.session] if memory.session is not None else []
+        stamp = (self.dialect.write(_CREATED_AT, memory.created_at), memory.id)
+        older = self._memories(
+            f"(created_at, id) < ({mark}, {mark}) AND kind != 'session' {same_session} "
+            f"ORDER BY created_at DESC, id DESC LIMIT {mark}",
+            (*stamp, *params, before),
+        )
+        newer = self._memories(
+            f"(created_at, id) > ({mark}, {mark}) AND kind != 'session' {same_session} "
+            f"ORDER BY created_at, id LIMIT {mark}",
+            (*stamp, *params, after),
+        )
+        return [*reversed(older), memory, *newer]
+
+    # -- the store's shape ----------------------------------------------------------------------
+
+    def health(self) -> StoreHealth:
+        db = self._db
+        by_kind = db.execute("SELECT kind, count(*) FROM memories GROUP BY kind ORDER BY kind")
+        kinds = {kind: int(n) for kind, n in by_kind}
+        (without_vector,) = db.execute(
+            "SELECT count(*) FROM memories m WHERE NOT EXISTS (SELECT 1 FROM vectors v WHERE v.memory_id = m.id)"
+        ).fetchone()
+        (view_vectors,) = db.execute(
+            f"SELECT count(*) FROM views WHERE {self.dialect.vector_column} IS NOT NULL"
+        ).fetchone()
+        return StoreHealth(
+            backend=self.dialect.name,
+            schema_version=self.schema_version,
+            latest_schema_version=self.latest_schema_version,
+            model=self.embedding_model(),
+            memories_by_kind=kinds,
+            vectors=self.vector_count(),
+            without_vector=int(without_vector),
+            view_vectors=int(view_vectors),
+            **self._engine_health(),
+        )
+
+    def _engine_health(self) -> dict[str, Any]:
+        """StoreHealth's fts_rows, integrity, ann_index, wal_bytes and size_bytes."""
+        raise NotImplementedError
+
+    def _size_bytes(self) -> int:
+        raise NotImplementedError
+
+    def stats(self) -> dict[str, Any]:
+        db = self._db
+        total, oldest, newest = db.execute("SELECT count(*), min(created_at), max(created_at) FROM memories").fetchone()
+        model = self.embedding_model()
+
+        def counts(column: str) -> dict[str, int]:
+            rows = db.execute(
+                f"SELECT coalesce({column}, ''), count(*) FROM memories GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT 50"
+            )
+            return {name: n for name, n in rows}
+
+        def shown(moment: Any) -> str | None:
+            return None if moment is None else to_iso(self.dialect.readers.get("time", _utc)(moment))
+
+        per_day = db.execute(f"SELECT {self.dialect.utc_day}, count(*) FROM memories GROUP BY 1").fetchall()
+
+        return {
+            "path": self.location,
+            "memories": total,
+            "vectors": self.vector_count(),
+            "embedding_model": model.name if model else None,
+            "embedding_dim": model.dim if model else None,
+            "schema_version": self.schema_version,
+            "oldest": shown(oldest),
+            "newest": shown(newest),
+            "projects": counts("project"),
+            "namespaces": counts("namespace"),
+            "kinds": counts("kind"),
+            "growth": added_per_period(dict(per_day)),
+            "size_bytes": self._size_bytes(),
+        }
+
+    def index_state(self) -> str | None:
+        return self._meta(INDEX_STATE_KEY)

@@ -1,0 +1,148 @@
+"""The SQLite store's full text: each memory's FTS5 row (text, tags, the lexical views and their
+gram columns, see fts), and FTS5's BM25 search over it."""
+
+from __future__ import annotations
+
+import builtins
+import sqlite3
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from memsearch.errors import StoreUnavailableError
+from memsearch.models import LEXICAL_VIEWS, Memory, check_text
+from memsearch.store.base import Hits, LexicalHits, Scope
+from memsearch.store.fts import FTS_COLUMNS, GRAM_COLUMNS, fts_row, gram_expression, match_expression
+from memsearch.store.sql import SQLITE
+from memsearch.store.sqlite_errors import ACCESS_TIMEOUT_MS
+
+# Meta key: "same" while every memory's lexical views hold the same text, "differ" once one does not.
+LEXICAL_VIEWS_STATE = "lexical_views"
+
+_FTS_INSERT = (
+    f"INSERT INTO memories_fts (rowid, {', '.join(FTS_COLUMNS)}) VALUES ({', '.join('?' * (len(FTS_COLUMNS) + 1))})"
+)
+
+
+class Fts5Index:
+    """The SQLite store's full-text rows and lexical search (a part of SQLiteStore)."""
+
+    read_only: bool
+    _write_refusal: Exception | None
+    _lexical_memo: tuple[tuple[Any, ...], Hits] | None  # the last lexical view query
+
+    if TYPE_CHECKING:  # what the store provides
+
+        @property
+        def _db(self) -> sqlite3.Connection: ...
+
+        def _meta(self, key: str) -> str | None: ...
+
+        def _set_meta(self, key: str, value: str) -> None: ...
+
+        def transaction(self, busy_timeout_ms: int | None = None) -> Any: ...
+
+        def generation(self) -> int: ...
+
+        def get(self, memory_id: int) -> Memory: ...
+
+    def _index_text(self, memory_id: int, row: Sequence[str]) -> None:
+        """Write a memory's full-text row; one whose lexical views differ marks the store so (see
+        `_lexical_views_alike`)."""
+        self._db.execute(_FTS_INSERT, (memory_id, *row))
+        views = [row[FTS_COLUMNS.index(view)] for view in LEXICAL_VIEWS]
+        if any(text != views[0] for text in views) and self._meta(LEXICAL_VIEWS_STATE) != "differ":
+            self._set_meta(LEXICAL_VIEWS_STATE, "differ")
+
+    def _lexical_views_alike(self) -> bool:
+        """Whether every memory's lexical views hold the same text (a store of notes, which are
+        their own views), as the store keeps track since it was made; a store made by an older
+        memsearch is read once to know (when it can be written, to keep the answer)."""
+        state = self._meta(LEXICAL_VIEWS_STATE)
+        if state is None and not self.read_only and self._write_refusal is None:
+            differs = " OR ".join(f"{view} IS NOT {LEXICAL_VIEWS[0]}" for view in LEXICAL_VIEWS[1:])
+            found = self._db.execute(f"SELECT 1 FROM memories_fts WHERE {differs} LIMIT 1").fetchone()
+            try:
+                with self.transaction(ACCESS_TIMEOUT_MS):
+                    self._db.execute(
+                        "INSERT OR IGNORE INTO meta (key, value) VALUES (?, ?)",
+                        (LEXICAL_VIEWS_STATE, "differ" if found else "same"),
+                    )
+            except StoreUnavailableError:
+                return False
+            state = self._meta(LEXICAL_VIEWS_STATE)
+        return state == "same"
+
+    def _rewrite_fts(
+        self, memory_id: int, text: str, tags: Sequence[str] | None, views: Mapping[str, str | None]
+    ) -> None:
+        """Index a memory anew with its new text and tags (None: as stored) and the named lexical
+        views (None: the view's default for the text); other views keep their indexed text."""
+        memory = self.get(memory_id)
+        stored = self._db.execute(
+            f"SELECT {', '.join(LEXICAL_VIEWS)} FROM memories_fts WHERE rowid = ?", (memory_id,)
+        ).fetchone()
+        kept = {view: value for view, value in zip(LEXICAL_VIEWS, stored, strict=True) if view not in views}
+        named = {view: value for view, value in views.items() if view in LEXICAL_VIEWS and value is not None}
+        self._db.execute("DELETE FROM memories_fts WHERE rowid = ?", (memory_id,))
+        row = fts_row(text, memory.tags if tags is None else tags, memory.kind, {**kept, **named})
+        self._index_text(memory_id, row)
+
+    def lexical_search(self, query: str, scope: Scope, limit: int, view: str | None = None) -> LexicalHits:
+        """FTS5 BM25, best first, as (id, score) with higher scores better: over text and tags, or
+        over one view's column (`context`, `prev`) only. Always exact."""
+        check_text("the query", query)  # SQLite binds only valid Unicode
+        if view is not None and view not in LEXICAL_VIEWS:
+            raise ValueError(f"no full-text view {view!r}")
+        if view is not None and self._lexical_views_alike():
+            # Every memory's views hold the same text: one view's ranking is every view's, so the
+            # legs over them run one query (the last one's hits are kept for the next leg).
+            key = (self.generation(), query, scope, limit)
+            last = self._lexical_memo
+            if last is not None and last[0] == key:
+                return LexicalHits(last[1])
+            hits = self._lexical_query(query, scope, limit, LEXICAL_VIEWS[0])
+            self._lexical_memo = (key, hits)
+            return LexicalHits(hits)
+        return LexicalHits(self._lexical_query(query, scope, limit, view))
+
+    def _lexical_query(self, query: str, scope: Scope, limit: int, view: str | None) -> Hits:
+        match = match_expression(query)
+        grams = gram_expression(query)
+        if match is None and grams is None:
+            return []
+        # Words in text and tags (or the view); CJK bigrams and symbols (none in plain English) in the gram column.
+        columns = ("text", "tags") if view is None else (view,)
+        parts = [
+            f"{{{' '.join(columns)}}} : ({match})" if match else None,
+            f"{{{GRAM_COLUMNS[view]}}} : ({grams})" if grams else None,
+        ]
+        expression = " OR ".join(part for part in parts if part)
+        weights = ", ".join("1.0" if name in (*columns, GRAM_COLUMNS[view]) else "0.0" for name in FTS_COLUMNS)
+        rank = f"bm25(memories_fts, {weights})"
+        if scope.is_everything:
+            sql = f"SELECT rowid, -{rank} FROM memories_fts WHERE memories_fts MATCH ? ORDER BY {rank} LIMIT ?"
+            params: builtins.list[Any] = [expression, limit]
+        else:
+            where, scope_params = SQLITE.where(scope)
+            sql = (
+                f"SELECT f.rowid, -{rank} FROM memories_fts f JOIN memories m ON m.id = f.rowid "
+                f"WHERE memories_fts MATCH ? AND {where} ORDER BY {rank} LIMIT ?"
+            )
+            params = [expression, *scope_params, limit]
+        return [(int(row[0]), float(row[1])) for row in self._db.execute(sql, params)]
+
+    def document_frequency(self, word: str, scope: Scope, at_most: int) -> int:
+        """How many memories in scope hold `word` in their text or tags, counting no further than
+        `at_most` (enough to tell a common word; a rare one answers at once)."""
+        match = '"' + word.replace('"', '""') + '"'
+        if scope.is_everything:
+            sql = "SELECT count(*) FROM (SELECT 1 FROM memories_fts WHERE memories_fts MATCH ? LIMIT ?)"
+            params: builtins.list[Any] = [f"{{text tags}} : ({match})", at_most]
+        else:
+            where, scope_params = SQLITE.where(scope)
+            sql = (
+                "SELECT count(*) FROM (SELECT 1 FROM memories_fts f JOIN memories m ON m.id = f.rowid "
+                f"WHERE memories_fts MATCH ? AND {where} LIMIT ?)"
+            )
+            params = [f"{{text tags}} : ({match})", *scope_params, at_most]
+        return self._db.execute(sql, params).fetchone()[0]
