@@ -6,10 +6,14 @@ so each is tested without a broken store.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from memsearch.store.base import StoreHealth
+from memsearch.errors import MemsearchError
+from memsearch.paths import shown_location
+from memsearch.store.base import Store, StoreHealth
 
 OK, WARNING, PROBLEM = "ok", "warning", "problem"
 # Exact vector search reads every vector of the store per query: past this many (about 40 ms a
@@ -173,3 +177,48 @@ def model_findings(model: ModelState) -> list[Finding]:
             f"not cached yet: the first search that embeds exports the model (about 10 s) to {model.export_path}",
         )
     ]
+
+
+def diagnose(location: Path | str, model: str | None, store: Callable[[], Store]) -> DoctorReport:
+    """The report on the store at `location` (opened with `store`) and on `model` (resolved, not
+    loaded). Reads only: a missing store is reported, not created; one that cannot be read is a
+    problem found, not an error raised."""
+    findings: list[Finding] = []
+    state = model_state(model, findings)
+    if state is not None:
+        findings += model_findings(state)
+    shown = shown_location(location)
+    if isinstance(location, Path) and not location.exists():
+        findings.insert(0, Finding("store", "ok", f"no store yet at {shown}; the first add creates it"))
+        return DoctorReport(shown, False, None, state, findings)
+    try:
+        health = store().health()
+    except MemsearchError as error:
+        findings.insert(0, Finding("store", PROBLEM, str(error)))
+        return DoctorReport(shown, True, None, state, findings)
+    except Exception as error:  # a store's own error: a damaged file, a lost connection
+        from memsearch.store import describe_store_error
+
+        known = describe_store_error(error)
+        detail = str(known or f"{type(error).__name__}: {error}").strip().splitlines() or [""]
+        findings.insert(0, Finding("store", PROBLEM, detail[0]))
+        return DoctorReport(shown, True, None, state, findings)
+    return DoctorReport(store().location, True, health, state, store_findings(health, state) + findings)
+
+
+def model_state(model: str | None, findings: list[Finding]) -> ModelState | None:
+    """The model searches would use, resolved without loading it; a bad one is a finding."""
+    import json
+
+    from memsearch.embedding import resolve_model
+    from memsearch.embedding.onnx import export_dir
+
+    try:
+        spec = resolve_model(model)
+    except MemsearchError as error:
+        findings.append(Finding("model", PROBLEM, str(error)))
+        return None
+    folder = export_dir(spec)
+    manifest = folder / "manifest.json"
+    dim = json.loads(manifest.read_text(encoding="utf-8"))["dim"] if manifest.is_file() else None
+    return ModelState(spec.name, dim, str(folder), manifest.is_file())

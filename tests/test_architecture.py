@@ -74,6 +74,17 @@ def test_the_package_has_no_import_cycles() -> None:
     assert find_cycle(graph) is None, " → ".join(find_cycle(graph) or [])
 
 
+def test_ingest_and_retrieval_do_not_import_each_other_or_the_service() -> None:
+    """What goes into a store and how it is searched are siblings under the service (memsearch.api):
+    neither imports the other, and neither reaches back up to the service that calls them."""
+    graph = import_graph()
+    for package, other in (("memsearch.ingest", "memsearch.retrieval"), ("memsearch.retrieval", "memsearch.ingest")):
+        for name in (name for name in graph if name == package or name.startswith(package + ".")):
+            reached = {target for target in graph[name] if target == other or target.startswith(other + ".")}
+            assert not reached, f"{name} imports {sorted(reached)}"
+            assert "memsearch.api" not in graph[name], f"{name} imports memsearch.api"
+
+
 def test_the_product_never_imports_eval() -> None:
     graph = import_graph()
     product = {name for name in graph if not name.startswith("memsearch.eval")} - {"memsearch.cli.app"}

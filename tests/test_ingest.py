@@ -15,8 +15,10 @@ from memsearch.cli.app import app
 from memsearch.embedding import Encoder
 from memsearch.errors import DuplicateKeyError, ImportLineError, InvalidInputError, MemoryNotFoundError
 from memsearch.ingest.readers import read_chat
-from memsearch.ingest.records import parse_jsonl, parse_memories, request_from_json, split_lines
+from memsearch.ingest.records import parse_memories
+from memsearch.jsonl import parse_jsonl, split_lines
 from memsearch.models import NewMemory
+from memsearch.retrieval.queries import request_from_json
 
 DATA = Path(__file__).parent / "data"
 runner = CliRunner()

@@ -24,10 +24,11 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from memsearch.embedding.base import Progress
 from memsearch.errors import InvalidInputError, MemsearchError, StoreNotFoundError
+from memsearch.ingest import Library
 from memsearch.ingest.embed import embed_memories, with_chunks
 from memsearch.ingest.note_files import FilePlan, FileState, FileStatus, IndexedFile, IndexPlan, plan, under_roots, walk
 from memsearch.models import NewMemory
@@ -36,19 +37,10 @@ from memsearch.timeutil import utc_now
 if TYPE_CHECKING:
     import numpy as np
 
-    from memsearch.embedding.base import Encoder
     from memsearch.store.base import Store
 
 STATE_VERSION = 1
 BATCH_CHUNKS = 1_000  # chunks embedded and written per transaction; the state is saved after each batch
-
-
-class Library(Protocol):
-    """What indexing needs of `memsearch.api.Memsearch` (a protocol: ingest sits below the facade)."""
-
-    def store(self, *, create: bool = False) -> Store: ...
-
-    def encoder(self) -> Encoder: ...
 
 
 class NothingToIndexError(MemsearchError):

@@ -31,7 +31,7 @@ import re
 from dataclasses import dataclass
 
 from memsearch.errors import MemsearchError
-from memsearch.ingest.records import split_lines
+from memsearch.jsonl import split_lines
 from memsearch.operations import MAX_TEXT_CHARS
 
 # MiniLM reads about 256 word pieces; 1,200 characters of English prose is about 250 to 300 of them

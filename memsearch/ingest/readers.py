@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from memsearch.errors import MemsearchError
-from memsearch.ingest.records import BOM, decode_json, split_lines
+from memsearch.jsonl import BOM, decode_json, split_lines
 from memsearch.timeutil import MONTHS, parse_time
 
 

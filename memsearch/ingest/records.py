@@ -1,56 +1,17 @@
-"""JSONL records with their line numbers: memories to import and `--queries` search requests.
-
-Lines are split on "\\n" only: `str.splitlines()` would also break on U+2028, U+2029 and NEL, which
-are valid inside JSON strings. A trailing "\\r" (Windows line ends) and a UTF-8 byte-order mark at
-the start are accepted. Every line is checked before anything is used.
-"""
+"""JSONL records: memories to import with their line numbers (lines read as `memsearch.jsonl`
+reads them, every one checked before anything is used), and memories exported as such records."""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from memsearch.arguments import check_request
 from memsearch.errors import ImportLineError, InvalidInputError
-from memsearch.models import GIVEN_FIELDS, NewMemory, check_text, default_view_text, is_chunk_view
+from memsearch.jsonl import parse_jsonl
+from memsearch.models import GIVEN_FIELDS, NewMemory, default_view_text, is_chunk_view
 
 if TYPE_CHECKING:
-    from memsearch.retrieval.pipeline import SearchRequest
-    from memsearch.store.base import ExportedMemory
-
-BOM = "\ufeff"
-QUERY_FIELDS = ("query", "k", "mode")
-
-
-def split_lines(content: str | Iterable[str]) -> list[str]:
-    """The lines of a text (or of an open text file), without their line ends or a leading BOM."""
-    lines = content.split("\n") if isinstance(content, str) else [line.removesuffix("\n") for line in content]
-    if lines and lines[0].startswith(BOM):
-        lines[0] = lines[0][len(BOM) :]
-    return [line.removesuffix("\r") for line in lines]
-
-
-def decode_json(text: str) -> Any:
-    """`json.loads`, with nesting too deep for the decoder (Python's recursion limit, about a
-    thousand levels) reported as a JSONDecodeError like any other malformed text."""
-    try:
-        return json.loads(text)
-    except RecursionError:
-        raise json.JSONDecodeError("nested too deeply", text, 0) from None
-
-
-def parse_jsonl(content: str | Iterable[str], source: str) -> list[tuple[int, Any]]:
-    """The decoded objects of a JSONL text with their line numbers; blank lines are skipped."""
-    rows = []
-    for number, line in enumerate(split_lines(content), start=1):
-        if not line.strip():
-            continue
-        try:
-            rows.append((number, decode_json(line)))
-        except json.JSONDecodeError as error:
-            raise ImportLineError(source, number, f"not valid JSON ({error.msg} at column {error.colno})") from None
-    return rows
+    from memsearch.store.base import ExportedMemory, Scope, Store
 
 
 def parse_memories(content: str | Iterable[str], source: str) -> tuple[list[int], list[NewMemory]]:
@@ -97,45 +58,18 @@ def export_record(exported: ExportedMemory, parent_key: str | None) -> dict[str,
     return {name: value for name, value in record.items() if value is not None}
 
 
-def request_from_json(obj: Any, defaults: Mapping[str, Any]) -> SearchRequest:
-    """A search request from a JSON object {"query", optional "k" and "mode"}; every other request
-    field comes from `defaults` (which also gives `k` and `mode` when the object does not)."""
-    from memsearch.retrieval.pipeline import SearchRequest
-
-    if not isinstance(obj, dict) or not isinstance(obj.get("query"), str):
-        raise InvalidInputError('expected an object with a "query" string')
-    unknown = sorted(set(obj) - set(QUERY_FIELDS))
-    if unknown:
-        raise InvalidInputError(f"unknown field {unknown[0]!r} (known: {', '.join(QUERY_FIELDS)})")
-    check_text("query", obj["query"])
-    k = obj.get("k", defaults.get("k"))
-    if k is not None and (isinstance(k, bool) or not isinstance(k, int)):
-        raise InvalidInputError(f"k must be a whole number, not {k!r}")
-    fields = {**defaults, **obj, "k": k}
-    return check_request(SearchRequest(**fields))
-
-
-def parse_queries(content: str | Iterable[str], source: str, defaults: Mapping[str, Any]) -> list[SearchRequest]:
-    """Requests from a JSONL of {"query", optional "k" and "mode"}; all lines are checked first."""
-    _check_defaults(defaults)
-    requests = []
-    for number, obj in parse_jsonl(content, source):
-        try:
-            requests.append(request_from_json(obj, defaults))
-        except InvalidInputError as error:
-            raise ImportLineError(source, number, str(error)) from None
-    if not requests:
-        raise InvalidInputError(f"{source} has no queries")
-    return requests
-
-
-def _check_defaults(defaults: Mapping[str, Any]) -> None:
-    """The defaults of `parse_queries` must be SearchRequest fields (other than the query)."""
-    from dataclasses import fields
-
-    from memsearch.retrieval.pipeline import SearchRequest
-
-    known = [f.name for f in fields(SearchRequest) if f.name != "query"]
-    unknown = sorted(repr(name) for name in defaults if name not in known)
-    if unknown:
-        raise InvalidInputError(f"{unknown[0]} is not a search request field (known: {', '.join(known)})")
+def export_records(opened: Callable[[], Store], scope: Scope) -> Iterator[dict[str, Any]]:
+    """Every memory in scope of the store `opened` gives as an import record (`export_record`),
+    oldest id first. The store is opened on the first record asked for."""
+    store = opened()
+    keys: dict[int, str | None] = {}  # parent id → its key (session chunks precede their turns)
+    for exported in store.export():
+        memory = exported.memory
+        if memory.kind == "session":
+            keys[memory.id] = memory.key
+        if not scope.admits(memory):
+            continue
+        parent = memory.parent_id
+        if parent is not None and parent not in keys:
+            keys[parent] = store.get(parent).key
+        yield export_record(exported, keys[parent] if parent is not None else None)

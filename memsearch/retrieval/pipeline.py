@@ -17,7 +17,7 @@ import numpy as np
 from memsearch.embedding import Encoder
 from memsearch.errors import InvalidInputError
 from memsearch.llm import LLM
-from memsearch.profiles import Profile, leg_kind, load_profile
+from memsearch.profiles import Profile, leg_kind, load_profile, with_environment
 from memsearch.retrieval import llm_prompts, rerank
 from memsearch.retrieval.answers import asks_name
 from memsearch.retrieval.candidates import Candidate, LegHit, rank_hits
@@ -31,7 +31,7 @@ from memsearch.retrieval.scoring import QueryFacts
 from memsearch.retrieval.select import select
 from memsearch.retrieval.sessions import expand_neighbours, session_support
 from memsearch.retrieval.stage_runner import StageRunner
-from memsearch.store.base import Scope, SearchBackend
+from memsearch.store.base import Scope, SearchBackend, Store
 from memsearch.text import WORD
 from memsearch.timeutil import utc_now
 
@@ -380,3 +380,29 @@ def encoder_query_vector(encoder_factory: Callable[[], Encoder], store: SearchBa
         return cache["encoder"].encode([query])[0]
 
     return embed
+
+
+def run_searches(
+    store: Store,
+    requests: Sequence[SearchRequest],
+    encoder: Callable[[], Encoder],
+    llm: Callable[[], LLM | None],
+) -> list[SearchOutcome]:
+    """Run the (checked) requests in order, each with its request's profile and time-decay constant
+    (resolved once for the requests of a batch that share them), embedding queries with the encoder
+    `encoder` gives on first use and asking `llm` for one only when a request has LLM stages to run.
+    A search records the access on the memories it returns unless its request says not to."""
+    embed = encoder_query_vector(encoder, store)
+    profiles: dict[tuple[int, float | None], Profile] = {}
+    outcomes = []
+    for request in requests:
+        chosen_key = (id(request.profile), request.tau_days)  # requests of a batch share their profile
+        chosen = profiles.get(chosen_key)
+        if chosen is None:
+            chosen = with_environment(with_tau(resolve_profile(request.profile), request.tau_days))
+            profiles[chosen_key] = chosen
+        outcome = run_search(store, request, embed, chosen, llm() if llm_stages(request, chosen) else None)
+        if request.records_access:
+            store.touch([c.id for c in outcome.results], utc_now())
+        outcomes.append(outcome)
+    return outcomes

@@ -1,0 +1,106 @@
+"""Changing what is stored: deletes that leave no trace of a turn in its session, consolidation
+marks and re-embedding with the current model (see `memsearch.api`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from memsearch.ingest.embed import embed_memories
+from memsearch.models import Memory, NewMemory
+from memsearch.outcomes import Consolidation
+from memsearch.store.base import Rewrite
+
+if TYPE_CHECKING:
+    from memsearch.embedding.base import Encoder, Progress
+    from memsearch.ingest import Library
+    from memsearch.store.base import Store
+
+
+def delete_memories(target: Library, memories: Sequence[Memory]) -> None:
+    """Delete the memories, with their sessions rebuilt without the deleted turns (`rebuilt_sessions`),
+    in one transaction."""
+    store = target.store()
+    rewrites, emptied = rebuilt_sessions(target, store, memories)
+    store.delete([*(memory.id for memory in memories), *emptied], rewrites)
+
+
+def rebuilt_sessions(target: Library, store: Store, deleted: Sequence[Memory]) -> tuple[list[Rewrite], set[int]]:
+    """The rewrites of what the deleted turns' sessions derive from them (with the one builder
+    an import uses, ingest.conversations), and the session chunks left with no turn."""
+    from memsearch.ingest.conversations import SESSION_VIEWS, session_text, turn_views
+
+    gone = {memory.id for memory in deleted}
+    sessions = {(m.conversation, m.session) for m in deleted if m.kind == "turn" and m.session is not None}
+    rebuilt: list[tuple[Memory, NewMemory, dict[str, str | None]]] = []
+    emptied: set[int] = set()
+    for conversation, session in sorted(sessions, key=str):
+        assert session is not None
+        turns = store.session_turns(conversation, session)
+        kept = [turn for turn in turns if turn.id not in gone]
+        before = [turn.text for turn in turns]
+        after = [turn.text for turn in kept]
+        for i, turn in enumerate(kept):
+            old, new = turn_views(before, turns.index(turn)), turn_views(after, i)
+            if old != new:
+                named: dict[str, str | None] = {view: new.get(view) for view in SESSION_VIEWS}
+                rebuilt.append((turn, NewMemory(turn.text, kind="turn", views=new), named))
+        for parent in sorted({turn.parent_id for turn in turns if turn.parent_id is not None} - gone):
+            chunk = store.get(parent)
+            if not after:
+                emptied.add(chunk.id)
+                continue
+            metadata = {**chunk.metadata, "turns": len(after)} if "turns" in chunk.metadata else chunk.metadata
+            text = session_text(after)
+            rebuilt.append(
+                (replace(chunk, text=text, metadata=metadata), NewMemory(text, kind="session"),
+                 {view: None for view in SESSION_VIEWS})
+            )  # fmt: skip
+    if not rebuilt:
+        return [], emptied
+    encoder = target.encoder()
+    store.check_model(encoder.info)
+    vectors, view_vectors = embed_memories(encoder, [new for _, new, _ in rebuilt])
+    rewrites = [
+        Rewrite(
+            memory.id,
+            memory.text,
+            memory.metadata,
+            vectors[i],
+            {view: None if text is None else (text, view_vectors.get(i, {}).get(view)) for view, text in named.items()},
+        )
+        for i, (memory, _, named) in enumerate(rebuilt)
+    ]
+    return rewrites, emptied
+
+
+def consolidate(store: Store, duplicate: float, related: float, dry_run: bool) -> Consolidation:
+    """Mark (unless `dry_run`) the supersessions and groups `memsearch.consolidate.plan` finds,
+    replacing every earlier mark."""
+    ids, matrix = store.all_vectors()
+    memories = sorted(store.list(), key=lambda m: (m.created_at, m.id))
+    texts = {m.id: m.text for m in memories}
+    from memsearch.consolidate import plan
+
+    result = plan(ids, matrix, [m.id for m in memories], duplicate, related, texts)
+    if not dry_run:
+        store.set_consolidation(result.superseded, result.groups)
+    shown = {*result.superseded, *result.superseded.values()}
+    return Consolidation(result, dry_run, store.get_many(sorted(shown)))
+
+
+def reembed(store: Store, encoder: Encoder, progress: Progress | None) -> int:
+    """Embed every memory and vector view again with `encoder`, each distinct text once; returns how many memories."""
+    rows = list(store.iter_texts())
+    views: list[tuple[int, str, str]] = store.views_with_vectors()
+    unique = list(dict.fromkeys([*(text for _, text in rows), *(text for _, _, text in views)]))
+    encoded = encoder.encode(unique, progress=progress)
+    position = {text: n for n, text in enumerate(unique)}
+    store.replace_vectors(
+        [memory_id for memory_id, _ in rows],
+        encoded[[position[text] for _, text in rows]],
+        encoder.info,
+        view_vectors={(memory_id, view): encoded[position[text]] for memory_id, view, text in views},
+    )
+    return len(rows)

@@ -1,0 +1,40 @@
+"""An encoder loaded when first wanted, or meanwhile in a thread for a search that will embed."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from memsearch.embedding.base import Encoder
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
+
+
+class EncoderLoader:
+    """The encoder `load` makes (or the one given), loaded once; a load that failed is tried afresh next time."""
+
+    def __init__(self, load: Callable[[], Encoder], encoder: Encoder | None = None) -> None:
+        self._load = load
+        self._encoder = encoder
+        self._loading: Future[Encoder] | None = None
+
+    def get(self) -> Encoder:
+        """The encoder: waits for a load started meanwhile (and raises what it raised), else loads it here."""
+        if self._encoder is None:
+            loading, self._loading = self._loading, None
+            self._encoder = loading.result() if loading else self._load()
+        return self._encoder
+
+    def load_meanwhile(self) -> None:
+        """Start loading the encoder in a thread: onnxruntime builds its session (a fifth of a second)
+        without holding the GIL, while the caller imports the pipeline, opens the store and runs the
+        lexical legs."""
+        if self._encoder is None and self._loading is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            # Its thread is joined at exit: an interpreter that ends waits for the load rather than
+            # stop it inside onnxruntime.
+            loader = ThreadPoolExecutor(1, thread_name_prefix="memsearch-encoder-load")
+            self._loading = loader.submit(self._load)
+            loader.shutdown(wait=False)
