@@ -85,7 +85,7 @@ async def read_json(request: Request) -> Any:
 async def read_body(request: Request, *, limit: int = MAX_BODY_BYTES) -> bytes:
     """The body, refused with a 400 as soon as it passes `limit` (whatever Content-Length says)."""
     declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
+    if declared is not None and declared.isascii() and declared.isdigit() and int(declared) > limit:
         raise BadRequest(f"request body is {int(declared)} bytes; the limit is {limit}")
     chunks: list[bytes] = []
     size = 0

@@ -49,7 +49,7 @@ def ann_threshold() -> int:
     """The scope size (memories) from which vector search goes through the index:
     MEMSEARCH_ANN_THRESHOLD, else DEFAULT_THRESHOLD."""
     value = os.environ.get("MEMSEARCH_ANN_THRESHOLD", "").strip()
-    return int(value) if value.isdigit() else DEFAULT_THRESHOLD
+    return int(value) if value.isascii() and value.isdigit() else DEFAULT_THRESHOLD
 
 
 def private_temporary(path: Path) -> Path:
