@@ -222,14 +222,21 @@ _memsearch() {
     local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]} cmd='' i
     # bash splits `--opt=value` at the `=`: complete the value as if it were a separate word
     if [[ $cur == = ]]; then cur=''; elif [[ $prev == = ]]; then prev=${COMP_WORDS[COMP_CWORD-2]}; fi
-    # Global options take no value, so the first word not starting with - is the subcommand.
+    # The subcommand is the first word not starting with - that is no global option's value.
     for ((i = 1; i < COMP_CWORD; i++)); do
+        if [[ ' --db --color ' == *" ${COMP_WORDS[i]} "* ]]; then
+            ((i++)); if [[ ${COMP_WORDS[i]} == = ]]; then ((i++)); fi; continue
+        fi
         if [[ ${COMP_WORDS[i]} != -* ]]; then cmd=${COMP_WORDS[i]}; break; fi
     done
     COMPREPLY=()
     case $cmd in
         '')
-            if [[ $cur == -* ]]; then _memsearch_reply -W '--version --debug -h --help'
+            case $prev in
+                --db) _memsearch_paths -f; return ;;
+                --color) _memsearch_reply -W 'auto always never'; return ;;
+            esac
+            if [[ $cur == -* ]]; then _memsearch_reply -W '--version --debug --db --color -h --help'
             else _memsearch_reply -W 'add import search get list delete stats path reindex index set pin unpin consolidate timeline mcp serve eval completions copy export config doctor profiles'; fi ;;
         add) _memsearch_add ;;
         import) _memsearch_import ;;

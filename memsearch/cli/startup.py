@@ -24,21 +24,34 @@ from typer._param_types import coerce_cli_choice
 from typer.core import TyperArgument, TyperOption
 from typer.main import get_command_name
 
-# Root options that take no value: whatever follows them is the command's name.
+# Root options before the command's name: flags, and options whose value follows (`--db x.db`)
+# unless joined to them (`--db=x.db`).
 _ROOT_FLAGS = ("--debug",)
+_ROOT_VALUED = ("--db", "--color")
 _WHOLE_NUMBER = re.compile(r"-?(0|[1-9][0-9]*)")
 
 
 def only_command(app: typer.Typer, args: Sequence[str]) -> typer.Typer:
     """`app` holding just the command that `args` name (after the root's flags), or `app` itself
     when they name none (root help, --version, a typo: those want every command)."""
-    name = next((arg for arg in args if arg not in _ROOT_FLAGS), None)
+    name = _command_name(args)
     named = [info for info in app.registered_commands if _name(info) == name]
     if not named:
         return app
     lean = copy.copy(app)
     lean.registered_commands = named
     return lean
+
+
+def _command_name(args: Sequence[str]) -> str | None:
+    """The first argument that is neither a root option nor a root option's value."""
+    words = iter(args)
+    for arg in words:
+        if arg in _ROOT_VALUED:
+            next(words, None)
+        elif arg not in _ROOT_FLAGS and arg.partition("=")[0] not in _ROOT_VALUED:
+            return arg
+    return None
 
 
 def _name(info: Any) -> str:
