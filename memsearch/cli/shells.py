@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from enum import Enum
+from typing import Any
 
-import typer._click as click
 import typer.main
 from typer.core import TyperArgument, TyperGroup, TyperOption
 
@@ -63,8 +63,9 @@ def _param(param: TyperOption | TyperArgument) -> Param:
     )
 
 
-def _params(command: click.Command, context: click.Context) -> tuple[tuple[Param, ...], tuple[Param, ...]]:
-    # get_params, not .params: it adds the help option, named after the context's help_option_names.
+def _params(command: Any, context: typer.Context) -> tuple[tuple[Param, ...], tuple[Param, ...]]:
+    # `command`: a Typer command or group. get_params, not .params: it adds the help option, named
+    # after the context's help_option_names.
     visible = [p for p in command.get_params(context) if not getattr(p, "hidden", False)]
     options = tuple(_param(p) for p in visible if isinstance(p, TyperOption))
     arguments = tuple(_param(p) for p in visible if isinstance(p, TyperArgument))
@@ -76,13 +77,13 @@ def command_tree(app: typer.Typer) -> tuple[tuple[Param, ...], tuple[Command, ..
     group = typer.main.get_command(app)
     assert isinstance(group, TyperGroup)  # in Typer 0.29 a group is a click.Command with .commands
     # The root context carries the app's context_settings, e.g. help_option_names=["-h", "--help"].
-    root = click.Context(group, info_name=PROG, **group.context_settings)
+    root = typer.Context(group, info_name=PROG, **group.context_settings)
     global_options, _ = _params(group, root)
     commands = []
     for name, command in group.commands.items():
         if command.hidden:
             continue
-        options, arguments = _params(command, click.Context(command, parent=root, info_name=name))
+        options, arguments = _params(command, typer.Context(command, parent=root, info_name=name))
         commands.append(Command(name, command.get_short_help_str(limit=80), options, arguments))
     return global_options, tuple(commands)
 
