@@ -105,6 +105,7 @@ OPTION_OF_FIELD = {
     "since": "--since",
     "until": "--until",
     "as_of": "--as-of",
+    "at": "--at",
     "kinds": "--kind",
     "roles": "--role",
     "sessions": "--session",

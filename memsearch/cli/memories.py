@@ -38,6 +38,7 @@ from memsearch.cli.options import (
 from memsearch.cli.progress import ProgressBar
 from memsearch.cli.running import open_memsearch, read_source, server_for, through
 from memsearch.errors import InvalidInputError
+from memsearch.timeutil import RELATIVE_EXAMPLES
 
 
 def add(
@@ -51,7 +52,9 @@ def add(
     namespace: Annotated[str | None, typer.Option("--namespace", help="Its namespace.")] = None,
     session: Annotated[str | None, typer.Option("--session", help="The session it came from.")] = None,
     role: Annotated[str | None, typer.Option("--role", help="Who said it (user, assistant, …).")] = None,
-    at: Annotated[str | None, typer.Option("--at", help="Creation time, ISO-8601 (default: now).")] = None,
+    at: Annotated[
+        str | None, typer.Option("--at", help=f"Creation time: ISO-8601, or {RELATIVE_EXAMPLES} ago (default: now).")
+    ] = None,
     meta: Annotated[list[str] | None, typer.Option("--meta", help="Metadata as key=value (repeatable).")] = None,
     replace: ReplaceOption = False,
     profile: ProfileOption = None,
@@ -62,7 +65,7 @@ def add(
 ) -> None:
     """Add one memory and print its id (a profile with ingest dedup may find it is a near-duplicate)."""
     from memsearch.models import NewMemory
-    from memsearch.timeutil import parse_time
+    from memsearch.timeutil import parse_moment, utc_now
 
     body = sys.stdin.read() if text == "-" else text
     metadata: dict[str, str] = {}
@@ -82,7 +85,7 @@ def add(
         namespace=namespace,
         session=session,
         role=role,
-        created_at=parse_time(at, what="--at") if at else None,
+        created_at=parse_moment(at, now=utc_now(), field="at") if at else None,
         metadata=metadata,
     )
     remote = server_for(db, server, model, no_server=no_server, writes=True)
@@ -182,7 +185,7 @@ def get(ref: RefArgument, key: KeyOption = False, fmt: FormatOption = "table", d
 
 
 def list_(
-    limit: Annotated[int, typer.Option("--limit", "-n", help="At most this many (0: all).", min=0)] = 20,
+    limit: Annotated[int, typer.Option("--limit", "-n", "-k", help="At most this many (0: all).", min=0)] = 20,
     offset: Annotated[int, typer.Option("--offset", help="Skip this many first.", min=0)] = 0,
     project: ProjectOption = None,
     namespace: NamespaceOption = None,
@@ -224,8 +227,12 @@ def set_(
     derived_score: Annotated[
         bool, typer.Option("--derived-score", help="Go back to the score derived from importance and use.")
     ] = False,
-    project: Annotated[str | None, typer.Option("--project", help="Move it to this project.")] = None,
-    namespace: Annotated[str | None, typer.Option("--namespace", help="Move it to this namespace.")] = None,
+    project: Annotated[
+        str | None, typer.Option("--project", help="Move it to this project ('': to no project).")
+    ] = None,
+    namespace: Annotated[
+        str | None, typer.Option("--namespace", help="Move it to this namespace ('': to none).")
+    ] = None,
     tag: Annotated[list[str] | None, typer.Option("--tag", "-t", help="Replace its tags (repeatable).")] = None,
     key: KeyOption = False,
     fmt: FormatOption = "table",
@@ -242,6 +249,9 @@ def set_(
         )
         if value is not None
     }  # fmt: skip
+    for name in ("project", "namespace"):  # '' takes it out of its project or namespace
+        if changes.get(name) == "":
+            changes[name] = None
     if derived_score:
         if memory_score is not None:
             raise InvalidInputError("give --memory-score or --derived-score, not both")

@@ -28,12 +28,14 @@ from memsearch.cli.options import (
 )
 from memsearch.cli.running import open_memsearch, read_source, server_for, through
 from memsearch.errors import InvalidInputError
+from memsearch.timeutil import RELATIVE_EXAMPLES
 
 
 def search(
     query: Annotated[str | None, typer.Argument(help="What to search for.")] = None,
     k: Annotated[
-        int | None, typer.Option("-k", "--limit", help="How many results (default: the profile's).", min=1, max=1000)
+        int | None,
+        typer.Option("--limit", "-k", "-n", help="How many results (default: the profile's).", min=1, max=1000),
     ] = None,
     mode: Annotated[
         Mode, typer.Option("--mode", "-m", help="auto picks vector or hybrid per query and says why.")
@@ -44,7 +46,12 @@ def search(
     explain: Annotated[
         bool, typer.Option("--explain", help="Show each result's leg ranks, fusion, factors and final score.")
     ] = False,
-    as_of: Annotated[str | None, typer.Option("--as-of", help="The 'now' for time decay, ISO-8601.")] = None,
+    as_of: Annotated[
+        str | None,
+        typer.Option(
+            "--as-of", help=f"The 'now' for time decay and relative times: ISO-8601, or {RELATIVE_EXAMPLES} ago."
+        ),
+    ] = None,
     tau: Annotated[float | None, typer.Option("--tau", help="Time-decay constant in days (0: no decay).")] = None,
     profile: ProfileOption = None,
     granularity: Annotated[
