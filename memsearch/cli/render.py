@@ -1,7 +1,8 @@
 """Rendering of library results: tables for people (plain lines in a pipe, see `grid`), JSON /
 JSONL / CSV for scripts.
 
-Only data goes to stdout; messages go to stderr (see `messages`). Stored text reaches the
+Only data goes to stdout; messages go to stderr (see `consoles.messages`). Search documents are
+rendered by `results`. Stored text reaches the
 terminal only through `literal` (as literal text, control characters visible), never as markup.
 """
 
