@@ -34,9 +34,9 @@ _memsearch_search() {
         -f|--format) _memsearch_reply -W 'table json jsonl ndjson csv'; return ;;
         --db) _memsearch_paths -f; return ;;
         --model) _memsearch_paths -d; return ;;
-        -k|--limit|--as-of|--tau|-p|--profile|--max-tokens|--boost|--max-ms|--project|--namespace|-t|--tag|--since|--until|--conversation|--role|--session|--server) return ;;
+        -k|-n|--limit|--as-of|--tau|-p|--profile|--max-tokens|--boost|--max-ms|--project|--namespace|-t|--tag|--since|--until|--conversation|--role|--session|--server) return ;;
     esac
-    if [[ $cur == -* ]]; then _memsearch_reply -W '-k --limit -m --mode --raw --explain --as-of --tau -p --profile -g --granularity --max-tokens --no-touch --boost --rerank --max-ms --queries --project --namespace -t --tag --since --until --kind --conversation --role --session -f --format --db --model --server --no-server -h --help'; fi
+    if [[ $cur == -* ]]; then _memsearch_reply -W '-k -n --limit -m --mode --raw --explain --as-of --tau -p --profile -g --granularity --max-tokens --no-touch --boost --rerank --max-ms --queries --project --namespace -t --tag --since --until --kind --conversation --role --session -f --format --db --model --server --no-server -h --help'; fi
 }
 
 _memsearch_get() {
@@ -52,9 +52,9 @@ _memsearch_list() {
         --kind) _memsearch_reply -W 'note turn session'; return ;;
         -f|--format) _memsearch_reply -W 'table json jsonl ndjson csv'; return ;;
         --db) _memsearch_paths -f; return ;;
-        -n|--limit|--offset|--project|--namespace|-t|--tag|--since|--until|--conversation|--role|--session) return ;;
+        -k|-n|--limit|--offset|--project|--namespace|-t|--tag|--since|--until|--conversation|--role|--session) return ;;
     esac
-    _memsearch_reply -W '-n --limit --offset --project --namespace -t --tag --since --until --kind --conversation --role --session -f --format --db -h --help'
+    _memsearch_reply -W '-k -n --limit --offset --project --namespace -t --tag --since --until --kind --conversation --role --session -f --format --db -h --help'
 }
 
 _memsearch_delete() {
@@ -222,14 +222,21 @@ _memsearch() {
     local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]} cmd='' i
     # bash splits `--opt=value` at the `=`: complete the value as if it were a separate word
     if [[ $cur == = ]]; then cur=''; elif [[ $prev == = ]]; then prev=${COMP_WORDS[COMP_CWORD-2]}; fi
-    # Global options take no value, so the first word not starting with - is the subcommand.
+    # The subcommand is the first word not starting with - that is no global option's value.
     for ((i = 1; i < COMP_CWORD; i++)); do
+        if [[ ' --db --color ' == *" ${COMP_WORDS[i]} "* ]]; then
+            ((i++)); if [[ ${COMP_WORDS[i]} == = ]]; then ((i++)); fi; continue
+        fi
         if [[ ${COMP_WORDS[i]} != -* ]]; then cmd=${COMP_WORDS[i]}; break; fi
     done
     COMPREPLY=()
     case $cmd in
         '')
-            if [[ $cur == -* ]]; then _memsearch_reply -W '--version --debug -h --help'
+            case $prev in
+                --db) _memsearch_paths -f; return ;;
+                --color) _memsearch_reply -W 'auto always never'; return ;;
+            esac
+            if [[ $cur == -* ]]; then _memsearch_reply -W '--version --debug --db --color -h --help'
             else _memsearch_reply -W 'add import search get list delete stats path reindex index set pin unpin consolidate timeline mcp serve eval completions copy export config doctor profiles'; fi ;;
         add) _memsearch_add ;;
         import) _memsearch_import ;;

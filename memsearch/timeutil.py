@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from calendar import monthrange
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
@@ -51,25 +52,45 @@ def _parse_iso(value: str, error: Callable[[str], InvalidInputError]) -> datetim
     return moment
 
 
-# A moment relative to now (or to a search's as-of time): "7d", "2w", "3h", "30m" before it, or
-# the start (00:00 UTC) of "today" or "yesterday", as an ISO date means its start.
-_RELATIVE = re.compile(r"(\d{1,6})\s*([mhdw])", re.IGNORECASE)
+# A moment relative to now (or to a search's as-of time): "7d", "2w", "3h", "30m" before it, "3mo"
+# or "1y" back on the calendar (the same day and time that many months or years before, or the
+# month's last day when it is shorter: 1mo before 31 March is 29 February in a leap year), or the
+# start (00:00 UTC) of "today" or "yesterday", as an ISO date means its start.
+_RELATIVE = re.compile(r"(\d{1,6})\s*(mo|[mhdwy])", re.IGNORECASE)
 _UNIT_SECONDS = {"m": 60, "h": 3600, "d": 86_400, "w": 7 * 86_400}
-RELATIVE_EXAMPLES = "7d, 2w, 3h, 30m, today, yesterday"
+_UNIT_MONTHS = {"mo": 1, "y": 12}
+RELATIVE_EXAMPLES = "7d, 2w, 3h, 30m, 3mo, 1y, today, yesterday"
+
+
+def months_before(moment: datetime, months: int) -> datetime | None:
+    """The same day and time `months` calendar months before `moment` (the month's last day when
+    it has fewer days), or None when that is before EARLIEST."""
+    index = moment.year * 12 + moment.month - 1 - months
+    year, month = divmod(index, 12)
+    if year < EARLIEST.year:
+        return None
+    earlier = moment.replace(year=year, month=month + 1, day=min(moment.day, monthrange(year, month + 1)[1]))
+    return earlier if earlier >= EARLIEST else None
 
 
 def parse_moment(value: str, *, now: datetime, field: str) -> datetime:
     """A moment given as ISO-8601 (see `parse_time`) or relative to `now`: `7d`, `2w`, `3h`,
-    `30m` before it, `today` or `yesterday` (the start of that UTC day). A bad value raises
-    InvalidInputError naming `field`."""
+    `30m` before it, `3mo` or `1y` before it on the calendar (see `months_before`), `today` or
+    `yesterday` (the start of that UTC day). A bad value raises InvalidInputError naming `field`."""
     text = value.strip().lower()
     if text in ("today", "yesterday"):
         start = now.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
         return start - timedelta(days=1) if text == "yesterday" else start
     if match := _RELATIVE.fullmatch(text):
+        too_far = InvalidInputError(f"{value!r} reaches back before the year {EARLIEST.year}", field=field)
+        if match[2] in _UNIT_MONTHS:
+            earlier = months_before(now, int(match[1]) * _UNIT_MONTHS[match[2]])
+            if earlier is None:
+                raise too_far
+            return earlier
         seconds = int(match[1]) * _UNIT_SECONDS[match[2]]
         if seconds > (now - EARLIEST).total_seconds():
-            raise InvalidInputError(f"{value!r} reaches back before the year {EARLIEST.year}", field=field)
+            raise too_far
         return now - timedelta(seconds=seconds)
     return _parse_iso(
         value,

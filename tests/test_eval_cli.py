@@ -106,7 +106,7 @@ def test_plot_without_matplotlib_names_the_extra(tmp_path: Path) -> None:
 
 
 def test_matplotlib_is_imported_only_for_a_plot() -> None:
-    modules = "memsearch.cli.app, memsearch.eval.report, memsearch.eval.plot"
+    modules = "memsearch.cli.app, memsearch.cli.evaluation, memsearch.eval.report, memsearch.eval.plot"
     code = f"import sys, {modules}; print('matplotlib' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert done.stdout.strip() == "False"

@@ -42,13 +42,20 @@ runner = CliRunner()
         ("yesterday", datetime(2024, 5, 7, tzinfo=UTC)),
         ("2024-05-01", datetime(2024, 5, 1, tzinfo=UTC)),
         ("2024-05-01T13:56:00+02:00", datetime(2024, 5, 1, 11, 56, tzinfo=UTC)),
+        ("1y", datetime(2023, 5, 8, 15, 30, tzinfo=UTC)),
+        ("3mo", datetime(2024, 2, 8, 15, 30, tzinfo=UTC)),
+        (" 2 MO ", datetime(2024, 3, 8, 15, 30, tzinfo=UTC)),
+        ("12mo", datetime(2023, 5, 8, 15, 30, tzinfo=UTC)),
+        ("30m", NOW - timedelta(minutes=30)),  # m stays minutes; months are mo
     ],
 )
 def test_relative_and_iso_moments(value: str, expected: datetime) -> None:
     assert parse_moment(value, now=NOW, field="since") == expected
 
 
-@pytest.mark.parametrize("value", ["7", "d", "7y", "-3d", "7d ago", "last week", "", "99999999d", "2024-13-01"])
+@pytest.mark.parametrize(
+    "value", ["7", "d", "7yr", "3mon", "-3d", "7d ago", "last week", "", "99999999d", "2024-13-01", "999999y", "1mo3d"]
+)
 def test_a_bad_moment_names_its_field(value: str) -> None:
     with pytest.raises(InvalidInputError) as caught:
         parse_moment(value, now=NOW, field="until")
@@ -64,6 +71,32 @@ def test_a_relative_moment_lies_that_far_before_now_or_is_refused(amount: int, u
         assert timedelta(seconds=seconds) > NOW - EARLIEST
     else:
         assert NOW - moment == timedelta(seconds=seconds)
+
+
+@pytest.mark.parametrize(
+    ("now", "value", "expected"),
+    [
+        (datetime(2024, 3, 31, 9, tzinfo=UTC), "1mo", datetime(2024, 2, 29, 9, tzinfo=UTC)),  # a shorter month
+        (datetime(2023, 3, 31, 9, tzinfo=UTC), "1mo", datetime(2023, 2, 28, 9, tzinfo=UTC)),
+        (datetime(2024, 2, 29, tzinfo=UTC), "1y", datetime(2023, 2, 28, tzinfo=UTC)),  # no 29 February
+        (datetime(2024, 1, 15, tzinfo=UTC), "1mo", datetime(2023, 12, 15, tzinfo=UTC)),  # across the year
+        (datetime(2024, 1, 15, tzinfo=UTC), "25mo", datetime(2021, 12, 15, tzinfo=UTC)),
+    ],
+)
+def test_months_and_years_go_back_on_the_calendar(now: datetime, value: str, expected: datetime) -> None:
+    assert parse_moment(value, now=now, field="since") == expected
+
+
+@given(st.integers(0, 999_999), st.sampled_from(["mo", "y"]))
+def test_months_and_years_back_are_that_many_calendar_months_or_refused(amount: int, unit: str) -> None:
+    months = amount * (12 if unit == "y" else 1)
+    try:
+        moment = parse_moment(f"{amount}{unit}", now=NOW, field="since")
+    except InvalidInputError as error:
+        assert error.field == "since" and (NOW.year * 12 + NOW.month - 1 - months) // 12 < EARLIEST.year
+    else:
+        assert (NOW.year - moment.year) * 12 + NOW.month - moment.month == months
+        assert (moment.day, moment.time()) == (NOW.day, NOW.time())  # the 8th exists in every month
 
 
 def test_relative_times_resolve_against_as_of() -> None:

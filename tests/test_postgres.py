@@ -261,7 +261,7 @@ def test_impact_ordered_bm25_proves_ties_by_id(tmp_path: Path, pg_url: str, monk
 def test_search_json_and_explain_say_when_a_lexical_leg_was_bounded(
     tmp_path: Path, pg_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from memsearch.cli.render import stage_lines
+    from memsearch.cli.results import stage_lines
 
     request = SearchRequest("alpha beta gamma", k=5, mode="lexical")
     documents = {}

@@ -12,9 +12,8 @@ from typing import Any
 import numpy as np
 import pytest
 import typer
-from typer._click.exceptions import BadParameter
-from typer._coercion import build_runtime_param
-from typer.core import TyperArgument, TyperOption
+from typer import BadParameter
+from typer.core import TyperArgument, TyperOption, build_runtime_param
 from typer.testing import CliRunner
 
 from memsearch.api import Memsearch

@@ -11,12 +11,12 @@ on a terminal.
 
 from __future__ import annotations
 
-import functools
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
+from memsearch.cli.consoles import stdout_console
 from memsearch.cli.literal import literal, one_line
 
 if TYPE_CHECKING:  # Rich is imported when a table is drawn (machine output never loads it)
@@ -101,26 +101,6 @@ def fit_widths(roles: Sequence[Role], naturals: Sequence[int], width: int, min_w
     budget = _fill(widths, texts, [naturals[i] for i in texts], budget)
     _fill(widths, metas, [naturals[i] for i in metas], budget)
     return widths
-
-
-@functools.cache
-def _stdout_class() -> type[Console]:
-    from rich.console import Console
-
-    class _Stdout(Console):
-        def on_broken_pipe(self) -> None:
-            raise BrokenPipeError  # Rich would exit 1; a reader that went away is the command line's to handle
-
-    return _Stdout
-
-
-def stdout_console() -> Console:
-    """Stdout for data: no markup, no emoji codes, no highlighting (stored text is shown as typed)."""
-    return _stdout_class()(highlight=False, markup=False, emoji=False)
-
-
-def is_terminal() -> bool:
-    return stdout_console().is_terminal
 
 
 def _split(cell: Cell) -> tuple[object, str]:

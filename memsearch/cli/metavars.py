@@ -15,8 +15,8 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, get_args
 
-import typer._click as click
-from typer.core import TyperArgument, TyperOption
+import typer
+from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
 _NAMES: dict[Any, str] = {str: "TEXT", int: "INTEGER", float: "NUMBER", bool: "BOOLEAN", Path: "PATH"}
 CHOICE_LINE = 16  # the widest line of a choice list in help (as wide as `INTEGER [x>=1]` and a little more)
@@ -51,10 +51,10 @@ def _shown_type(label: str) -> Any:
     return lambda ctx: label
 
 
-def apply(command: click.Command, help_option_names: list[str]) -> None:
+def apply(command: TyperCommand | TyperGroup, help_option_names: list[str]) -> None:
     """Give every parameter of `command` and its subcommands a readable metavar, the help option
     too (made here, with the names the command line gives it, as click would make it later)."""
-    context = click.Context(command, help_option_names=help_option_names)
+    context = typer.Context(command, help_option_names=help_option_names)
     for param in [*command.params, command.get_help_option(context)]:
         if isinstance(param, TyperOption) and param.metavar is None:
             param.metavar = "" if param.is_flag or param.count else type_label(param)

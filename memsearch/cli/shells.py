@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from enum import Enum
+from typing import Any
 
-import typer._click as click
 import typer.main
 from typer.core import TyperArgument, TyperGroup, TyperOption
 
@@ -63,8 +63,9 @@ def _param(param: TyperOption | TyperArgument) -> Param:
     )
 
 
-def _params(command: click.Command, context: click.Context) -> tuple[tuple[Param, ...], tuple[Param, ...]]:
-    # get_params, not .params: it adds the help option, named after the context's help_option_names.
+def _params(command: Any, context: typer.Context) -> tuple[tuple[Param, ...], tuple[Param, ...]]:
+    # `command`: a Typer command or group. get_params, not .params: it adds the help option, named
+    # after the context's help_option_names.
     visible = [p for p in command.get_params(context) if not getattr(p, "hidden", False)]
     options = tuple(_param(p) for p in visible if isinstance(p, TyperOption))
     arguments = tuple(_param(p) for p in visible if isinstance(p, TyperArgument))
@@ -76,13 +77,13 @@ def command_tree(app: typer.Typer) -> tuple[tuple[Param, ...], tuple[Command, ..
     group = typer.main.get_command(app)
     assert isinstance(group, TyperGroup)  # in Typer 0.29 a group is a click.Command with .commands
     # The root context carries the app's context_settings, e.g. help_option_names=["-h", "--help"].
-    root = click.Context(group, info_name=PROG, **group.context_settings)
+    root = typer.Context(group, info_name=PROG, **group.context_settings)
     global_options, _ = _params(group, root)
     commands = []
     for name, command in group.commands.items():
         if command.hidden:
             continue
-        options, arguments = _params(command, click.Context(command, parent=root, info_name=name))
+        options, arguments = _params(command, typer.Context(command, parent=root, info_name=name))
         commands.append(Command(name, command.get_short_help_str(limit=80), options, arguments))
     return global_options, tuple(commands)
 
@@ -120,8 +121,28 @@ def _bash_command(command: Command) -> list[str]:
     return [*lines, "}", ""]
 
 
+def _bash_values(options: tuple[Param, ...], indent: str) -> list[str]:
+    """`case $prev`: the values of the options that take a choice or a path."""
+    cases = []
+    for option in (o for o in options if o.takes_value):
+        pattern = "|".join(option.names)
+        if option.choices:
+            cases.append(f"{pattern}) _{PROG}_reply -W '{' '.join(option.choices)}'; return ;;")
+        elif option.path:
+            cases.append(f"{pattern}) _{PROG}_paths {'-d' if option.path == 'dir' else '-f'}; return ;;")
+        else:
+            cases.append(f"{pattern}) return ;;")
+    return [f"{indent}case $prev in", *(f"{indent}    {case}" for case in cases), f"{indent}esac"] if cases else []
+
+
+def _valued(options: tuple[Param, ...]) -> str:
+    """The spellings of the options that take a value, space-separated."""
+    return " ".join(name for option in options if option.takes_value for name in option.names)
+
+
 def _bash(global_options: tuple[Param, ...], commands: tuple[Command, ...]) -> str:
     p = PROG
+    valued = _valued(global_options)
     lines = [
         f"# bash completion for {p}. {HEADER}",
         f"# Use: source this file, or copy it to ~/.local/share/bash-completion/completions/{p}",
@@ -137,13 +158,17 @@ def _bash(global_options: tuple[Param, ...], commands: tuple[Command, ...]) -> s
         "    local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]} cmd='' i",
         "    # bash splits `--opt=value` at the `=`: complete the value as if it were a separate word",
         "    if [[ $cur == = ]]; then cur=''; elif [[ $prev == = ]]; then prev=${COMP_WORDS[COMP_CWORD-2]}; fi",
-        "    # Global options take no value, so the first word not starting with - is the subcommand.",
+        "    # The subcommand is the first word not starting with - that is no global option's value.",
         "    for ((i = 1; i < COMP_CWORD; i++)); do",
+        f"        if [[ ' {valued} ' == *\" ${{COMP_WORDS[i]}} \"* ]]; then",
+        "            ((i++)); if [[ ${COMP_WORDS[i]} == = ]]; then ((i++)); fi; continue",
+        "        fi",
         "        if [[ ${COMP_WORDS[i]} != -* ]]; then cmd=${COMP_WORDS[i]}; break; fi",
         "    done",
         "    COMPREPLY=()",
         "    case $cmd in",
         "        '')",
+        *_bash_values(global_options, "            "),
         f"            if [[ $cur == -* ]]; then _{p}_reply -W '{' '.join(n for o in global_options for n in o.names)}'",
         f"            else _{p}_reply -W '{' '.join(c.name for c in commands)}'; fi ;;",
         *(f"        {c.name}) _{p}_{_ident(c.name)} ;;" for c in commands),
@@ -261,13 +286,18 @@ def _fish(global_options: tuple[Param, ...], commands: tuple[Command, ...]) -> s
         f"# fish completion for {p}. {HEADER}",
         f"# Use: copy this file to ~/.config/fish/completions/{p}.fish",
         "",
-        "# Is the subcommand $argv[1] (no argument: is there none yet)? Global options take no value,",
-        "# so the first word not starting with - is the subcommand.",
+        "# Is the subcommand $argv[1] (no argument: is there none yet)? The subcommand is the first word",
+        "# not starting with - that is no global option's value.",
         f"function __fish_{p}_using",
         "    set -l tokens (commandline -opc)",
         "    set -e tokens[1]",
+        "    set -l value 0",
         "    for token in $tokens",
-        "        if not string match -q -- '-*' $token",
+        "        if test $value = 1",
+        "            set value 0",
+        f"        else if contains -- $token {_valued(global_options)}",
+        "            set value 1",
+        "        else if not string match -q -- '-*' $token",
         '            test "$token" = "$argv[1]"',
         "            return $status",
         "        end",

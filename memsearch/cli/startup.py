@@ -5,7 +5,10 @@
 - `plain_values`: Typer (0.29) checks every parameter's value through a pydantic TypeAdapter, and
   importing pydantic and building the adapters costs more than the rest of a command line. Plain
   values (text, a listed choice, a whole number in range, a default) are taken here as the adapters
-  would take them; anything else, and every error, still goes through Typer's adapters.
+  would take them; anything else, and every error, still goes through Typer's adapters. This is
+  the one place the CLI relies on Typer's internals: a parameter's `_runtime_param` (its lazily
+  built coercion) and RuntimeParam's `_coerce_value` hook; tests/test_startup.py pins the values
+  to what Typer's adapters make. Everything else uses Typer's public names (typer, typer.core).
 """
 
 from __future__ import annotations
@@ -18,27 +21,46 @@ from enum import Enum
 from typing import Any, get_args, get_origin
 
 import typer
-import typer._click as click
-from typer._coercion import RuntimeParam, TypeDescriptor, build_runtime_param
-from typer._param_types import coerce_cli_choice
-from typer.core import TyperArgument, TyperOption
+from typer.core import (
+    RuntimeParam,
+    TypeDescriptor,
+    TyperArgument,
+    TyperCommand,
+    TyperGroup,
+    TyperOption,
+    build_runtime_param,
+    normalize_choice_value,
+)
 from typer.main import get_command_name
 
-# Root options that take no value: whatever follows them is the command's name.
+# Root options before the command's name: flags, and options whose value follows (`--db x.db`)
+# unless joined to them (`--db=x.db`).
 _ROOT_FLAGS = ("--debug",)
+_ROOT_VALUED = ("--db", "--color")
 _WHOLE_NUMBER = re.compile(r"-?(0|[1-9][0-9]*)")
 
 
 def only_command(app: typer.Typer, args: Sequence[str]) -> typer.Typer:
     """`app` holding just the command that `args` name (after the root's flags), or `app` itself
     when they name none (root help, --version, a typo: those want every command)."""
-    name = next((arg for arg in args if arg not in _ROOT_FLAGS), None)
+    name = _command_name(args)
     named = [info for info in app.registered_commands if _name(info) == name]
     if not named:
         return app
     lean = copy.copy(app)
     lean.registered_commands = named
     return lean
+
+
+def _command_name(args: Sequence[str]) -> str | None:
+    """The first argument that is neither a root option nor a root option's value."""
+    words = iter(args)
+    for arg in words:
+        if arg in _ROOT_VALUED:
+            next(words, None)
+        elif arg not in _ROOT_FLAGS and arg.partition("=")[0] not in _ROOT_VALUED:
+            return arg
+    return None
 
 
 def _name(info: Any) -> str:
@@ -48,7 +70,7 @@ def _name(info: Any) -> str:
 _UNSURE = object()
 
 
-def _plain(annotation: Any, descriptor: TypeDescriptor, value: Any, ctx: click.Context) -> Any:
+def _plain(annotation: Any, descriptor: TypeDescriptor, value: Any, ctx: typer.Context) -> Any:
     """The value as Typer's adapter would give it, or _UNSURE."""
     info = descriptor.parameter_info
     if info.parser is not None:
@@ -56,10 +78,7 @@ def _plain(annotation: Any, descriptor: TypeDescriptor, value: Any, ctx: click.C
     if annotation is str:
         return value if isinstance(value, str) else _UNSURE
     if isinstance(annotation, type) and issubclass(annotation, Enum):
-        try:
-            return coerce_cli_choice(value, choices=list(annotation), case_sensitive=info.case_sensitive, ctx=ctx)
-        except ValueError:
-            return _UNSURE
+        return _choice(value, list(annotation), info.case_sensitive, ctx)
     if annotation is int and not info.clamp:
         if isinstance(value, str) and _WHOLE_NUMBER.fullmatch(value):
             value = int(value)
@@ -73,13 +92,21 @@ def _plain(annotation: Any, descriptor: TypeDescriptor, value: Any, ctx: click.C
     return _UNSURE
 
 
+def _choice(value: Any, choices: list[Enum], case_sensitive: bool, ctx: typer.Context) -> Any:
+    """The choice `value` names, compared as Typer compares them (normalised), or _UNSURE."""
+    if any(value is choice for choice in choices):
+        return value
+    wanted = normalize_choice_value(value, case_sensitive, ctx)
+    return next((c for c in choices if normalize_choice_value(c, case_sensitive, ctx) == wanted), _UNSURE)
+
+
 @dataclass(frozen=True)
 class _PlainValues(RuntimeParam):
     """Plain values taken directly; the rest through the adapter Typer would have built."""
 
     descriptor: TypeDescriptor
 
-    def _coerce_value(self, value: Any, param: Any, ctx: click.Context) -> Any:
+    def _coerce_value(self, value: Any, param: Any, ctx: Any) -> Any:  # ctx: a typer.Context
         annotation = self.annotation
         if get_origin(annotation) is list and isinstance(value, list | tuple):
             (item_type,) = get_args(annotation)
@@ -92,10 +119,10 @@ class _PlainValues(RuntimeParam):
         return full._coerce_value(value, param=param, ctx=ctx)
 
 
-def plain_values(command: click.Command, help_option_names: list[str]) -> None:
+def plain_values(command: TyperCommand | TyperGroup, help_option_names: list[str]) -> None:
     """Let every parameter of `command` and of its subcommands (their help option too, made here as
     click would make it later) take plain values without pydantic."""
-    context = click.Context(command, help_option_names=help_option_names)
+    context = typer.Context(command, help_option_names=help_option_names)
     for param in [*command.params, command.get_help_option(context)]:
         if isinstance(param, TyperOption | TyperArgument) and param._runtime_param is None:
             descriptor = param.type_descriptor

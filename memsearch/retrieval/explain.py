@@ -61,6 +61,9 @@ class SearchOutcome:
             "strategy_reason": self.route.reason,
             "intents": list(self.route.intents),
             "profile": self.profile.name,
+            # The profile's legs (name → spec), so a reader of the document (the CLI's --explain
+            # through a server) need not have the profile to say what each leg measured.
+            "legs": dict(self.profile.legs),
             "as_of": to_iso(self.now),
             "embedded_query": self.embedded_query,
             "stages": list(self.stages),

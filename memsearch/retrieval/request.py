@@ -145,7 +145,7 @@ _REQUEST = {f.name: f for f in REQUEST_FIELDS}
 def scope_from_fields(*, now: datetime | None = None, **fields: object) -> Scope:
     """The one way every front end (CLI, HTTP, MCP) turns filter fields (`SCOPE_NAMES`) into a
     `Scope`: JSON values or option strings are checked against the search operation's fields, and
-    `since` / `until` may be ISO-8601 or relative to `now` (`7d`, `2w`, `3h`, `30m`, `today`,
+    `since` / `until` may be ISO-8601 or relative to `now` (`7d`, `2w`, `3h`, `30m`, `3mo`, `1y`, `today`,
     `yesterday`). Errors name the field at fault."""
     unknown = sorted(set(fields) - set(_SCOPE))
     if unknown:

@@ -1,0 +1,133 @@
+"""Commands about the store as a whole: stats, path, reindex, index, consolidate, copy, config
+and doctor."""
+
+from typing import Annotated
+
+import typer
+
+from memsearch.cli.consoles import messages
+from memsearch.cli.options import (
+    DbOption,
+    FormatOption,
+    ModelOption,
+    ReportFormat,
+)
+from memsearch.cli.progress import ProgressBar
+from memsearch.cli.running import open_memsearch
+from memsearch.errors import ExitCode
+
+
+def stats(fmt: FormatOption = "table", db: DbOption = None) -> None:
+    """Show what the store holds."""
+    from memsearch.cli.render import render_stats
+
+    with open_memsearch(db) as ms:
+        stats = ms.stats()
+    if not stats["exists"]:
+        messages().print(f"no memsearch store at {stats['path']} yet; `memsearch add` or `memsearch import` creates it")
+    render_stats(stats, str(fmt))
+
+
+def path(db: DbOption = None) -> None:
+    """Print where the store is (it need not exist yet; a URL without its password)."""
+    from memsearch.paths import resolve_db_path, shown_location
+
+    typer.echo(shown_location(resolve_db_path(db)))
+
+
+def reindex(db: DbOption = None, model: ModelOption = None) -> None:
+    """Re-embed every memory with the current model (after changing --model)."""
+    with open_memsearch(db, model) as ms, ProgressBar("re-embedding") as progress:
+        count = ms.reindex(progress=progress)
+        model_name = ms.model_name
+    messages().print(f"re-embedded {count} memories with {model_name}", markup=False)
+
+
+def index(
+    paths: Annotated[
+        list[str] | None,
+        typer.Argument(
+            help="Folders (or files) of notes to index; none: every folder indexed before.",
+            metavar="PATH",
+            show_default=False,
+        ),
+    ] = None,
+    include: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--include",
+            metavar="GLOB",
+            help="Index only files matching this glob (gitignore syntax, repeatable). Default: markdown, .txt.",
+        ),
+    ] = None,
+    exclude: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--exclude",
+            metavar="PATTERN",
+            help="Leave out what matches this gitignore pattern (repeatable), as .gitignore files do.",
+        ),
+    ] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Say what would change; change nothing.")] = False,
+    fmt: Annotated[ReportFormat, typer.Option("--format", "-f", help="Output format.")] = "table",
+    db: DbOption = None,
+    model: ModelOption = None,
+) -> None:
+    """Keep folders of markdown or text notes searchable: a memory per section, re-indexed incrementally.
+    The folders are remembered with their patterns; `memsearch index` alone updates them all."""
+    from memsearch.cli.render import render_index
+
+    with open_memsearch(db, model) as ms, ProgressBar("embedding") as progress:
+        outcome = ms.index(
+            paths or (), include=include or (), exclude=exclude or (), dry_run=dry_run, progress=progress
+        )
+    render_index(outcome, str(fmt))
+
+
+def consolidate(
+    duplicate: Annotated[
+        float, typer.Option("--duplicate", help="Cosine at which the older memory is superseded.")
+    ] = 0.95,
+    related: Annotated[float, typer.Option("--related", help="Cosine at which memories join a group.")] = 0.80,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would change; change nothing.")] = False,
+    fmt: FormatOption = "table",
+    db: DbOption = None,
+) -> None:
+    """Mark older near-duplicates superseded by the newest one and group related memories."""
+    from memsearch.cli.render import render_consolidation
+
+    with open_memsearch(db) as ms:
+        render_consolidation(ms.consolidate(duplicate=duplicate, related=related, dry_run=dry_run), str(fmt))
+
+
+def copy(
+    source: Annotated[str, typer.Argument(help="The store to copy: a file or a postgresql:// URL.")],
+    destination: Annotated[str, typer.Argument(help="An empty or new store: a file or a postgresql:// URL.")],
+) -> None:
+    """Copy every memory with its views, vectors, access counts and consolidation marks into an
+    empty store (SQLite ↔ PostgreSQL), keeping ids, without re-embedding; all or nothing."""
+    with open_memsearch(source) as ms:
+        count = ms.copy_to(destination)
+    messages().print(f"copied {count} {'memory' if count == 1 else 'memories'}", markup=False)
+
+
+def config(fmt: FormatOption = "table", db: DbOption = None) -> None:
+    """Show the effective settings (profile, limit, format, project, db, api_key) and where each
+    comes from: the config file, a MEMSEARCH_* variable, or the default. Flags beat both."""
+    from memsearch.cli.render import render_config
+    from memsearch.config import load_config
+    from memsearch.paths import resolve_db_path
+
+    render_config(load_config(), str(resolve_db_path(db)), str(fmt))
+
+
+def doctor(fmt: FormatOption = "table", db: DbOption = None, model: ModelOption = None) -> None:
+    """Check the store and the model: counts, integrity, and what would make search fail or slow.
+    Exits 1 when a problem is found (warnings do not count)."""
+    from memsearch.cli.render import render_doctor
+
+    with open_memsearch(db, model) as ms:
+        report = ms.doctor()
+    render_doctor(report, str(fmt))
+    if not report.ok:
+        raise typer.Exit(ExitCode.ERROR)

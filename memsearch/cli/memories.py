@@ -1,0 +1,318 @@
+"""Commands on memories: add, import, get, list, delete, set, pin, unpin, timeline, export.
+
+Each parses, makes one library call (in this process, or for add and import through a running
+server of the same store) and renders; library modules are imported inside the commands, so
+`--help` and the read commands stay fast.
+"""
+
+import sys
+from typing import Annotated, Any
+
+import typer
+
+from memsearch.cli.consoles import messages
+from memsearch.cli.options import (
+    ConversationOption,
+    DbOption,
+    FormatOption,
+    ImportFormat,
+    KeyOption,
+    KeysOption,
+    KindOption,
+    ModelOption,
+    NamespaceOption,
+    NoServerOption,
+    ProfileOption,
+    ProjectOption,
+    RefArgument,
+    RefsArgument,
+    ReplaceOption,
+    RoleOption,
+    ServerOption,
+    SessionOption,
+    SinceOption,
+    TagOption,
+    UntilOption,
+    filters,
+)
+from memsearch.cli.progress import ProgressBar
+from memsearch.cli.running import open_memsearch, read_source, server_for, through
+from memsearch.errors import InvalidInputError
+from memsearch.timeutil import RELATIVE_EXAMPLES
+
+
+def add(
+    text: Annotated[str, typer.Argument(help="The memory's text, or - to read it from stdin.")],
+    key: Annotated[str | None, typer.Option("--key", help="A unique key to find this memory by.")] = None,
+    tag: Annotated[list[str] | None, typer.Option("--tag", "-t", help="A tag (repeatable).")] = None,
+    importance: Annotated[float, typer.Option("--importance", help="0 to 1.")] = 0.5,
+    priority: Annotated[float, typer.Option("--priority", help="1 to 2.")] = 1.0,
+    pin: Annotated[bool, typer.Option("--pin", help="Pin the memory.")] = False,
+    project: Annotated[str | None, typer.Option("--project", help="The project it belongs to.")] = None,
+    namespace: Annotated[str | None, typer.Option("--namespace", help="Its namespace.")] = None,
+    session: Annotated[str | None, typer.Option("--session", help="The session it came from.")] = None,
+    role: Annotated[str | None, typer.Option("--role", help="Who said it (user, assistant, …).")] = None,
+    at: Annotated[
+        str | None, typer.Option("--at", help=f"Creation time: ISO-8601, or {RELATIVE_EXAMPLES} ago (default: now).")
+    ] = None,
+    meta: Annotated[list[str] | None, typer.Option("--meta", help="Metadata as key=value (repeatable).")] = None,
+    replace: ReplaceOption = False,
+    profile: ProfileOption = None,
+    db: DbOption = None,
+    model: ModelOption = None,
+    server: ServerOption = None,
+    no_server: NoServerOption = False,
+) -> None:
+    """Add one memory and print its id (a profile with ingest dedup may find it is a near-duplicate)."""
+    from memsearch.models import NewMemory
+    from memsearch.timeutil import parse_moment, utc_now
+
+    body = sys.stdin.read() if text == "-" else text
+    metadata: dict[str, str] = {}
+    for item in meta or ():
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise InvalidInputError(f"--meta {item!r} is not key=value")
+        metadata[name.strip()] = value
+    memory = NewMemory(
+        text=body,
+        key=key,
+        tags=tuple(tag or ()),
+        importance=importance,
+        priority=priority,
+        pinned=pin,
+        project=project,
+        namespace=namespace,
+        session=session,
+        role=role,
+        created_at=parse_moment(at, now=utc_now(), field="at") if at else None,
+        metadata=metadata,
+    )
+    remote = server_for(db, server, model, no_server=no_server, writes=True)
+    document = None
+    if remote is not None:
+        document = through(remote, "/add", {**memory.to_fields(), "replace": replace, "profile": profile})
+    if document is None:
+        with open_memsearch(db, model) as ms:
+            document = ms.add(memory, replace=replace, profile=profile).to_dict()
+    if not document["stored"]:
+        messages().print(
+            f"not stored: a near-duplicate of id {document['duplicate_of']} (cosine {document['similarity']:.3f} "
+            f"≥ {document['threshold']:g}, profile {profile}); its id is printed",
+            markup=False,
+        )
+    typer.echo(document["id"])
+
+
+def import_(
+    file: Annotated[str, typer.Argument(help="The file to import, or - for stdin.")],
+    fmt: Annotated[
+        ImportFormat,
+        typer.Option(
+            "--format",
+            "-f",
+            help="jsonl: one memory per line. chat: one turn per line (session, role or speaker, text, "
+            "created_at). locomo, longmemeval: those benchmarks' JSON.",
+        ),
+    ] = "jsonl",
+    sessions: Annotated[
+        bool, typer.Option("--sessions/--no-sessions", help="Conversations: store a chunk per session too.")
+    ] = True,
+    facets: Annotated[
+        bool, typer.Option("--facets", help="Conversations: extract facet views (personal info, preferences, events).")
+    ] = False,
+    conversation: Annotated[
+        str | None,
+        typer.Option("--conversation", help="chat: the conversation's name (default: the file's stem; stdin: stdin)."),
+    ] = None,
+    replace: ReplaceOption = False,
+    profile: ProfileOption = None,
+    db: DbOption = None,
+    model: ModelOption = None,
+    server: ServerOption = None,
+    no_server: NoServerOption = False,
+) -> None:
+    """Import memories or conversations: every one is stored, or none is (near-duplicates are reported).
+    A JSONL file goes through a running `memsearch serve` of the same store when there is one."""
+    from memsearch.api import KIND_NAMES
+
+    content, source = read_source(file)
+    document = None
+    # Text that is not valid Unicode (invalid UTF-8 on stdin) is left to the library here, which
+    # names its line; the server would only see the bytes it was sent.
+    from memsearch.cli.remote import import_query, is_unicode
+
+    sendable = str(fmt) == "jsonl" and content.strip() and is_unicode(content)
+    remote = server_for(db, server, model, no_server=no_server, writes=True) if sendable else None
+    if remote is not None:
+        options = {"format": str(fmt), "source": source, "conversation": conversation, "sessions": sessions}
+        options |= {"facets": facets, "replace": replace, "profile": profile}
+        document = through(remote, "/import", content.encode("utf-8"), import_query(options))
+    if document is None:
+        with open_memsearch(db, model) as ms, ProgressBar("embedding") as progress:
+            document = ms.import_text(
+                content,
+                source=source,
+                fmt=str(fmt),
+                sessions=sessions,
+                facets=facets,
+                replace=replace,
+                profile=profile,
+                conversation=conversation,
+                progress=progress,
+            ).to_dict()
+    counts, duplicates = document["counts"], document["duplicates"]
+    if not duplicates and not any(counts.values()):
+        messages().print(f"{source} has no memories; nothing imported", markup=False)
+        return
+    summary = ", ".join(f"{n} {KIND_NAMES[kind][n != 1]}" for kind, n in counts.items() if n) or "0 memories"
+    messages().print(f"imported {summary} from {source}", markup=False)
+    for duplicate in duplicates:
+        where = "line" if "line" in duplicate else "item"
+        messages().print(
+            f"{where} {duplicate[where]} not stored: a near-duplicate of id {duplicate['duplicate_of']} "
+            f"(cosine {duplicate['similarity']:.3f})",
+            markup=False,
+        )
+
+
+def get(ref: RefArgument, key: KeyOption = False, fmt: FormatOption = "table", db: DbOption = None) -> None:
+    """Show one memory."""
+    from memsearch.cli.render import render_memories
+
+    with open_memsearch(db) as ms:
+        render_memories(ms.get_many([ref], by_key=key), str(fmt), single=True)
+
+
+def list_(
+    limit: Annotated[int, typer.Option("--limit", "-n", "-k", help="At most this many (0: all).", min=0)] = 20,
+    offset: Annotated[int, typer.Option("--offset", help="Skip this many first.", min=0)] = 0,
+    project: ProjectOption = None,
+    namespace: NamespaceOption = None,
+    tag: TagOption = None,
+    since: SinceOption = None,
+    until: UntilOption = None,
+    kind: KindOption = None,
+    conversation: ConversationOption = None,
+    role: RoleOption = None,
+    session: SessionOption = None,
+    fmt: FormatOption = "table",
+    db: DbOption = None,
+) -> None:
+    """List memories, newest first."""
+    from memsearch.cli.render import render_memories
+    from memsearch.retrieval.request import scope_from_fields
+
+    scope = scope_from_fields(**filters(project, namespace, tag, since, until, kind, conversation, role, session))
+    with open_memsearch(db) as ms:
+        render_memories(ms.list(scope, limit=limit or None, offset=offset), str(fmt))
+
+
+def delete(
+    refs: Annotated[list[str], typer.Argument(help="Ids or keys of the memories to delete.")],
+    key: KeysOption = False,
+    db: DbOption = None,
+) -> None:
+    """Delete memories: all of them, or none if any is not found."""
+    with open_memsearch(db) as ms:
+        ids = ms.delete([ms.resolve(ref, by_key=key) for ref in refs])
+    messages().print(f"deleted {len(ids)} {'memory' if len(ids) == 1 else 'memories'}: {', '.join(map(str, ids))}")
+
+
+def set_(
+    ref: RefArgument,
+    importance: Annotated[float | None, typer.Option("--importance", help="0 to 1.")] = None,
+    priority: Annotated[float | None, typer.Option("--priority", help="1 to 2.")] = None,
+    memory_score: Annotated[float | None, typer.Option("--memory-score", help="Quality score, 0 to 1.")] = None,
+    derived_score: Annotated[
+        bool, typer.Option("--derived-score", help="Go back to the score derived from importance and use.")
+    ] = False,
+    project: Annotated[
+        str | None, typer.Option("--project", help="Move it to this project ('': to no project).")
+    ] = None,
+    namespace: Annotated[
+        str | None, typer.Option("--namespace", help="Move it to this namespace ('': to none).")
+    ] = None,
+    tag: Annotated[list[str] | None, typer.Option("--tag", "-t", help="Replace its tags (repeatable).")] = None,
+    key: KeyOption = False,
+    fmt: FormatOption = "table",
+    db: DbOption = None,
+) -> None:
+    """Change a memory's scoring fields and show it."""
+    from memsearch.cli.render import render_memories
+
+    changes: dict[str, Any] = {
+        name: value
+        for name, value in (
+            ("importance", importance), ("priority", priority), ("memory_score", memory_score),
+            ("project", project), ("namespace", namespace), ("tags", tag),
+        )
+        if value is not None
+    }  # fmt: skip
+    for name in ("project", "namespace"):  # '' takes it out of its project or namespace
+        if changes.get(name) == "":
+            changes[name] = None
+    if derived_score:
+        if memory_score is not None:
+            raise InvalidInputError("give --memory-score or --derived-score, not both")
+        changes["memory_score"] = None
+    if not changes:
+        raise InvalidInputError("nothing to set; see `memsearch set --help`")
+    with open_memsearch(db) as ms:
+        render_memories([ms.update(ms.resolve(ref, by_key=key), **changes)], str(fmt), single=True)
+
+
+def _set_pinned(refs: list[str], by_key: bool, db: str | None, pinned: bool) -> None:
+    with open_memsearch(db) as ms:
+        ids = ms.set_pinned([ms.resolve(ref, by_key=by_key) for ref in refs], pinned)
+    messages().print(f"{'pinned' if pinned else 'unpinned'} {', '.join(map(str, ids))}", markup=False)
+
+
+def pin(refs: RefsArgument, key: KeysOption = False, db: DbOption = None) -> None:
+    """Pin memories (boosted by profiles that score pins; never hidden as superseded)."""
+    _set_pinned(refs, key, db, True)
+
+
+def unpin(refs: RefsArgument, key: KeysOption = False, db: DbOption = None) -> None:
+    """Unpin memories."""
+    _set_pinned(refs, key, db, False)
+
+
+def timeline(
+    ref: RefArgument,
+    before: Annotated[int, typer.Option("--before", "-B", help="How many memories before it.", min=0)] = 5,
+    after: Annotated[int, typer.Option("--after", "-A", help="How many memories after it.", min=0)] = 5,
+    key: KeyOption = False,
+    fmt: FormatOption = "table",
+    db: DbOption = None,
+) -> None:
+    """Show the turns around a memory in order (for a note: the memories around it in time)."""
+    from memsearch.cli.render import render_timeline
+
+    with open_memsearch(db) as ms:
+        render_timeline(ms.timeline(ms.resolve(ref, by_key=key), before=before, after=after), str(fmt))
+
+
+def export(
+    project: ProjectOption = None,
+    namespace: NamespaceOption = None,
+    tag: TagOption = None,
+    since: SinceOption = None,
+    until: UntilOption = None,
+    kind: KindOption = None,
+    conversation: ConversationOption = None,
+    role: RoleOption = None,
+    session: SessionOption = None,
+    db: DbOption = None,
+) -> None:
+    """Print memories as JSONL that `memsearch import` stores again as they are (text, key, time,
+    scoring and scope fields, tags, metadata, conversation place and views; not ids or access
+    counts, which `memsearch copy` keeps), oldest first."""
+    import json
+
+    from memsearch.retrieval.request import scope_from_fields
+
+    scope = scope_from_fields(**filters(project, namespace, tag, since, until, kind, conversation, role, session))
+    with open_memsearch(db) as ms:
+        for record in ms.export(scope):
+            sys.stdout.write(json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n")
