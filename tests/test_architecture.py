@@ -140,3 +140,26 @@ def test_front_ends_build_searches_through_the_one_library_constructor() -> None
                 assert node.func.id not in ("Scope", "SearchRequest"), (
                     f"{path.name}:{node.lineno} builds {node.func.id}"
                 )
+
+
+def _architecture_map() -> str:
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("\n## Architecture\n", 1)[1].split("\n## ", 1)[0]
+    return section.split("```", 2)[1]
+
+
+def test_the_readme_architecture_map_names_every_package_and_module() -> None:
+    """A newcomer reads the map first: a module missing from it is a module nobody finds."""
+    package = Path(__file__).resolve().parents[1] / "memsearch"
+    text = _architecture_map()
+    missing = [
+        str(path.relative_to(package))
+        for path in sorted(package.rglob("*.py"))
+        if path.name != "__init__.py" and "__pycache__" not in path.parts and path.name not in text
+    ]
+    missing += [
+        f"{folder.name}/"
+        for folder in sorted(p for p in package.iterdir() if (p / "__init__.py").is_file())
+        if f"{folder.name}/" not in text
+    ]
+    assert not missing, f"the README's architecture map does not name: {', '.join(missing)}"
