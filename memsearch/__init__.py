@@ -14,9 +14,9 @@ _EXPORTS = {
     "Memsearch": "memsearch.api",
     "Memory": "memsearch.models",
     "NewMemory": "memsearch.models",
-    "Profile": "memsearch.retrieval.pipeline",
-    "SearchOutcome": "memsearch.retrieval.pipeline",
-    "SearchRequest": "memsearch.retrieval.pipeline",
+    "Profile": "memsearch.profiles",
+    "SearchOutcome": "memsearch.retrieval.explain",
+    "SearchRequest": "memsearch.retrieval.request",
     "Scope": "memsearch.store",
 }
 
@@ -26,15 +26,9 @@ if TYPE_CHECKING:
     from memsearch.api import Memsearch as Memsearch
     from memsearch.models import Memory as Memory
     from memsearch.models import NewMemory as NewMemory
-    from memsearch.retrieval.pipeline import (
-        Profile as Profile,
-    )
-    from memsearch.retrieval.pipeline import (
-        SearchOutcome as SearchOutcome,
-    )
-    from memsearch.retrieval.pipeline import (
-        SearchRequest as SearchRequest,
-    )
+    from memsearch.profiles import Profile as Profile
+    from memsearch.retrieval.explain import SearchOutcome as SearchOutcome
+    from memsearch.retrieval.request import SearchRequest as SearchRequest
     from memsearch.store import Scope as Scope
 
 

@@ -84,7 +84,7 @@ def check_name(field: str, value: object, *, optional: bool = True) -> str | Non
 def check_progress(progress: object) -> Progress | None:
     if progress is not None and not callable(progress):
         raise InvalidInputError(f"must be a function of (done, total), not {shown(progress)}", field="progress")
-    return progress  # type: ignore[return-value]
+    return progress
 
 
 def check_location(field: str, value: object) -> str | os.PathLike[str]:

@@ -301,7 +301,8 @@ class OnnxEncoder:
             if progress:
                 progress(done, len(order))
         norms = np.linalg.norm(out, axis=1, keepdims=True)
-        return out / np.maximum(norms, 1e-12)
+        normalised: np.ndarray = out / np.maximum(norms, 1e-12)  # numpy types a ufunc's result as Any
+        return normalised
 
     def _run_all(self, batches: list[list[Any]]) -> Iterator[np.ndarray]:
         """The model's output for each batch, in order; batches run side by side on the usable CPUs
@@ -330,7 +331,8 @@ class OnnxEncoder:
             arrays["attention_mask"][row, :n] = encoding.attention_mask
             arrays["token_type_ids"][row, :n] = encoding.type_ids
         feeds = {name: arrays[name] for name in self._inputs}
-        return self._session.run(None, feeds)[0]
+        vectors: np.ndarray = self._session.run(None, feeds)[0]  # onnxruntime has no type information
+        return vectors
 
 
 def load_session(model_file: Path) -> Any:

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from memsearch.api import Memsearch
-from memsearch.choices import BENCHMARK_FORMATS
+from memsearch.choices import BENCHMARK_FORMATS, GRANULARITIES, MODES
 from memsearch.embedding import Encoder
 from memsearch.errors import InvalidInputError
 from memsearch.eval.baseline import BM25Baseline, longmemeval_bm25
@@ -58,7 +58,8 @@ from memsearch.ingest.readers import Conversation, turn_text
 from memsearch.models import NewMemory
 from memsearch.profiles import Profile, load_profile
 from memsearch.retrieval.candidates import Candidate
-from memsearch.retrieval.pipeline import GRANULARITIES, MODES, SearchRequest, choose_route
+from memsearch.retrieval.legs import choose_route
+from memsearch.retrieval.request import SearchRequest
 from memsearch.store import EVERYTHING, Scope
 
 SCHEMA_VERSION = 1

@@ -14,9 +14,11 @@ from datetime import datetime
 
 import numpy as np
 
+from memsearch.choices import GRANULARITIES, MODES
 from memsearch.embedding import Encoder
 from memsearch.errors import InvalidInputError
 from memsearch.llm import LLM
+from memsearch.operations import MAX_K
 from memsearch.profiles import Profile, leg_kind, load_profile, with_environment
 from memsearch.retrieval import llm_prompts, rerank
 from memsearch.retrieval.answers import asks_name
@@ -25,7 +27,7 @@ from memsearch.retrieval.dates import asks_when
 from memsearch.retrieval.explain import SCHEMA_VERSION, Expansion, SearchOutcome
 from memsearch.retrieval.fusion import fuse
 from memsearch.retrieval.legs import Recall, build_candidates, choose_route, named_speakers, own_text_legs
-from memsearch.retrieval.request import GRANULARITIES, MAX_K, MODES, SearchRequest
+from memsearch.retrieval.request import SearchRequest
 from memsearch.retrieval.routing import Route, detect_intents
 from memsearch.retrieval.scoring import QueryFacts
 from memsearch.retrieval.select import select
@@ -377,7 +379,8 @@ def encoder_query_vector(encoder_factory: Callable[[], Encoder], store: SearchBa
             encoder = encoder_factory()
             store.check_model(encoder.info)
             cache["encoder"] = encoder
-        return cache["encoder"].encode([query])[0]
+        vector: np.ndarray = cache["encoder"].encode([query])[0]
+        return vector
 
     return embed
 

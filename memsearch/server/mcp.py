@@ -216,7 +216,7 @@ def _serve_http(server: Server[Any], host: str, port: int) -> None:
     """Streamable HTTP at http://HOST:PORT/mcp, announced on stderr once the port is bound."""
     import uvicorn
 
-    from memsearch.server.http import listening_socket
+    from memsearch.server.http_transport import listening_socket
 
     listener = listening_socket(host, port)
     shown_host = f"[{host}]" if ":" in host else host
