@@ -27,7 +27,8 @@ MODEL = EmbeddingModelInfo("test-model", DIM)
 
 def unit_rows(n: int, seed: int) -> np.ndarray:
     rows = np.random.default_rng(seed).normal(size=(n, DIM)).astype(np.float32)
-    return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+    unit: np.ndarray = rows / np.linalg.norm(rows, axis=1, keepdims=True)
+    return unit
 
 
 def filled(path: Path, n: int, seed: int = 1) -> SQLiteStore:

@@ -148,7 +148,9 @@ QUERIES = st.tuples(
     st.tuples(CONTENT | JSON.map(lambda value: json.dumps({"query": "q", **({"k": value} if value else {})}))),
     st.dictionaries(DEFAULT_NAMES, VALUES, max_size=2).map(lambda defaults: {"source": "fuzz", **defaults}),
 )
-COPIES = st.tuples(st.just("copy_to"), st.tuples(VALUES.filter(lambda value: not isinstance(value, str))), st.just({}))
+COPIES = st.tuples(
+    st.just("copy_to"), st.tuples(VALUES.filter(lambda value: not isinstance(value, str))), st.just(dict[str, Any]())
+)
 
 
 class Fixture:

@@ -8,17 +8,18 @@ import sqlite3
 from datetime import UTC, datetime
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from memsearch.api import Memsearch
 from memsearch.embedding import Encoder
-from memsearch.eval.datasets import load_locomo
+from memsearch.eval.datasets import Question, load_locomo
 from memsearch.ingest.conversations import conversation_memories, with_facets
-from memsearch.ingest.readers import turn_text
+from memsearch.ingest.readers import Conversation, turn_text
 from memsearch.models import Memory, NewMemory, content_hash
 from memsearch.retrieval.candidates import Candidate, LegHit
 from memsearch.retrieval.legs import dense_query_text, named_speakers
-from memsearch.retrieval.pipeline import SearchRequest
+from memsearch.retrieval.request import SearchRequest
 from memsearch.retrieval.scoring import QueryFacts
 from memsearch.retrieval.sessions import session_support
 from memsearch.store import Scope
@@ -28,18 +29,19 @@ from tests.conftest import T0
 from tests.test_cli import run
 
 TINY = Path(__file__).parent / "data" / "locomo_tiny.json"
+Locomo = list[tuple[Conversation, list[Question]]]
 
 
 @pytest.fixture(scope="module")
-def tiny() -> list:
+def tiny() -> Locomo:
     return load_locomo(TINY)
 
 
-def by_key(memories: list) -> dict:
+def by_key(memories: list[NewMemory]) -> dict[str | None, NewMemory]:
     return {m.key: m for m in memories}
 
 
-def test_sessions_and_turns_with_their_views(tiny: list) -> None:
+def test_sessions_and_turns_with_their_views(tiny: Locomo) -> None:
     conversation, _ = tiny[0]
     memories = by_key(conversation_memories(conversation))
     session = memories["conv-a/session_1"]
@@ -58,7 +60,7 @@ def test_sessions_and_turns_with_their_views(tiny: list) -> None:
     assert len(conversation_memories(conversation, sessions=False)) == len(conversation.turns)
 
 
-def test_turn_text_follows_the_protocol(tiny: list) -> None:
+def test_turn_text_follows_the_protocol(tiny: Locomo) -> None:
     turn = next(t for s in tiny[0][0].sessions for t in s.turns if t.image_caption)
     assert turn_text(turn).endswith(" [image: a painting of a lake at sunset]")
 
@@ -163,7 +165,7 @@ def test_speaker_named_in_the_query_is_preferred(imported: Path) -> None:
     assert named_speakers("what did Anastasia say", ["Ana"]) == ()  # whole words only
 
 
-def test_dense_query_drops_words_common_to_the_store(ms: Memsearch, tiny: list) -> None:
+def test_dense_query_drops_words_common_to_the_store(ms: Memsearch, tiny: Locomo) -> None:
     ms.add_many(conversation_memories(tiny[0][0], sessions=False))
     store, everything = ms.store(), Scope(conversation="conv-a")
     assert dense_query_text(store, "What did Ana's friend Ben paint?", everything, 0.2) == "What did friend paint?"
@@ -197,7 +199,7 @@ def test_session_support_arithmetic() -> None:
     assert second.fusion_detail["session_rrf_score"] == 0.0
 
 
-def test_facets_by_similarity_to_their_descriptions(encoder: Encoder, tiny: list) -> None:
+def test_facets_by_similarity_to_their_descriptions(encoder: Encoder, tiny: Locomo) -> None:
     probe = NewMemory(text="Ana: I love hiking and my favourite food is sushi. My sister lives in Lisbon.", kind="turn")
     (faceted,) = with_facets([probe], encoder)
     assert "hiking" in faceted.views["facet_preferences"]
@@ -233,11 +235,17 @@ def test_a_version_2_store_is_upgraded_in_place(tmp_path: Path) -> None:
     assert store.get(1).kind == "note"
 
 
-def test_reindex_re_embeds_views_too(ms: Memsearch, tiny: list) -> None:
+def _context_vectors(ms: Memsearch) -> np.ndarray:
+    store = ms.store()
+    assert isinstance(store, SQLiteStore)  # the vector index is the SQLite store's own
+    return store.vector_index("context").matrix
+
+
+def test_reindex_re_embeds_views_too(ms: Memsearch, tiny: Locomo) -> None:
     ms.add_many(conversation_memories(tiny[0][0]))
-    before = ms.store().vector_index("context").matrix.copy()
+    before = _context_vectors(ms).copy()
     assert ms.reindex() == len(conversation_memories(tiny[0][0]))
-    after = ms.store().vector_index("context").matrix
+    after = _context_vectors(ms)
     assert after.shape == before.shape and float((after * before).sum(axis=1).min()) > 0.9999
     outcome = ms.search(SearchRequest("skating on the frozen lake", k=1))
     assert outcome.results[0].memory.key == "conv-a/D9:17"
@@ -257,7 +265,7 @@ def test_dense_query_keeps_content_words_of_small_stores_and_non_speakers(ms: Me
     assert outcome.results[0].cosine is not None and outcome.results[0].cosine > 0.5
 
 
-def test_notes_and_turns_collect_the_same_legs(ms: Memsearch, tiny: list) -> None:
+def test_notes_and_turns_collect_the_same_legs(ms: Memsearch, tiny: Locomo) -> None:
     # A note must not lose to turns because only turns have context and previous-turn views: a
     # note's views are its own text, so it is found by every leg a turn is found by.
     ms.add_many(conversation_memories(tiny[0][0]))

@@ -17,7 +17,7 @@ from memsearch.embedding import BUNDLED_MODEL_NAME, Encoder, bundled_model_path,
 from memsearch.embedding.onnx import OnnxEncoder, usable_cpus
 from memsearch.errors import InvalidInputError, ModelMismatchError
 from memsearch.models import NewMemory
-from memsearch.retrieval.pipeline import SearchRequest
+from memsearch.retrieval.request import SearchRequest
 from memsearch.store.base import EVERYTHING
 
 TEXTS = [
@@ -117,7 +117,8 @@ def test_a_store_refuses_the_other_route(
 
 
 def alone(encoder: Encoder, text: str) -> np.ndarray:
-    return encoder.encode([text])[0]
+    vector: np.ndarray = encoder.encode([text])[0]
+    return vector
 
 
 def test_an_import_stores_the_vectors_of_each_text_embedded_alone(ms: Memsearch, encoder: Encoder) -> None:

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from memsearch.eval.datasets import load_locomo, load_longmemeval, locomo_evidence_ids
+from memsearch.eval.datasets import Question, load_locomo, load_longmemeval, locomo_evidence_ids
 from memsearch.ingest.readers import (
+    Conversation,
     DatasetError,
     load_chat_jsonl,
     parse_locomo_date,
@@ -20,6 +23,7 @@ from memsearch.ingest.readers import (
 DATA = Path(__file__).parent / "data"
 # The LoCoMo dev file sits beside the repository (its licence forbids committing it).
 LOCOMO_DEV = Path(__file__).parents[2] / "shared" / "benchdata" / "locomo_dev.json"
+Locomo = list[tuple[Conversation, list[Question]]]
 
 
 def _write(path: Path, obj: object) -> Path:
@@ -71,11 +75,11 @@ def test_evidence_ids_are_extracted_from_malformed_strings() -> None:
 
 
 @pytest.fixture(scope="module")
-def locomo() -> list:
+def locomo() -> Locomo:
     return load_locomo(DATA / "locomo_tiny.json")
 
 
-def test_locomo_sessions_are_in_numeric_order_and_dateless_ones_are_skipped(locomo: list) -> None:
+def test_locomo_sessions_are_in_numeric_order_and_dateless_ones_are_skipped(locomo: Locomo) -> None:
     conversation, _ = locomo[0]
     assert conversation.id == "conv-a"
     assert conversation.speakers == ("Ana", "Ben")
@@ -85,7 +89,7 @@ def test_locomo_sessions_are_in_numeric_order_and_dateless_ones_are_skipped(loco
     assert conversation.sessions[1].date == datetime(2023, 11, 11, 0, 6, tzinfo=UTC)
 
 
-def test_locomo_turns(locomo: list) -> None:
+def test_locomo_turns(locomo: Locomo) -> None:
     conversation, _ = locomo[0]
     turn = conversation.sessions[2].turns[16]
     assert (turn.key, turn.session_id, turn.position, turn.speaker) == ("D9:17", "session_9", 17, "Ana")
@@ -95,14 +99,14 @@ def test_locomo_turns(locomo: list) -> None:
     assert turn_text(turn) == "Ana: The lake froze over, so we went skating."
 
 
-def test_locomo_image_caption_goes_into_the_retrieval_text(locomo: list) -> None:
+def test_locomo_image_caption_goes_into_the_retrieval_text(locomo: Locomo) -> None:
     turn = locomo[0][0].sessions[0].turns[1]
     assert turn.image_caption == "a painting of a lake at sunset"
     assert turn.text == "Look at what I painted last week!"
     assert turn_text(turn) == "Ben: Look at what I painted last week! [image: a painting of a lake at sunset]"
 
 
-def test_locomo_questions(locomo: list) -> None:
+def test_locomo_questions(locomo: Locomo) -> None:
     questions = locomo[0][1]
     assert [q.id for q in questions] == [f"conv-a:q{i}" for i in range(5)]
     multi_hop, painted, no_evidence, adversarial, violin = questions
@@ -125,7 +129,7 @@ def test_locomo_questions(locomo: list) -> None:
     assert all(q.conversation_id == "conv-a" and q.question_date is None for q in questions)
 
 
-def test_locomo_evidence_is_scoped_to_its_own_conversation(locomo: list) -> None:
+def test_locomo_evidence_is_scoped_to_its_own_conversation(locomo: Locomo) -> None:
     conversation, questions = locomo[1]
     assert conversation.id == "conv-b"
     assert len(conversation.turns) == 2  # conv-b also has a "D1:1", keys are per conversation
@@ -150,7 +154,7 @@ def test_locomo_bad_date_names_conversation_session_and_value(tmp_path: Path) ->
         (lambda d: d[1]["conversation"]["session_1"][0].pop("text"), "missing field 'text'"),
     ],
 )
-def test_locomo_structural_errors(tmp_path: Path, mutate, message: str) -> None:
+def test_locomo_structural_errors(tmp_path: Path, mutate: Callable[[Any], object], message: str) -> None:
     data = json.loads((DATA / "locomo_tiny.json").read_text())
     mutate(data)
     with pytest.raises(DatasetError, match=message):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Collection, Sequence
 
 import numpy as np
 import pytest
@@ -72,7 +73,7 @@ def test_ndcg_ideal_is_capped_at_k() -> None:
 
 
 @pytest.mark.parametrize("metric", [recall_at_k, recall_any_at_k, recall_all_at_k, ndcg_at_k, ndcg_any_at_k])
-def test_metrics_reject_undefined_input(metric) -> None:
+def test_metrics_reject_undefined_input(metric: Callable[[Sequence[str], Collection[str], int], float]) -> None:
     with pytest.raises(ValueError, match="no gold keys"):
         metric(RANKED, set(), 5)
     with pytest.raises(ValueError, match="k must be at least 1"):

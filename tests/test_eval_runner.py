@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
+from memsearch.api import Memsearch
 from memsearch.embedding import Encoder
 from memsearch.errors import InvalidInputError
 from memsearch.eval import runner
@@ -167,6 +168,7 @@ def test_report_structure(tiny_report: EvalReport) -> None:
     }
     assert document["profiles"]["siftcoder"]["k"] == 5  # the settings each profile ran with
     first = document["rows"][0]
+    assert report.rows[0].aggregate is not None
     assert first["overall"] == report.rows[0].aggregate.overall.means  # unrounded
     assert first["by_category"]["1"]["label"] == "multi-hop"
     assert "results" not in first
@@ -195,6 +197,7 @@ def test_hand_computed_metrics(hand_report: EvalReport) -> None:
     assert second.metrics["recall@5"] == 1.0
     assert second.metrics["ndcg@10"] == pytest.approx(1 / math.log2(3))
 
+    assert row.aggregate is not None
     overall = row.aggregate.overall.means
     assert overall["recall@5"] == pytest.approx((1 + 0.5 + 1) / 3)
     assert overall["ndcg@10"] == pytest.approx((1 + 1 / ideal + 1 / math.log2(3)) / 3)
@@ -253,7 +256,7 @@ def test_longmemeval_protocol_as_run_retrieval_defines_it(
 ) -> None:
     as_of: dict[str, Any] = {}
 
-    class Recording(runner.Memsearch):
+    class Recording(Memsearch):
         def search(self, request: Any, **kwargs: Any) -> Any:
             as_of[request.scope.conversation] = request.as_of
             return super().search(request, **kwargs)
@@ -273,6 +276,7 @@ def test_longmemeval_protocol_as_run_retrieval_defines_it(
         assert [result.question_id for result in row.results] == ["q_user_1", "q_asst_2"]
         assert row.skipped == 1
         extra = {f"session_{name}" for name in names} if granularity == "turn" else set()
+        assert row.aggregate is not None
         assert set(row.aggregate.overall.means) == names | extra
     user_turn = outcome(report, ("default", "auto", "turn"), "q_user_1")
     assert user_turn.gold == ("answer_a1:1",) and user_turn.ranked[0] == "answer_a1:1"
@@ -290,9 +294,10 @@ def test_longmemeval_protocol_as_run_retrieval_defines_it(
 def test_temporary_stores_are_removed(monkeypatch: pytest.MonkeyPatch, hand_file: Path, encoder: Encoder) -> None:
     opened: list[Path] = []
 
-    class Recording(runner.Memsearch):
+    class Recording(Memsearch):
         def __init__(self, db: Any, **kwargs: Any) -> None:
             super().__init__(db, **kwargs)
+            assert isinstance(self.path, Path)
             opened.append(self.path)
             assert self.path.parent.is_dir()
 

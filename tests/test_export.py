@@ -109,6 +109,7 @@ def test_every_field_of_a_note_is_carried(ms: Memsearch, encoder: Encoder) -> No
 def test_an_exported_turn_without_its_session_names_a_parent_the_import_refuses(ms: Memsearch) -> None:
     _fill(ms)
     turns = [json.dumps(r) for r in ms.export(Scope(kinds=("turn",), conversation="chat_tiny"))]
+    assert isinstance(ms.path, Path)
     with pytest.raises(ImportLineError, match=r"line 1: parent_key 'chat_tiny/mon' names no memory"):
         Memsearch(ms.path.parent / "other.db", encoder=ms.encoder()).import_text("\n".join(turns), source="t.jsonl")
 
@@ -138,7 +139,7 @@ def test_the_cli_round_trip(tmp_path: Path, encoder: Encoder) -> None:
     assert [json.loads(line)["role"] for line in only_turns.splitlines()] == ["user", "user", "user"]
 
 
-texts = st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=40).filter(str.strip)
+texts = st.text(st.characters(exclude_categories=["Cs"]), min_size=1, max_size=40).filter(str.strip)
 names = st.none() | texts
 
 

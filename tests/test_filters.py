@@ -7,6 +7,7 @@ import json
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given
@@ -135,7 +136,7 @@ def chat(store_location: Path | str, encoder: Encoder) -> Memsearch:
 
 
 def test_list_and_search_honour_kind_conversation_role_and_session(chat: Memsearch) -> None:
-    def listed(**fields: object) -> list[tuple[str, str | None, str | None]]:
+    def listed(**fields: Any) -> list[tuple[str, str | None, str | None]]:
         return [(m.kind, m.role, m.session) for m in chat.list(scope_from_fields(**fields))]
 
     assert {kind for kind, _, _ in listed(kinds=["note"])} == {"note"}
@@ -144,9 +145,14 @@ def test_list_and_search_honour_kind_conversation_role_and_session(chat: Memsear
         ("turn", "user", "mon"),
     ]
     assert {session for _, _, session in listed(conversation="chat", sessions=["tue", "mon"])} == {"mon", "tue"}
-    for fields in ({"kinds": ["turn"], "roles": ["user"]}, {"sessions": ["tue"]}, {"kinds": ["note"]}):
-        outcome = chat.search(request_from_fields("water the ferns", k=10, touch=False, **fields))  # type: ignore[arg-type]
-        scope = scope_from_fields(**fields)  # type: ignore[arg-type]
+    filter_sets: list[dict[str, Any]] = [
+        {"kinds": ["turn"], "roles": ["user"]},
+        {"sessions": ["tue"]},
+        {"kinds": ["note"]},
+    ]
+    for fields in filter_sets:
+        outcome = chat.search(request_from_fields("water the ferns", k=10, touch=False, **fields))
+        scope = scope_from_fields(**fields)
         assert outcome.results and all(scope.admits(c.memory) for c in outcome.results)
     sessions = chat.search(request_from_fields("ferns", granularity="session", kinds=["note"], touch=False))
     assert [c.memory.kind for c in sessions.results] == ["note"]

@@ -29,7 +29,8 @@ def probe(*args: str) -> dict[str, object]:
     done = subprocess.run(
         [sys.executable, "-c", "import json\n" + PROBE, *args], capture_output=True, text=True, check=False
     )
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    report: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
+    return report
 
 
 @pytest.fixture

@@ -7,6 +7,7 @@ import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -16,7 +17,7 @@ from memsearch.cli.app import app
 from memsearch.embedding import Encoder
 from memsearch.llm import HttpLLM, LLMSettings
 from memsearch.models import NewMemory
-from memsearch.retrieval.pipeline import SearchRequest
+from memsearch.retrieval.request import SearchRequest
 from tests.cli_probe import modules_imported_by
 from tests.llm_server import HOLD_S, FakeLLM, fake_llm_server
 
@@ -45,7 +46,7 @@ def searcher(filled: Memsearch, fake: FakeLLM, tmp_path: Path, timeout: float = 
     return Memsearch(filled.path, encoder=filled.encoder(), llm=llm)
 
 
-def search(ms: Memsearch, query: str = "where is the deploy key?", **fields: object) -> dict:
+def search(ms: Memsearch, query: str = "where is the deploy key?", **fields: object) -> dict[str, Any]:
     return ms.search(SearchRequest(query, touch=False, profile="cems", **fields)).to_dict(raw=True)  # type: ignore[arg-type]
 
 
@@ -233,4 +234,4 @@ def test_servers_take_the_same_fields() -> None:
     assert request_from_fields("q", boost="tag:x").boosts == (Boost("tag", "x", 1.5),)  # a lone string: one value
     for bad in ({"boost": [3]}, {"rerank": 3}, {"max_ms": "fast"}, {"rerank": "maybe"}):
         with pytest.raises(InvalidInputError):
-            request_from_fields("q", **bad)  # type: ignore[arg-type]
+            request_from_fields("q", **bad)

@@ -20,6 +20,7 @@ import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -116,7 +117,7 @@ def _completions_served(log: Path, at_least: int = 0) -> int:
     return count
 
 
-def _reached_the_server(stage: dict) -> bool:
+def _reached_the_server(stage: dict[str, Any]) -> bool:
     """A stage that got an answer: it ran, or the answer did not parse, or the server refused."""
     return stage["status"] == "ran" or (stage["reason"] or "").startswith(("malformed", "HTTP"))
 
@@ -125,10 +126,11 @@ def _reached_the_server(stage: dict) -> bool:
 def store(ms: Memsearch) -> Path:
     ms.add_many([NewMemory(text) for text in NOTES])
     ms.close()
+    assert isinstance(ms.path, Path)
     return ms.path
 
 
-def _check_stages(document: dict) -> dict[str, dict]:
+def _check_stages(document: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Every LLM stage is traced once, as done or skipped with a reason, never an exception."""
     stages = {s["stage"]: s for s in document["stages"] if s["stage"] in STAGES}
     assert [s["stage"] for s in document["stages"] if s["stage"] in STAGES] == list(stages)  # once each
@@ -141,7 +143,7 @@ def _check_stages(document: dict) -> dict[str, dict]:
     return stages
 
 
-def _check_rerank(document: dict, rerank: dict) -> None:
+def _check_rerank(document: dict[str, Any], rerank: dict[str, Any]) -> None:
     """Re-ranking either moved the top fused candidates to the model's order (each says from
     where to where) or says why it did not run."""
     if rerank["status"] == "skipped":

@@ -264,7 +264,8 @@ def test_a_reply_that_repeats_the_prompt_is_no_answer() -> None:
 
 def test_reply_text_and_prompt_key() -> None:
     assert reply_text({"choices": [{"message": {"content": "hi"}}]}) == "hi"
-    for bad in ({}, {"choices": []}, {"choices": [{"message": {"content": None}}]}, []):
+    malformed: list[object] = [{}, {"choices": []}, {"choices": [{"message": {"content": None}}]}, []]
+    for bad in malformed:
         with pytest.raises(LLMFailure, match="malformed"):
             reply_text(bad)
     messages = [{"role": "user", "content": "q"}]

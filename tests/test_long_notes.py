@@ -13,8 +13,9 @@ from hypothesis import strategies as st
 from memsearch.api import Memsearch
 from memsearch.embedding import Encoder
 from memsearch.errors import ImportLineError, TextTooLongError
-from memsearch.models import MAX_TEXT_CHARS, NewMemory
-from memsearch.retrieval.pipeline import SearchRequest
+from memsearch.models import NewMemory
+from memsearch.operations import MAX_TEXT_CHARS
+from memsearch.retrieval.request import SearchRequest
 from memsearch.text import _UNIT, CHUNK_PIECES, chunk_spans, embedding_chunks, word_pieces
 
 TOPICS = ("marketing budget", "slide deck", "hiring plan", "office chairs", "quarterly review", "travel policy")
@@ -55,6 +56,7 @@ def test_a_fact_late_in_a_long_note_is_found_by_vector_search(
         # Explain is honest: the candidate's cosine is the score its vector leg ranked it by.
         outcome = ms.search(SearchRequest("where is the spare generator fuel kept?", k=3, mode="vector", touch=False))
         top = outcome.results[0]
+        assert top.cosine is not None
         assert top.cosine == pytest.approx(top.legs["vector"].score, abs=1e-6)
         query = encoder.encode(["where is the spare generator fuel kept?"])[0]
         assert top.cosine > float(ms.store().vectors([minutes])[minutes] @ query) + 0.1, "the best chunk, not the first"

@@ -7,11 +7,13 @@ import json
 import math
 import threading
 from datetime import datetime
+from pathlib import Path
+from typing import Any
 
 import pytest
 
 from memsearch.api import Memsearch
-from memsearch.retrieval.pipeline import SearchRequest
+from memsearch.retrieval.request import SearchRequest
 from tests.test_cli import run
 
 AS_OF = "2024-05-07T00:00:00+00:00"
@@ -19,7 +21,7 @@ NOW = datetime.fromisoformat(AS_OF)
 
 
 @pytest.fixture
-def store() -> dict[int, dict]:
+def store() -> dict[int, dict[str, Any]]:
     run("add", "Fixed null-deref when JWT was malformed in the auth middleware", "-t", "auth", "--at", "2024-04-30")
     run(
         "add",
@@ -36,19 +38,20 @@ def store() -> dict[int, dict]:
     return {m["id"]: m for m in json.loads(run("list", "-f", "json").stdout)}
 
 
-def search(*args: str) -> dict:
-    return json.loads(run("search", *args, "--as-of", AS_OF, "-f", "json", "--raw").stdout)
+def search(*args: str) -> dict[str, Any]:
+    document: dict[str, Any] = json.loads(run("search", *args, "--as-of", AS_OF, "-f", "json", "--raw").stdout)
+    return document
 
 
-def age_days(memory: dict, clock: str = "created_at") -> float:
+def age_days(memory: dict[str, Any], clock: str = "created_at") -> float:
     return (NOW - datetime.fromisoformat(memory[clock])).total_seconds() / 86_400
 
 
-def legs(result: dict) -> dict[str, int]:
+def legs(result: dict[str, Any]) -> dict[str, int]:
     return {leg: hit["rank"] for leg, hit in result["explain"]["legs"].items()}
 
 
-def test_siftcoder(store: dict[int, dict]) -> None:
+def test_siftcoder(store: dict[int, dict[str, Any]]) -> None:
     document = search("auth token bug", "-p", "siftcoder")
     assert document["profile"] == "siftcoder" and len(document["results"]) <= 5
     for result in document["results"]:
@@ -57,7 +60,7 @@ def test_siftcoder(store: dict[int, dict]) -> None:
         assert [f["name"] for f in result["explain"]["factors"]] == ["decay"]
 
 
-def test_memsense(store: dict[int, dict]) -> None:
+def test_memsense(store: dict[int, dict[str, Any]]) -> None:
     document = search("auth token bug", "-p", "memsense", "-k", "3")
     for result in document["results"]:
         memory = store[result["id"]]
@@ -68,7 +71,7 @@ def test_memsense(store: dict[int, dict]) -> None:
     assert [f["name"] for f in document["results"][0]["explain"]["factors"]] == ["memory_score"]
 
 
-def test_mnemosyne(store: dict[int, dict]) -> None:
+def test_mnemosyne(store: dict[int, dict[str, Any]]) -> None:
     document = search("auth token bug", "-p", "mnemosyne")
     best_bm25 = max(
         c["explain"]["legs"]["lexical"]["score"] for c in document["candidates"] if "lexical" in c["explain"]["legs"]
@@ -82,7 +85,7 @@ def test_mnemosyne(store: dict[int, dict]) -> None:
         assert explain["fusion"]["method"] == "weighted"
 
 
-def test_pgvector(store: dict[int, dict]) -> None:
+def test_pgvector(store: dict[int, dict[str, Any]]) -> None:
     document = search("auth token bug", "-p", "pgvector")
     assert "vector only" in document["strategy_reason"]
     assert len(document["results"]) == 4  # exact top-k over every memory
@@ -99,7 +102,7 @@ def test_pgvector(store: dict[int, dict]) -> None:
     assert "has no lexical leg" in run("search", "x", "-p", "pgvector", "--mode", "lexical", code=2).stderr
 
 
-def test_cems(store: dict[int, dict]) -> None:
+def test_cems(store: dict[int, dict[str, Any]]) -> None:
     document = search("auth token bug", "-p", "cems", "--project", "web")
     candidates = document["candidates"]
     raw = {}
@@ -125,14 +128,14 @@ def test_cems(store: dict[int, dict]) -> None:
         assert name in table
 
 
-def test_default_explains_its_factors(store: dict[int, dict]) -> None:
+def test_default_explains_its_factors(store: dict[int, dict[str, Any]]) -> None:
     document = search("auth token bug")
     assert document["profile"] == "default"
     (decay,) = document["results"][0]["explain"]["factors"]
     assert decay["name"] == "decay" and 0.7 <= decay["value"] <= 1.0
 
 
-def test_budget_and_project_scope(store: dict[int, dict]) -> None:
+def test_budget_and_project_scope(store: dict[int, dict[str, Any]]) -> None:
     document = search("auth token bug", "-p", "siftcoder", "--max-tokens", "12")
     used = sum(r["explain"]["selection"]["tokens"] for r in document["results"])
     assert used <= 12
@@ -151,7 +154,7 @@ def test_profiles_commands() -> None:
     assert "unknown profile" in run("profiles", "show", "nope", code=2).stderr
 
 
-def test_search_records_access_unless_told_not_to(store: dict[int, dict]) -> None:
+def test_search_records_access_unless_told_not_to(store: dict[int, dict[str, Any]]) -> None:
     run("search", "parseConfig", "-k", "1", "-f", "json", "--as-of", AS_OF)
     run("search", "parseConfig", "-k", "1", "-f", "json", "--no-touch")
     assert json.loads(run("get", "2", "-f", "json").stdout)["access_count"] == 0
@@ -161,7 +164,7 @@ def test_search_records_access_unless_told_not_to(store: dict[int, dict]) -> Non
     assert touched["last_accessed_at"] > store[2]["last_accessed_at"]
 
 
-def test_concurrent_searches_lose_no_update(store: dict[int, dict], isolated_home) -> None:  # type: ignore[no-untyped-def]
+def test_concurrent_searches_lose_no_update(store: dict[int, dict[str, Any]], isolated_home: Path) -> None:
     def searches() -> None:
         with Memsearch() as ms:
             for _ in range(10):
@@ -175,7 +178,7 @@ def test_concurrent_searches_lose_no_update(store: dict[int, dict], isolated_hom
     assert json.loads(run("get", "2", "-f", "json").stdout)["access_count"] == 40
 
 
-def test_ingest_dedup_reports_near_duplicates(store: dict[int, dict], tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_ingest_dedup_reports_near_duplicates(store: dict[int, dict[str, Any]], tmp_path: Path) -> None:
     result = run("add", "Alice prefers dark roast coffee.", "-p", "pgvector")
     assert result.stdout.strip() == "3" and "near-duplicate of id 3" in result.stderr
     lines = tmp_path / "more.jsonl"
@@ -186,7 +189,7 @@ def test_ingest_dedup_reports_near_duplicates(store: dict[int, dict], tmp_path) 
     assert run("add", "Alice prefers dark roast coffee.").stdout.strip() == "6"  # the default profile keeps all
 
 
-def test_consolidate_supersedes_older_near_duplicates(store: dict[int, dict]) -> None:
+def test_consolidate_supersedes_older_near_duplicates(store: dict[int, dict[str, Any]]) -> None:
     run("add", "Fixed the null-deref when a JWT was malformed in the auth middleware", "--at", "2024-05-05")
     run("add", "Alice prefers dark roast coffee!", "--at", "2024-05-04")
     report = json.loads(run("consolidate", "--dry-run", "-f", "json").stdout)
@@ -209,7 +212,7 @@ def test_consolidate_supersedes_older_near_duplicates(store: dict[int, dict]) ->
     assert all(c["dropped"] != "superseded by 5" for c in memsense["candidates"])
 
 
-def test_set_pin_and_unpin(store: dict[int, dict]) -> None:
+def test_set_pin_and_unpin(store: dict[int, dict[str, Any]]) -> None:
     changed = json.loads(
         run("set", "2", "--importance", "0.2", "--memory-score", "0.75", "-t", "yaml", "-f", "json").stdout
     )

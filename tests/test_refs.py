@@ -5,6 +5,7 @@ that takes one, and the memory with that id is left alone (`str.isdigit` once ma
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -22,8 +23,9 @@ def store() -> None:
         assert run("add", f"the memory keyed {key}", "--key", key).stdout.strip() == str(n)
 
 
-def shown(*args: str) -> dict[str, object]:
-    return json.loads(run(*args, "--format", "json").stdout)
+def shown(*args: str) -> dict[str, Any]:
+    document: dict[str, Any] = json.loads(run(*args, "--format", "json").stdout)
+    return document
 
 
 def untouched(memory_id: int) -> None:

@@ -111,8 +111,8 @@ def test_cross_site_requests_are_refused_and_store_nothing(served: Served) -> No
             reply = served.request("POST", path, body, headers={"Origin": origin, "Content-Type": kind})
             _refusal(reply, 403, "Origin")
         assert served.request("DELETE", "/memories/1", headers={"Origin": origin}).status == 403
-    for kind in SIMPLE_TYPES:  # no Origin (a client outside a browser): the type alone is refused
-        headers = {"Content-Type": kind} if kind else {}
+    for simple_type in SIMPLE_TYPES:  # no Origin (a client outside a browser): the type alone is refused
+        headers = {"Content-Type": simple_type} if simple_type else {}
         for path, body in (("/add", note), ("/import", line), ("/api/memory/search", search), ("/search", search)):
             _refusal(served.request("POST", path, body, headers=headers), 415, "Content-Type")
     _refusal(served.request("POST", "/import", multipart, headers={"Content-Type": multipart_type}), 415)
@@ -197,13 +197,13 @@ def test_idle_connections_do_not_starve_a_real_request(db_path: Path, encoder: E
                 connection.sendall(b"GET /stats HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # never finished
             idle.append(connection)
         started = time.monotonic()
-        connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+        client = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
         try:
-            connection.request("GET", "/health")
-            reply = connection.getresponse()
+            client.request("GET", "/health")
+            reply = client.getresponse()
             assert reply.status == 200 and json.loads(reply.read())["status"] == "ok"
         finally:
-            connection.close()
+            client.close()
         assert time.monotonic() - started < 20
     finally:
         for connection in idle:

@@ -20,7 +20,7 @@ from memsearch.server.discovery import discovery_path
 from memsearch.server.http import ENDPOINTS, MAX_BODY_BYTES
 from tests.serving import Served, server_env, start_server
 
-NOTES = [
+NOTES: list[dict[str, Any]] = [
     {"text": "The deploy key lives in 1Password", "tags": ["ops"], "key": "deploy-key"},
     {"text": "parseConfig crashes on an empty YAML file", "project": "cli"},
     {"text": "Alice prefers dark roast coffee", "namespace": "personal"},
@@ -396,7 +396,8 @@ def test_openapi_describes_every_field_of_the_operations(served: Served) -> None
     paths = served.request("GET", "/openapi.json").json()["paths"]
 
     def body(path: str) -> dict[str, Any]:
-        return paths[path]["post"]["requestBody"]["content"]["application/json"]["schema"]
+        schema: dict[str, Any] = paths[path]["post"]["requestBody"]["content"]["application/json"]["schema"]
+        return schema
 
     def params(path: str, method: str = "get") -> dict[str, dict[str, Any]]:
         return {p["name"]: p for p in paths[path][method]["parameters"]}

@@ -11,7 +11,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -149,7 +149,7 @@ def _chown_to_another_user(path: Path) -> None:
     os.chown(path, 65534, 65534)
 
 
-PLANTED = {
+PLANTED: dict[str, Callable[[Path], object]] = {
     "group-writable": lambda path: path.chmod(0o620),
     "world-writable": lambda path: path.chmod(0o606),
     "another user's": _chown_to_another_user,
@@ -475,7 +475,7 @@ def test_invalid_utf8_gets_the_same_message_with_and_without_the_server(db_path:
 
 # -- request bodies from the schema -------------------------------------------------------------
 
-_text = st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=30).filter(str.strip)
+_text = st.text(st.characters(exclude_categories=["Cs"]), min_size=1, max_size=30).filter(str.strip)
 
 
 @given(

@@ -32,7 +32,9 @@ COMMANDS = [_name(info) for info in app.registered_commands]
 
 def test_only_command_keeps_the_named_command_alone() -> None:
     assert [info.callback for info in only_command(app, ["search", "x"]).registered_commands] == [
-        info.callback for info in app.registered_commands if info.callback.__name__ == "search"
+        info.callback
+        for info in app.registered_commands
+        if info.callback is not None and info.callback.__name__ == "search"
     ]
     assert len(only_command(app, ["--debug", "get", "1"]).registered_commands) == 1
     for args in ([], ["--help"], ["--version"], ["serch"], ["--help", "search"]):

@@ -21,7 +21,7 @@ def child_env(**extra: str) -> dict[str, str]:
 
 def run_cli(
     *args: str, input: str | bytes | None = None, timeout: float = 120, **env: str
-) -> subprocess.CompletedProcess:
+) -> subprocess.CompletedProcess[bytes]:
     """`memsearch ARGS` in a child process, as a user runs it."""
     return subprocess.run(
         # Bytes, as a shell passes them: a lone surrogate becomes the invalid UTF-8 a user can type.
@@ -34,7 +34,7 @@ def run_cli(
     )
 
 
-def run_python(code: str, *args: str, timeout: float = 120, **env: str) -> subprocess.CompletedProcess:
+def run_python(code: str, *args: str, timeout: float = 120, **env: str) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run(
         [sys.executable, "-c", code, *args],
         capture_output=True,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import sqlite3
+import subprocess
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -15,14 +16,14 @@ from memsearch.api import Memsearch
 from memsearch.embedding import Encoder
 from memsearch.errors import InvalidInputError, MemoryNotFoundError
 from memsearch.models import NewMemory
-from memsearch.retrieval.pipeline import SearchRequest
+from memsearch.retrieval.request import SearchRequest
 from memsearch.timeutil import parse_time
 from tests.reliability.helpers import check_consistent, run_cli
 
 USAGE, ERROR = 2, 1
 
 
-def _refused(done, code: int, *words: str) -> str:
+def _refused(done: subprocess.CompletedProcess[bytes], code: int, *words: str) -> str:
     err = done.stderr.decode("utf-8", "replace")
     assert done.returncode == code, (done.returncode, err)
     assert len(err.strip().splitlines()) == 1, err
@@ -107,7 +108,9 @@ def test_invalid_utf8_arguments_and_stdin_are_refused(db: Path) -> None:
         ("[" * 100_000 + "]" * 100_000, ["nested too deeply"]),
     ],
 )
-def test_bad_import_lines_are_refused_and_nothing_is_stored(db: Path, tmp_path: Path, line: str, words) -> None:
+def test_bad_import_lines_are_refused_and_nothing_is_stored(
+    db: Path, tmp_path: Path, line: str, words: list[str]
+) -> None:
     source = tmp_path / "in.jsonl"
     source.write_text(json.dumps({"text": "a good line first"}) + "\n" + line + "\n", encoding="utf-8")
     _refused(run_cli("import", str(source), "--db", str(db)), ERROR, *[w.replace("line 1", "line 2") for w in words])

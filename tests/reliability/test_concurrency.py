@@ -55,17 +55,17 @@ print(searches, flush=True)
 """
 
 
-def _start(code: str, *args: str) -> subprocess.Popen:
+def _start(code: str, *args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-c", code, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env(), text=True
     )
 
 
-def _writers(db: Path, go: Path, processes: int, count: int) -> list[subprocess.Popen]:
+def _writers(db: Path, go: Path, processes: int, count: int) -> list[subprocess.Popen[str]]:
     return [_start(_WRITER, str(db), str(go), f"w{n}", str(count)) for n in range(processes)]
 
 
-def _acknowledged(children: list[subprocess.Popen], timeout: float = 300) -> set[str]:
+def _acknowledged(children: list[subprocess.Popen[str]], timeout: float = 300) -> set[str]:
     keys: set[str] = set()
     failures = []
     for child in children:

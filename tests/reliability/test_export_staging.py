@@ -28,7 +28,7 @@ time.sleep(600)
 """
 
 
-def _start_export_stand_in(parent: Path) -> tuple[subprocess.Popen, Path]:
+def _start_export_stand_in(parent: Path) -> tuple[subprocess.Popen[str], Path]:
     child = subprocess.Popen(
         [sys.executable, "-c", _HOLD_STAGING, str(parent)], stdout=subprocess.PIPE, env=child_env(), text=True
     )

@@ -47,8 +47,8 @@ def fill(disk: Path) -> None:
             os.close(fd)
 
 
-def _one_clear_line(done: subprocess.CompletedProcess) -> str:
-    err = done.stderr.decode()
+def _one_clear_line(done: subprocess.CompletedProcess[bytes]) -> str:
+    err: str = done.stderr.decode()
     assert done.returncode == 1, err
     assert len(err.strip().splitlines()) == 1, err
     assert "disk" in err and "full" in err, err

@@ -6,17 +6,20 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from memsearch.api import Memsearch
+from memsearch.choices import MODES
 from memsearch.embedding import Encoder
 from memsearch.errors import MemsearchError
 from memsearch.models import NewMemory
-from memsearch.retrieval.pipeline import MODES, SearchRequest
+from memsearch.retrieval.request import SearchRequest
 from tests.reliability.helpers import check_consistent, run_cli
 
 FTS5_SYNTAX = [
@@ -66,7 +69,7 @@ def _nested(depth: int) -> str:
 
 
 @pytest.fixture
-def store(tmp_path: Path, encoder: Encoder):
+def store(tmp_path: Path, encoder: Encoder) -> Iterator[Memsearch]:
     with Memsearch(tmp_path / "fuzz" / "memsearch.db", encoder=encoder) as ms:
         ms.add(NewMemory(text="the deploy script lives in tools/deploy.sh", key="seed-1"))
         ms.add(NewMemory(text="Alice drinks green tea every morning", key="seed-2"))
@@ -100,7 +103,7 @@ def test_any_query_through_the_api(store: Memsearch, query: str, mode: str, prof
 @example(objects=[{"text": "x", "metadata": {"a": math.inf}}])
 @example(objects=[{"text": "x", "metadata": {"a": "\ud800"}}])
 @example(objects=[{"text": "x"}, {"text": 42}])
-def test_any_import_line_through_the_api(store: Memsearch, tmp_path: Path, objects: list[dict]) -> None:
+def test_any_import_line_through_the_api(store: Memsearch, tmp_path: Path, objects: list[dict[str, Any]]) -> None:
     before = store.stats()["memories"]
     try:
         memories = [NewMemory.from_json(json.loads(json.dumps(obj))) for obj in objects]
@@ -114,6 +117,7 @@ def test_any_import_line_through_the_api(store: Memsearch, tmp_path: Path, objec
     assert store.stats()["memories"] == before + len(objects)
     for memory in store.list(limit=len(objects)):
         json.dumps(memory.to_dict(), allow_nan=False)  # what `list -f json` prints is JSON
+    assert isinstance(store.path, Path)
     check_consistent(store.path)
 
 

@@ -18,7 +18,7 @@ from memsearch.embedding import Encoder
 from tests.reliability.helpers import check_consistent, child_env, run_cli
 
 
-def kill_imports_at_random(tmp_path: Path, rounds: int, seed: int, batch: int = 40) -> dict[str, int]:
+def kill_imports_at_random(tmp_path: Path, rounds: int, seed: int, batch: int = 40) -> dict[str, float]:
     """Start `rounds` imports of `batch` memories each, killing each after a random delay that
     covers start-up, embedding and the commit. Returns how many were killed before any write,
     how many were cut off, and how many finished."""
@@ -26,8 +26,8 @@ def kill_imports_at_random(tmp_path: Path, rounds: int, seed: int, batch: int = 
     db = tmp_path / "store" / "memsearch.db"
     assert run_cli("add", "seed memory", "--db", str(db)).returncode == 0
     expected = 1
-    outcome = {"killed": 0, "finished": 0}
-    full_run = None  # how long an import takes when left alone, measured by the first round
+    outcome: dict[str, float] = {"killed": 0, "finished": 0}
+    full_run: float | None = None  # how long an import takes when left alone, measured by the first round
     for round_number in range(rounds):
         source = tmp_path / f"import-{round_number}.jsonl"
         source.write_text(
@@ -54,6 +54,7 @@ def kill_imports_at_random(tmp_path: Path, rounds: int, seed: int, batch: int = 
             os.kill(child.pid, signal.SIGKILL)  # may land just after the child exited on its own
         child.wait(timeout=300)
         # the exit code, not whether we sent the signal, tells which happened
+        assert child.stderr is not None
         assert child.returncode in (0, -signal.SIGKILL), (round_number, child.returncode, child.stderr.read())
         outcome["finished" if child.returncode == 0 else "killed"] += 1
         count = check_consistent(db)
