@@ -12,7 +12,7 @@ import pytest
 from memsearch.api import Memsearch
 from memsearch.embedding import Encoder
 from memsearch.models import NewMemory
-from memsearch.retrieval.pipeline import SearchRequest
+from memsearch.retrieval.request import SearchRequest
 from memsearch.retrieval.routing import route_query
 from memsearch.store import EVERYTHING, open_store
 from memsearch.store.fts import FTS_COLUMNS, GRAM_COLUMNS

@@ -12,7 +12,7 @@ from memsearch.api import Memsearch
 from memsearch.choices import GRANULARITIES, MODES
 from memsearch.embedding import Encoder
 from memsearch.errors import MemoryNotFoundError
-from memsearch.retrieval.pipeline import SearchRequest
+from memsearch.retrieval.request import SearchRequest
 
 SECRET = "zorblaxquint"
 CHAT = [

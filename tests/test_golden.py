@@ -19,12 +19,13 @@ from typing import Any
 import pytest
 
 from memsearch.api import Memsearch
+from memsearch.choices import GRANULARITIES, MODES
 from memsearch.embedding import Encoder
 from memsearch.eval.datasets import load_locomo
 from memsearch.ingest.conversations import conversation_memories
 from memsearch.models import NewMemory
 from memsearch.profiles import available
-from memsearch.retrieval.pipeline import GRANULARITIES, MODES, SearchRequest
+from memsearch.retrieval.request import SearchRequest
 from tests.conftest import T0, new_pg_database
 
 GOLDEN = Path(__file__).parent / "golden" / "search.json"

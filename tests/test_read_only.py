@@ -19,7 +19,7 @@ import pytest
 from memsearch.api import Memsearch
 from memsearch.errors import StoreUnavailableError
 from memsearch.models import EmbeddingModelInfo, NewMemory
-from memsearch.retrieval.pipeline import SearchRequest
+from memsearch.retrieval.request import SearchRequest
 from memsearch.store import open_store
 from tests.conftest import T0
 

@@ -13,7 +13,7 @@ from memsearch.api import Memsearch
 from memsearch.embedding import Encoder
 from memsearch.errors import InvalidInputError, ModelMismatchError
 from memsearch.models import EmbeddingModelInfo, NewMemory
-from memsearch.retrieval.pipeline import SearchRequest
+from memsearch.retrieval.request import SearchRequest
 from memsearch.store import Scope
 from tests.conftest import T0
 

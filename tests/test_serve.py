@@ -127,7 +127,7 @@ def test_bad_requests_get_a_clear_400_and_store_nothing(served: Served) -> None:
      ("::", False), ("192.168.1.5", False), ("memsearch.example", False)],
 )  # fmt: skip
 def test_what_counts_as_loopback(host: str, loopback: bool) -> None:
-    from memsearch.server.http import is_loopback
+    from memsearch.server.http_transport import is_loopback
 
     assert is_loopback(host) is loopback
 
@@ -138,7 +138,7 @@ def test_accepted_connections_send_without_waiting_for_acks() -> None:
     import asyncio
     import socket
 
-    from memsearch.server.http import listening_socket
+    from memsearch.server.http_transport import listening_socket
 
     async def nodelay_of_an_accepted_connection() -> int:
         accepted: asyncio.Future[int] = asyncio.get_running_loop().create_future()

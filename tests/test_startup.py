@@ -23,7 +23,7 @@ from memsearch.embedding import Encoder, resolve_model
 from memsearch.embedding.onnx import OPTIMIZED_PREFIX, export_dir, load_session
 from memsearch.errors import EmbeddingError
 from memsearch.models import NewMemory
-from memsearch.retrieval.pipeline import SearchRequest
+from memsearch.retrieval.request import SearchRequest
 from tests.cli_probe import modules_imported_by
 from tests.serving import start_server
 

@@ -37,7 +37,7 @@ _READER = """
 import sys, time
 from pathlib import Path
 from memsearch.api import Memsearch
-from memsearch.retrieval.pipeline import SearchRequest
+from memsearch.retrieval.request import SearchRequest
 db, go, stop = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
 while not go.exists():
     time.sleep(0.005)

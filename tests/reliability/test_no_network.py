@@ -25,7 +25,7 @@ _WORKLOAD = """
 import sys, time
 from memsearch.api import Memsearch
 from memsearch.models import NewMemory
-from memsearch.retrieval.pipeline import SearchRequest
+from memsearch.retrieval.request import SearchRequest
 with Memsearch(sys.argv[1]) as ms:
     ms.add(NewMemory(text="the deploy script lives in tools/deploy.sh"))
     end = time.monotonic() + float(sys.argv[2])
