@@ -7,503 +7,58 @@ another with `extends = "name"`. Every key is checked: a typo is an error, not a
 
 from __future__ import annotations
 
-import functools
-import json
-import math
-import os
-import re
-import tomllib
-import types
-from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, fields, is_dataclass
-from pathlib import Path
-from typing import Any, Union, get_args, get_origin, get_type_hints
-
-from memsearch.choices import RERANK_METHODS
-from memsearch.errors import InvalidInputError
-from memsearch.models import LEXICAL_VIEWS, VECTOR_VIEWS
-
-SHIPPED_DIR = Path(__file__).parent
-SIGNALS = ("vector", "lexical", "importance", "access_recency")
-ADJUSTMENTS = ("decay", "memory_score", "priority", "pinned", "project", "speaker", "when", "names", "about")
-
-LEG_KINDS = ("lexical", "vector", "time")
-LEG_SPEC_FORM = "lexical[@context|@prev], vector[@view][:role], time"
-
-
-@dataclass(frozen=True)
-class LegSpec:
-    """A leg (recall route): `lexical` (text and tags) or `lexical@<lexical view>`; `vector` (the
-    memory's own vector) or `vector@<vector view>`, optionally `:<role>` to search that role's
-    memories only; `time`, the memories created within the dates a query names."""
-
-    kind: str
-    view: str | None = None
-    role: str | None = None
-
-    @classmethod
-    def parse(cls, spec: str) -> LegSpec:
-        head, _, role = spec.partition(":")
-        kind, _, view = head.partition("@")
-        views = {"lexical": LEXICAL_VIEWS, "vector": VECTOR_VIEWS, "time": ()}.get(kind)
-        if (
-            views is None
-            or (view and view not in views)
-            or ("@" in head and not view)
-            or (":" in spec and (kind != "vector" or not re.fullmatch(r"[^:@\s]+", role)))
-        ):
-            raise ValueError(f"{spec!r} is not a leg spec ({LEG_SPEC_FORM})")
-        return cls(kind, view or None, role or None)
-
-
-def leg_kind(spec: str) -> str:
-    """`lexical`, `vector` or `time`: which modes a leg belongs to."""
-    return LegSpec.parse(spec).kind
-
-
-DECAY_SHAPES = ("exponential", "floor", "hyperbolic")
-DECAY_CLOCKS = ("created_at", "last_accessed_at")
-
-
-@dataclass(frozen=True)
-class PoolSize:
-    """size(k) = max(max(per_k · k, floor) · multiplier, minimum)."""
-
-    per_k: int = 4
-    floor: int = 50
-    multiplier: int = 1
-    minimum: int = 0
-
-    def size(self, k: int) -> int:
-        return max(max(self.per_k * k, self.floor) * self.multiplier, self.minimum)
-
-
-@dataclass(frozen=True)
-class Fusion:
-    """`rrf`: Σ weight / (rrf_k + rank) (+ rank bonuses); optionally min–max normalised and blended
-    with the cosine. `weighted`: Σ weight · signal over SIGNALS."""
-
-    method: str = "rrf"
-    rrf_k: float = 60.0
-    weights: Mapping[str, float] = field(default_factory=lambda: {"lexical": 1.0, "vector": 1.0})
-    rank_bonus: Mapping[int, float] = field(default_factory=dict)
-    blend_vector: float | None = None
-    access_rate: float = 0.05
-
-
-@dataclass(frozen=True)
-class Adjustment:
-    """One factor applied to the fused score, in profile order."""
-
-    kind: str
-    shape: str = "exponential"  # decay: exponential | floor | hyperbolic
-    clock: str = "created_at"  # decay: which timestamp ages the memory
-    tau_days: float = 7.0  # decay: exp(-age / tau); hyperbolic: 1 / (1 + days / tau)
-    floor: float = 0.0  # decay shape floor: floor + (1 - floor) · exp(-age / tau)
-    weight: float = 0.1  # memory_score: added weight · score
-    factor: float = 1.1  # pinned, speaker, when, names, about: multiplier
-    same: float = 1.3  # project: same project
-    other: float = 0.8  # project: another project
-    none: float = 0.9  # project: memory without a project
-
-    def __post_init__(self) -> None:
-        # NaN passes every comparison the pipeline makes and turns each score into NaN (not JSON).
-        if isinstance(self.tau_days, float) and not math.isfinite(self.tau_days):
-            raise InvalidInputError(
-                f"must be 0 (no decay) or a positive number of days, not {self.tau_days}", field="tau_days"
-            )
-
-
-@dataclass(frozen=True)
-class Selection:
-    drop_identical: bool = True
-    candidate_limit: PoolSize | None = None
-    mmr_lambda: float | None = None
-    mmr_tag_weight: float = 0.35
-    duplicate_threshold: float | None = None
-    max_tokens: int | None = None
-
-
-EXPANSION_STAGES = ("intent", "synthesis", "hyde")
-
-
-@dataclass(frozen=True)
-class Rerank:
-    """siftcoder's re-rank hook: re-order the top `limit` fused candidates, by the deterministic
-    re-ranker (query-word coverage) or by the LLM (CEMS: the top CEMS_RERANK_INPUT_LIMIT = 40)."""
-
-    method: str = "off"  # off | deterministic | llm
-    limit: int = 40
-
-
-@dataclass(frozen=True)
-class Expansion:
-    """CEMS's LLM stages before recall (each needs an LLM endpoint; without one they are skipped):
-    `intent` routes auto mode, `synthesis` and `hyde` add expansion legs, weighted `weight` each in
-    RRF; `diverse_lambda` turns on the diverse assembly of aggregation queries."""
-
-    stages: tuple[str, ...] = ()
-    weight: float = 1.0  # each expansion's lists (the original's weigh what fusion.weights say)
-    diverse_lambda: float | None = None
-
-
-@dataclass(frozen=True)
-class Profile:
-    name: str = "default"
-    summary: str = ""
-    seed: str = ""
-    k: int = 10
-    legs: Mapping[str, str] = field(default_factory=lambda: {"lexical": "lexical", "vector": "vector"})
-    pool: PoolSize = field(default_factory=PoolSize)
-    exhaustive: bool = False  # rank every memory (exact top-k of a weighted score), not pools
-    fusion: Fusion = field(default_factory=Fusion)
-    drop_superseded: bool = True
-    min_score: float | None = None  # relevance threshold on the fusion score
-    adjust: tuple[Adjustment, ...] = ()
-    select: Selection = field(default_factory=Selection)
-    ingest_dedup: float | None = None  # cosine at which `add` reports a near-duplicate instead of storing
-    # The dense query drops the words found in more than this share of the memories in scope
-    # (such as speaker names in a conversation): they say nothing about which memory is meant.
-    dense_common_share: float | None = None
-    # Session granularity (Memsense): turn support = min(cap, share · best turn's fused score).
-    session_support_cap: float = 0.12
-    session_support_share: float = 0.6
-    neighbours: int = 1  # turns either side that join a hit when there are no session chunks
-    rerank: Rerank = field(default_factory=Rerank)
-    expand: Expansion = field(default_factory=Expansion)
-    environment: str | None = None  # "CEMS": the seed's CEMS_* environment variables apply
-
-    @property
-    def project_boost(self) -> bool:
-        """Profiles that score by project take --project as a boost, the others as a filter."""
-        return any(a.kind == "project" for a in self.adjust)
-
-    def decay(self) -> Adjustment | None:
-        return next((a for a in self.adjust if a.kind == "decay"), None)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-# -- loading -------------------------------------------------------------------------------
-
-
-def profile_dirs() -> list[Path]:
-    """User profiles first, so a user file of the same name wins over a shipped one."""
-    dirs = []
-    if home := os.environ.get("MEMSEARCH_HOME"):
-        dirs.append(Path(home).expanduser() / "profiles")
-    else:
-        import platformdirs
-
-        dirs.append(Path(platformdirs.user_config_dir("memsearch", appauthor=False)) / "profiles")
-    dirs.append(SHIPPED_DIR)
-    return dirs
-
-
-def available() -> dict[str, Path]:
-    found: dict[str, Path] = {}
-    for folder in profile_dirs():
-        if folder.is_dir():
-            for path in sorted(folder.glob("*.toml")):
-                found.setdefault(path.stem, path)
-    return dict(sorted(found.items()))
-
-
-def load_profile(name: str) -> Profile:
-    """The named profile; built once per version of the profile files (a search loads it each
-    time, and building one checks every field's type: milliseconds)."""
-    paths = available()
-    versions = []
-    for path in paths.values():
-        try:
-            versions.append((path, path.stat().st_mtime_ns))
-        except OSError:  # gone meanwhile: _load says so
-            versions.append((path, -1))
-    return _load_version(name, tuple(versions))
-
-
-@functools.lru_cache(maxsize=64)
-def _load_version(name: str, versions: tuple[tuple[Path, int], ...]) -> Profile:
-    return _load(name, seen=())
-
-
-def _load(name: str, seen: tuple[str, ...]) -> Profile:
-    paths = available()
-    if name not in paths:
-        raise InvalidInputError(f"unknown profile {name!r} (available: {', '.join(paths)})")
-    if name in seen:
-        raise InvalidInputError(f"profile {name!r} extends itself (through {' → '.join(seen)})")
-    path = paths[name]
-    try:
-        data = dict(_read(path, path.stat().st_mtime_ns))
-    except UnicodeDecodeError:
-        raise InvalidInputError(f"profile file {path}: not UTF-8 text") from None
-    except (OSError, tomllib.TOMLDecodeError) as error:
-        raise InvalidInputError(f"profile file {path}: {error}") from None
-    base = _load(data.pop("extends"), (*seen, name)) if "extends" in data else Profile()
-    try:
-        return _merge(base, data, name)
-    except (TypeError, ValueError) as error:
-        raise InvalidInputError(f"profile file {path}: {error}") from None
-
-
-@functools.lru_cache(maxsize=64)
-def _read(path: Path, mtime_ns: int) -> dict[str, Any]:
-    """A profile file's TOML, parsed once per version of the file (searches load it each time)."""
-    return tomllib.loads(path.read_text(encoding="utf-8"))
-
-
-def _merge(base: Profile, data: dict[str, Any], name: str) -> Profile:
-    known = set(Profile.__dataclass_fields__)
-    _check_keys(data, known, "profile")
-    values = asdict(base) | {"name": name}
-    for key, value in data.items():
-        if key in SECTIONS:
-            _check_keys(value, set(values[key] or {}) | _nested_keys(key), key)
-            values[key] = (values[key] or {}) | value
-        else:
-            values[key] = value
-    return _build(values)
-
-
-SECTIONS: dict[str, Any] = {
-    "fusion": Fusion, "select": Selection, "pool": PoolSize, "rerank": Rerank, "expand": Expansion,
-}  # fmt: skip
-
-
-def _nested_keys(section: str) -> set[str]:
-    return set(SECTIONS[section].__dataclass_fields__)
-
-
-def _check_keys(data: Any, known: set[str], where: str) -> None:
-    if not isinstance(data, dict):
-        raise ValueError(f"{where} must be a table")
-    unknown = sorted(set(data) - known)
-    if unknown:
-        raise ValueError(f"unknown key {unknown[0]!r} in {where} (known: {', '.join(sorted(known))})")
-
-
-def _build(values: dict[str, Any]) -> Profile:
-    fusion = dict(values["fusion"])
-    fusion["rank_bonus"] = {int(rank): float(bonus) for rank, bonus in fusion.get("rank_bonus", {}).items()}
-    select = dict(values["select"])
-    if select.get("candidate_limit") is not None:
-        select["candidate_limit"] = PoolSize(**select["candidate_limit"])
-    adjustments = []
-    for item in values["adjust"]:
-        entry = dict(item) if isinstance(item, Mapping) else {}
-        _check_keys(entry, set(Adjustment.__dataclass_fields__), "adjust")
-        adjustments.append(Adjustment(**entry))
-    scalars = (
-        "name", "summary", "seed", "k", "exhaustive", "drop_superseded", "dense_common_share",
-        "session_support_cap", "session_support_share", "neighbours", "environment",
-    )  # fmt: skip
-    expand = dict(values["expand"])
-    expand["stages"] = tuple(expand.get("stages", ()))
-    profile = Profile(
-        **{key: values[key] for key in scalars},
-        legs=_legs(values["legs"]),
-        pool=PoolSize(**values["pool"]),
-        fusion=Fusion(**fusion),
-        min_score=values["min_score"],
-        adjust=tuple(adjustments),
-        select=Selection(**select),
-        ingest_dedup=values["ingest_dedup"],
-        rerank=Rerank(**values["rerank"]),
-        expand=Expansion(**expand),
-    )
-    check_types(profile)
-    validate(profile)
-    return profile
-
-
-def _conforms(value: Any, hint: Any) -> bool:
-    """Whether a value read from TOML has the type a profile field declares (an int is a float)."""
-    origin = get_origin(hint)
-    if origin in (Union, types.UnionType):
-        return any(_conforms(value, option) for option in get_args(hint))
-    if hint is type(None):
-        return value is None
-    if hint is float:
-        return isinstance(value, int | float) and not isinstance(value, bool)
-    if hint is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    if hint in (bool, str):
-        return isinstance(value, hint)
-    if origin is Mapping:
-        key_hint, value_hint = get_args(hint)
-        return isinstance(value, Mapping) and all(
-            _conforms(k, key_hint) and _conforms(v, value_hint) for k, v in value.items()
-        )
-    if origin is tuple:
-        return isinstance(value, tuple) and all(_conforms(item, get_args(hint)[0]) for item in value)
-    if isinstance(hint, type):
-        return isinstance(value, hint)
-    return True
-
-
-def _described(hint: Any) -> str:
-    names = {float: "a number", int: "a whole number", bool: "true or false", str: "a string", type(None): "absent"}
-    if get_origin(hint) in (Union, types.UnionType):
-        return " or ".join(_described(option) for option in get_args(hint))
-    if get_origin(hint) is Mapping:
-        return f"a table of {_described(get_args(hint)[1]).removeprefix('a ')}s"
-    return names.get(hint, "a table")
-
-
-def check_types(instance: Any, where: str = "") -> None:
-    """Every field of a profile (and of its parts) has its declared type, or ValueError names it:
-    `fusion.rrf_k must be a number, not 'ten'`."""
-    hints = get_type_hints(type(instance))
-    for spec in fields(instance):
-        value, hint = getattr(instance, spec.name), hints[spec.name]
-        if not _conforms(value, hint):
-            raise ValueError(f"{where}{spec.name} must be {_described(hint)}, not {value!r}")
-        if is_dataclass(value):
-            check_types(value, f"{where}{spec.name}.")
-        elif isinstance(value, tuple):
-            for position, item in enumerate(value, start=1):
-                if is_dataclass(item):
-                    check_types(item, f"{where}{spec.name} {position}: ")
-
-
-# -- TOML out --------------------------------------------------------------------------------
-
-
-def _toml_key(key: object) -> str:
-    text = str(key)
-    return text if re.fullmatch(r"[A-Za-z0-9_-]+", text) else _toml_value(text)
-
-
-def _toml_value(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return repr(value)  # inf and nan are TOML too
-    if isinstance(value, str):  # a JSON string is a TOML basic string, once DEL is escaped
-        return json.dumps(value, ensure_ascii=False).replace("\x7f", "\\u007f")
-    if isinstance(value, Mapping):
-        items = [f"{_toml_key(k)} = {_toml_value(v)}" for k, v in value.items() if v is not None]
-        return "{ " + ", ".join(items) + " }" if items else "{}"
-    if isinstance(value, list | tuple):
-        return "[" + ", ".join(_toml_value(item) for item in value) + "]"
-    raise TypeError(f"no TOML for {value!r}")
-
-
-def profile_toml(profile: Profile) -> str:
-    """The profile as TOML that loads back to the same profile when saved as `<name>.toml` (every
-    parameter resolved, no `extends`; absent values are the defaults, so they are left out)."""
-    data = profile.to_dict()
-    del data["name"]  # a profile's name is its file's
-    defaults = asdict(Adjustment(kind=""))
-    data["adjust"] = [{k: v for k, v in item.items() if k == "kind" or v != defaults[k]} for item in data["adjust"]]
-    lines = [
-        f"{_toml_key(k)} = {_toml_value(v)}"
-        for k, v in data.items()
-        if v is not None and not isinstance(v, dict | list)
-    ]
-    for name, value in data.items():
-        if isinstance(value, dict):
-            lines += ["", f"[{name}]"]
-            lines += [f"{_toml_key(k)} = {_toml_value(v)}" for k, v in value.items() if v is not None]
-    for item in data["adjust"]:
-        lines += ["", "[[adjust]]", *(f"{_toml_key(k)} = {_toml_value(v)}" for k, v in item.items())]
-    return "\n".join(lines) + "\n"
-
-
-def _legs(value: Any) -> dict[str, str]:
-    """A list of specs (each its own name) or a table of name = spec."""
-    if isinstance(value, Mapping):
-        return {str(name): str(spec) for name, spec in value.items()}
-    if isinstance(value, list | tuple):
-        return {str(spec): str(spec) for spec in value}
-    raise ValueError("legs must be a list of leg specs or a table of name = spec")
-
-
-def validate(profile: Profile) -> None:
-    """Reject profiles the pipeline cannot run, naming the first problem."""
-    if not profile.legs:
-        raise ValueError("a profile needs at least one leg")
-    for name, spec in profile.legs.items():
-        try:
-            LegSpec.parse(spec)
-        except ValueError as error:
-            raise ValueError(f"leg {name!r}: {error}") from None
-    if profile.fusion.method not in ("rrf", "weighted"):
-        raise ValueError(f"fusion.method must be rrf or weighted, not {profile.fusion.method!r}")
-    allowed = tuple(profile.legs) if profile.fusion.method == "rrf" else SIGNALS
-    if set(profile.fusion.weights) - set(allowed):
-        raise ValueError(f"fusion.weights names must be some of {allowed}")
-    for adjustment in profile.adjust:
-        if adjustment.kind not in ADJUSTMENTS:
-            raise ValueError(f"adjust kind must be one of {ADJUSTMENTS}, not {adjustment.kind!r}")
-        if adjustment.shape not in DECAY_SHAPES or adjustment.clock not in DECAY_CLOCKS:
-            raise ValueError(f"decay shape must be one of {DECAY_SHAPES} and clock one of {DECAY_CLOCKS}")
-        if adjustment.kind == "decay" and adjustment.tau_days <= 0:
-            raise ValueError("decay tau_days must be positive")
-    if not 1 <= profile.k <= 1000:
-        raise ValueError("k must be from 1 to 1000")
-    for name, lam in (
-        ("select.mmr_lambda", profile.select.mmr_lambda),
-        ("expand.diverse_lambda", profile.expand.diverse_lambda),
-    ):
-        if lam is not None and not 0 <= lam <= 1:
-            raise ValueError(f"{name} must be from 0 to 1")
-    if profile.rerank.method not in RERANK_METHODS or not 1 <= profile.rerank.limit <= 1000:
-        raise ValueError(f"rerank.method must be one of {RERANK_METHODS} and rerank.limit from 1 to 1000")
-    unknown = set(profile.expand.stages) - set(EXPANSION_STAGES)
-    if unknown:
-        raise ValueError(f"expand.stages must be some of {EXPANSION_STAGES}, not {sorted(unknown)}")
-    if profile.environment not in (None, "CEMS"):
-        raise ValueError(f"environment must be CEMS or absent, not {profile.environment!r}")
-
-
-# -- the seed's environment variables --------------------------------------------------------------
-
-
-def _env_number(env: Mapping[str, str], name: str, low: float, high: float) -> float | None:
-    raw = env.get(name, "").strip()
-    if not raw:
-        return None
-    try:
-        value = float(raw)
-    except ValueError:
-        value = math.nan
-    if not low <= value <= high:
-        raise InvalidInputError(f"must be a number from {low:g} to {high:g}, not {raw!r}", field=name)
-    return value
-
-
-def with_environment(profile: Profile, environ: Mapping[str, str] | None = None) -> Profile:
-    """The profile with the seed's environment variables applied (profiles with `environment =
-    "CEMS"`): CEMS_HYBRID_VECTOR_WEIGHT w splits the list weights, vector lists × 2w and lexical
-    lists × 2(1 − w) (unset: as the profile says, an even split); CEMS_RERANK_INPUT_LIMIT;
-    CEMS_PROJECT_BOOST_FACTOR, CEMS_PROJECT_PENALTY_FACTOR, and CEMS_ENABLE_PROJECT_PENALTY=false
-    (no penalty for other projects or none)."""
-    if profile.environment != "CEMS":
-        return profile
-    env = os.environ if environ is None else environ
-    from dataclasses import replace
-
-    if (weight := _env_number(env, "CEMS_HYBRID_VECTOR_WEIGHT", 0, 1)) is not None:
-        share = {"vector": 2 * weight, "lexical": 2 * (1 - weight), "time": 1.0}
-        weights = {
-            name: profile.fusion.weights.get(name, 1.0) * share[leg_kind(spec)] for name, spec in profile.legs.items()
-        }
-        profile = replace(profile, fusion=replace(profile.fusion, weights=weights))
-    if (limit := _env_number(env, "CEMS_RERANK_INPUT_LIMIT", 1, 1000)) is not None:
-        profile = replace(profile, rerank=replace(profile.rerank, limit=int(limit)))
-    same = _env_number(env, "CEMS_PROJECT_BOOST_FACTOR", 0, 100)
-    other = _env_number(env, "CEMS_PROJECT_PENALTY_FACTOR", 0, 100)
-    penalty = env.get("CEMS_ENABLE_PROJECT_PENALTY", "").strip().lower()
-    if penalty not in ("", "true", "false", "1", "0", "yes", "no"):
-        raise InvalidInputError(f"must be true or false, not {penalty!r}", field="CEMS_ENABLE_PROJECT_PENALTY")
-    adjust = []
-    for item in profile.adjust:
-        if item.kind == "project":
-            item = replace(item, same=item.same if same is None else same, other=item.other if other is None else other)
-            if penalty in ("false", "0", "no"):
-                item = replace(item, other=1.0, none=1.0)
-        adjust.append(item)
-    return replace(profile, adjust=tuple(adjust))
+from memsearch.profiles.loading import (
+    available,
+    check_types,
+    load_profile,
+    profile_dirs,
+    profile_toml,
+    validate,
+    with_environment,
+)
+from memsearch.profiles.schema import (
+    ADJUSTMENTS,
+    DECAY_CLOCKS,
+    DECAY_SHAPES,
+    EXPANSION_STAGES,
+    LEG_KINDS,
+    LEG_SPEC_FORM,
+    SHIPPED_DIR,
+    SIGNALS,
+    Adjustment,
+    Expansion,
+    Fusion,
+    LegSpec,
+    PoolSize,
+    Profile,
+    Rerank,
+    Selection,
+    leg_kind,
+)
+
+__all__ = [
+    "ADJUSTMENTS",
+    "DECAY_CLOCKS",
+    "DECAY_SHAPES",
+    "EXPANSION_STAGES",
+    "LEG_KINDS",
+    "LEG_SPEC_FORM",
+    "SHIPPED_DIR",
+    "SIGNALS",
+    "Adjustment",
+    "Expansion",
+    "Fusion",
+    "LegSpec",
+    "PoolSize",
+    "Profile",
+    "Rerank",
+    "Selection",
+    "available",
+    "check_types",
+    "leg_kind",
+    "load_profile",
+    "profile_dirs",
+    "profile_toml",
+    "validate",
+    "with_environment",
+]
