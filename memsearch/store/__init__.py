@@ -9,7 +9,8 @@ import os
 from pathlib import Path
 
 from memsearch.errors import MemsearchError, StoreNotFoundError
-from memsearch.store.base import EVERYTHING, EmbeddingModelInfo, Scope, SearchBackend, Store
+from memsearch.models import EmbeddingModelInfo
+from memsearch.store.base import EVERYTHING, Scope, SearchBackend, Store
 
 __all__ = [
     "EVERYTHING", "EmbeddingModelInfo", "Scope", "SearchBackend", "Store", "describe_store_error", "is_postgres_url",

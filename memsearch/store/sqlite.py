@@ -24,6 +24,7 @@ from memsearch.errors import (
 )
 from memsearch.models import (
     MEMORY_FIELDS,
+    EmbeddingModelInfo,
     Memory,
     content_hash,
 )
@@ -32,7 +33,6 @@ from memsearch.store.ann import AnnIndex, ann_threshold, index_library_available
 from memsearch.store.base import (
     EVERYTHING,
     INDEX_STATE_KEY,
-    EmbeddingModelInfo,
     ExportedMemory,
     Hits,
     Rewrite,
@@ -290,7 +290,7 @@ class SQLiteStore(Fts5Index, InProcessVectors, SQLStore):
 
     @property
     def schema_version(self) -> int:
-        return self._db.execute("PRAGMA user_version").fetchone()[0]
+        return int(self._db.execute("PRAGMA user_version").fetchone()[0])
 
     def _set_meta(self, key: str, value: str) -> None:
         self._db.execute(
@@ -535,11 +535,11 @@ class SQLiteStore(Fts5Index, InProcessVectors, SQLStore):
 
     def count(self, scope: Scope = EVERYTHING) -> int:
         if scope.is_everything:
-            return self._db.execute("SELECT count(*) FROM memories").fetchone()[0]
+            return int(self._db.execute("SELECT count(*) FROM memories").fetchone()[0])
         if scope.only_kinds:
             return self.count() - len(self._ids_of_other_kinds(scope.kinds))
         where, params = SQLITE.where(scope)
-        return self._db.execute(f"SELECT count(*) FROM memories m WHERE {where}", params).fetchone()[0]
+        return int(self._db.execute(f"SELECT count(*) FROM memories m WHERE {where}", params).fetchone()[0])
 
     def _scoped_ids(self, scope: Scope) -> builtins.list[int]:
         where, params = SQLITE.where(scope)

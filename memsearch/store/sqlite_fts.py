@@ -145,4 +145,4 @@ class Fts5Index:
                 f"WHERE memories_fts MATCH ? AND {where} LIMIT ?)"
             )
             params = [f"{{text tags}} : ({match})", *scope_params, at_most]
-        return self._db.execute(sql, params).fetchone()[0]
+        return int(self._db.execute(sql, params).fetchone()[0])

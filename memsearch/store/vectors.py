@@ -29,7 +29,7 @@ class VectorIndex:
         if known is not None:
             return known
         with one_blas_thread():
-            scores = self.matrix @ query
+            scores: np.ndarray = self.matrix @ query
         scores.flags.writeable = False
         self._last[:] = [(query.tobytes(), scores)]
         return scores
@@ -58,7 +58,7 @@ LARGE = 65_536  # rows: from here a small scope's rows are scored alone, not the
 
 @functools.cache
 def _blas() -> object:
-    from threadpoolctl import ThreadpoolController  # type: ignore[import-untyped]
+    from threadpoolctl import ThreadpoolController
 
     return ThreadpoolController()
 

@@ -236,7 +236,7 @@ class Bm25:
             return list(cursor.execute(sql, params).fetchone())  # type: ignore[arg-type]
 
     def _rows(self, sql: str, params: builtins.list[Any]) -> LexicalHits:
-        return LexicalHits((int(memory_id), float(score)) for memory_id, score in self.db.execute(sql, params))  # type: ignore[arg-type]
+        return LexicalHits((int(memory_id), float(score)) for memory_id, score in self.db.execute(sql, params))
 
     @staticmethod
     def _inputs(average_length: float) -> tuple[str, str]:

@@ -122,7 +122,7 @@ def _index_grams(db: Connection[Any]) -> None:
                 copy.write_row((term, column, memory_id, offsets))
     # Long notes' chunk vectors (views chunk_2, …) are read by every vector search.
     chunk_views = CHUNK_VIEWS_SQL.replace("%%", "%")  # a statement without parameters takes % as it is
-    db.execute(f"CREATE INDEX IF NOT EXISTS views_chunks ON views (memory_id) WHERE view LIKE {chunk_views}")  # type: ignore[arg-type]
+    db.execute(f"CREATE INDEX IF NOT EXISTS views_chunks ON views (memory_id) WHERE view LIKE {chunk_views}")
 
 
 # Migration 3: what the lexical leg reads without touching `memories` or counting postings. Each
@@ -268,5 +268,5 @@ def _apply_migrations(connection: Connection[Any], location: str, *, create: boo
             if callable(migration):
                 migration(connection)
             else:
-                connection.execute(migration)  # type: ignore[arg-type]
+                connection.execute(migration)
             connection.execute("INSERT INTO memsearch_schema (version) VALUES (%s)", (number,))

@@ -26,12 +26,19 @@ from pgvector.psycopg import register_vector
 from psycopg import errors as pg_errors
 
 from memsearch.errors import InvalidInputError, MemoryNotFoundError, StoreNotFoundError, StoreUnavailableError
-from memsearch.models import LEXICAL_VIEWS, VECTOR_VIEWS, Memory, NewMemory, content_hash, default_view_text
+from memsearch.models import (
+    LEXICAL_VIEWS,
+    VECTOR_VIEWS,
+    EmbeddingModelInfo,
+    Memory,
+    NewMemory,
+    content_hash,
+    default_view_text,
+)
 from memsearch.paths import read_only_requested, shown_location
 from memsearch.store.base import (
     EVERYTHING,
     INDEX_STATE_KEY,
-    EmbeddingModelInfo,
     ExportedMemory,
     LexicalHits,
     Rewrite,
@@ -205,9 +212,9 @@ class PostgresStore(PgVectorSearch, SQLStore):
             db.execute("DROP INDEX vectors_hnsw")
             for view in VECTOR_VIEWS:
                 db.execute(f'DROP INDEX IF EXISTS "views_hnsw_{view}"')
-        db.execute(hnsw_index_sql("vectors_hnsw", "vectors", dim))  # type: ignore[arg-type]
+        db.execute(hnsw_index_sql("vectors_hnsw", "vectors", dim))
         for view in VECTOR_VIEWS:
-            db.execute(hnsw_index_sql(f"views_hnsw_{view}", "views", dim, f"view = '{view}'"))  # type: ignore[arg-type]
+            db.execute(hnsw_index_sql(f"views_hnsw_{view}", "views", dim, f"view = '{view}'"))
         self._indexed_dim = dim
 
     # -- writes: what an insert does in PostgreSQL (SQLStore.insert) ------------------------
@@ -222,7 +229,7 @@ class PostgresStore(PgVectorSearch, SQLStore):
 
     def _insert_row(self, db: Connection[Any], columns: Sequence[str], values: Sequence[Any]) -> int:
         sql = f"INSERT INTO memories ({', '.join(columns)}, last_accessed_at) VALUES ({POSTGRES.marks(len(values))})"
-        row = db.execute(f"{sql} RETURNING id", values).fetchone()  # type: ignore[arg-type]
+        row = db.execute(f"{sql} RETURNING id", values).fetchone()
         return int(row[0])  # type: ignore[index]
 
     def _unindex(self, db: Connection[Any], memory_id: int, batch: NewBatch, index: int) -> None:
@@ -448,13 +455,9 @@ class PostgresStore(PgVectorSearch, SQLStore):
 
             def flush() -> None:
                 nonlocal total_tokens
-                tokenized = FTS_TOKENIZER.rows(
-                    [self._fts_texts(e.memory, e.lexical_views) for e in batch]  # type: ignore[arg-type]
-                )
+                tokenized = FTS_TOKENIZER.rows([self._fts_texts(e.memory, e.lexical_views) for e in batch])
                 restored = ", ".join(f.name for f in RESTORED)
-                with db.cursor().copy(
-                    f"COPY memories ({restored}, fts_length, lexical_views) FROM STDIN"  # type: ignore[arg-type]
-                ) as copy:
+                with db.cursor().copy(f"COPY memories ({restored}, fts_length, lexical_views) FROM STDIN") as copy:
                     for exported, tokens in zip(batch, tokenized, strict=True):
                         m = exported.memory
                         stored_views = {
@@ -488,7 +491,7 @@ class PostgresStore(PgVectorSearch, SQLStore):
             # Links may point forward in id order: set once every memory is there.
             with db.cursor() as cursor:
                 sets = ", ".join(f"{name} = %s" for name in REFERS)
-                cursor.executemany(f"UPDATE memories SET {sets} WHERE id = %s", links)  # type: ignore[arg-type]
+                cursor.executemany(f"UPDATE memories SET {sets} WHERE id = %s", links)
             self._add_tokens(db, total_tokens, memories=written)
             db.execute(
                 "INSERT INTO term_docs (term, col, shard, docs) SELECT term, col, 0, count(*) FROM postings "

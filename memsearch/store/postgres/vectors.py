@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from memsearch.models import OWN_TEXT_VIEWS, VECTOR_VIEWS
-from memsearch.store.base import EVERYTHING, EmbeddingModelInfo, Hits, Scope, VectorHits
+from memsearch.models import OWN_TEXT_VIEWS, VECTOR_VIEWS, EmbeddingModelInfo
+from memsearch.store.base import EVERYTHING, Hits, Scope, VectorHits
 from memsearch.store.postgres.schema import CHUNK_VIEWS_SQL, HNSW_EF_CONSTRUCTION
 from memsearch.store.sql import POSTGRES
 
