@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 import typer
 from typer import BadParameter
-from typer.core import TyperArgument, TyperOption, build_runtime_param
+from typer._coercion import build_runtime_param
+from typer.core import TyperArgument, TyperOption
 from typer.testing import CliRunner
 
 from memsearch.api import Memsearch

@@ -7,8 +7,9 @@
   values (text, a listed choice, a whole number in range, a default) are taken here as the adapters
   would take them; anything else, and every error, still goes through Typer's adapters. This is
   the one place the CLI relies on Typer's internals: a parameter's `_runtime_param` (its lazily
-  built coercion) and RuntimeParam's `_coerce_value` hook; tests/test_startup.py pins the values
-  to what Typer's adapters make. Everything else uses Typer's public names (typer, typer.core).
+  built coercion) and RuntimeParam's `_coerce_value` hook, imported from the private modules that
+  define them (typer._coercion, typer._param_types); tests/test_startup.py pins the values to what
+  Typer's adapters make. Everything else uses Typer's public names (typer, typer.core).
 """
 
 from __future__ import annotations
@@ -21,16 +22,9 @@ from enum import Enum
 from typing import Any, get_args, get_origin
 
 import typer
-from typer.core import (
-    RuntimeParam,
-    TypeDescriptor,
-    TyperArgument,
-    TyperCommand,
-    TyperGroup,
-    TyperOption,
-    build_runtime_param,
-    normalize_choice_value,
-)
+from typer._coercion import RuntimeParam, TypeDescriptor, build_runtime_param
+from typer._param_types import normalize_choice_value
+from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 from typer.main import get_command_name
 
 # Root options before the command's name: flags, and options whose value follows (`--db x.db`)
@@ -107,7 +101,7 @@ class _PlainValues(RuntimeParam):
     descriptor: TypeDescriptor
 
     def _coerce_value(self, value: Any, param: Any, ctx: Any) -> Any:  # ctx: a typer.Context
-        annotation = self.annotation
+        annotation: object = self.annotation  # typer types it Any, which picks get_origin's ParamSpec overload
         if get_origin(annotation) is list and isinstance(value, list | tuple):
             (item_type,) = get_args(annotation)
             items = [_plain(item_type, self.descriptor, item, ctx) for item in value]
