@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -116,16 +117,16 @@ class FakeBackend:
         pass
 
 
-def memory(memory_id: int, text: str, days_old: float, **fields: object) -> Memory:
+def memory(memory_id: int, text: str, days_old: float, **fields: Any) -> Memory:
     created = T0 - timedelta(days=days_old)
-    defaults: dict[str, object] = {
+    defaults: dict[str, Any] = {
         "key": None, "last_accessed_at": created, "access_count": 0, "importance": 0.5, "priority": 1.0,
         "pinned": False, "project": None, "namespace": None, "session": None, "role": None, "tags": (),
         "metadata": {},
     }  # fmt: skip
     return Memory(
         id=memory_id, text=text, created_at=created, content_hash=content_hash(text), **{**defaults, **fields}
-    )  # type: ignore[arg-type]
+    )
 
 
 @pytest.fixture(scope="module")

@@ -7,6 +7,7 @@ import json
 import re
 import tomllib
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -80,8 +81,9 @@ def test_formats_of_profiles_show(isolated_home: Path) -> None:
 
 
 def test_a_lone_string_of_tags_is_one_tag(ms: Memsearch) -> None:
-    assert NewMemory("x", tags="ops").tags == ("ops",)
-    memory = ms.get(ms.add(NewMemory("a note", tags="ops")).id)
+    lone_tag: Any = "ops"  # as an untyped caller (a script, decoded JSON) may pass it
+    assert NewMemory("x", tags=lone_tag).tags == ("ops",)
+    memory = ms.get(ms.add(NewMemory("a note", tags=lone_tag)).id)
     assert memory.tags == ("ops",)
     assert ms.update(memory.id, tags="infra").tags == ("infra",)
 

@@ -60,7 +60,7 @@ def test_db_before_the_command_is_the_commands_db(tmp_path: Path) -> None:
 
 def test_the_entry_point_builds_only_the_command_after_root_options() -> None:
     lean = only_command(app, ["--db", "x.db", "search", "q"])
-    assert [info.callback.__name__ for info in lean.registered_commands] == ["search"]
+    assert [getattr(info.callback, "__name__", None) for info in lean.registered_commands] == ["search"]
     assert len(only_command(app, ["--color", "never", "--debug", "--db=x.db", "list"]).registered_commands) == 1
     assert only_command(app, ["--db", "x.db"]) is app
 

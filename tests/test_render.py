@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from rich.console import Console
 
-from memsearch.cli.grid import COLUMN_OVERHEAD, EDGE, TEXT_MIN, fit_widths
+from memsearch.cli.grid import COLUMN_OVERHEAD, EDGE, TEXT_MIN, Role, fit_widths
 from memsearch.cli.literal import literal, one_line, visible
 from tests.test_cli import run, terminal, unstyled
 
@@ -59,7 +59,7 @@ def test_nothing_that_drives_a_terminal_survives(text: str) -> None:
 
 
 def test_key_columns_keep_their_width_and_metadata_is_cut_then_dropped() -> None:
-    roles = ["key", "meta", "meta", "meta", "meta", "text"]
+    roles: list[Role] = ["key", "meta", "meta", "meta", "meta", "text"]
     naturals = [3, 16, 80, 40, 60, 160]
     minimums = [6, 16, 6, 7, 6, 6]
     wide = fit_widths(roles, naturals, 120, minimums)

@@ -28,7 +28,8 @@ MODEL = EmbeddingModelInfo("test-model", 3)
 
 def vectors(n: int) -> np.ndarray:
     rows = np.random.default_rng(n).normal(size=(n, 3)).astype(np.float32)
-    return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+    unit: np.ndarray = rows / np.linalg.norm(rows, axis=1, keepdims=True)
+    return unit
 
 
 @pytest.fixture
@@ -137,7 +138,10 @@ def test_scope_filters(store: SQLiteStore) -> None:
         MODEL,
         T0,
     )
-    texts = lambda scope: sorted(m.text for m in store.list(scope))  # noqa: E731
+
+    def texts(scope: Scope) -> list[str]:
+        return sorted(m.text for m in store.list(scope))
+
     assert texts(Scope(project="web")) == ["deploy one"]
     assert texts(Scope(namespace="team")) == ["deploy two"]
     assert texts(Scope(tags=("ops", "prod"))) == ["deploy one"]
