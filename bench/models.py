@@ -414,26 +414,30 @@ def speed_in_child(key: str, cache: Path, dataset: Path, *, one_thread: bool) ->
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def recall_run(encoder: RoleEncoder, dataset: Path, conversations: int | None) -> tuple[dict[str, Any], list[Any]]:
+def recall_run(
+    encoder: RoleEncoder, dataset: Path, conversations: int | None
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     from memsearch.eval.runner import run_eval
 
     tick = time.perf_counter()
     report = run_eval(
-        dataset, fmt="locomo", profiles=["default"], modes=["auto"], granularities=["turn"], baselines=False,
-        limit=conversations, encoder=encoder,  # type: ignore[arg-type]  # the bench's adapter is an Encoder
+        dataset, fmt="locomo", profiles=["default"], modes=["auto", "vector"], granularities=["turn"],
+        baselines=False, limit=conversations, encoder=encoder,  # type: ignore[arg-type]  # the adapter is an Encoder
     )  # fmt: skip
-    row = report.rows[0]
+    row, vector = report.row("default", "auto", "turn"), report.row("default", "vector", "turn")
     result = {
         "questions": row.questions,
         "overall": {f"R@{k}": row.mean(f"recall@{k}") for k in (5, 10)},
         "by_category": {
             label: {f"R@{k}": row.mean(f"recall@{k}", number) for k in (5, 10)} for number, label in CATEGORIES.items()
         },
+        # the same profile's vector legs alone (mode vector): the model's own share of the recall
+        "vector_only": {f"R@{k}": vector.mean(f"recall@{k}") for k in (5, 10)},
         "eval_seconds": time.perf_counter() - tick,
         "ingest_seconds": report.timing["ingest"],
         "embed_calls": dict(encoder.calls),
     }
-    return result, list(row.results)
+    return result, [outcome.to_dict() for outcome in row.results]
 
 
 def rrf(rankings: Sequence[Sequence[str]], k: int = RRF_K) -> list[str]:
@@ -445,15 +449,15 @@ def rrf(rankings: Sequence[Sequence[str]], k: int = RRF_K) -> list[str]:
     return sorted(scores, key=lambda key: -scores[key])
 
 
-def fused_recall(first: Sequence[Any], second: Sequence[Any]) -> dict[str, Any]:
+def fused_recall(first: Sequence[Mapping[str, Any]], second: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """R@5 / R@10 of the RRF of two runs' per-question turn rankings (same questions, same order)."""
     from memsearch.eval.metrics import recall_at_k
 
     per_question: list[tuple[Any, dict[int, float]]] = []
     for a, b in zip(first, second, strict=True):
-        assert a.question_id == b.question_id
-        ranked = rrf([a.ranked, b.ranked])
-        per_question.append((a.category, {k: recall_at_k(ranked, a.gold, k) for k in (5, 10)}))
+        assert a["question_id"] == b["question_id"]
+        ranked = rrf([a["ranked"], b["ranked"]])
+        per_question.append((a["category"], {k: recall_at_k(ranked, a["gold"], k) for k in (5, 10)}))
 
     def means(rows: Sequence[tuple[Any, dict[int, float]]]) -> dict[str, float | None]:
         return {f"R@{k}": statistics.fmean(r[k] for _, r in rows) if rows else None for k in (5, 10)}
@@ -463,6 +467,14 @@ def fused_recall(first: Sequence[Any], second: Sequence[Any]) -> dict[str, Any]:
         "overall": means(per_question),
         "by_category": {label: means([p for p in per_question if p[0] == n]) for n, label in CATEGORIES.items()},
     }
+
+
+def add_fusion(rows: dict[str, Any], rankings: Mapping[str, Sequence[Mapping[str, Any]]]) -> None:
+    """The row of RRF(MiniLM, the other model with the best R@5 whose rankings are at hand)."""
+    others = [k for k in rankings if k != "minilm" and "recall" in rows.get(k, {})]
+    if "minilm" in rankings and others:
+        best = max(others, key=lambda k: rows[k]["recall"]["overall"]["R@5"])
+        rows[f"rrf(minilm, {best})"] = {"recall": fused_recall(rankings["minilm"], rankings[best])}
 
 
 def machine_load() -> dict[str, Any]:
@@ -476,7 +488,7 @@ def table(rows: Mapping[str, Mapping[str, Any]]) -> str:
     def cell(value: float | None, digits: int = 3) -> str:
         return "-" if value is None else f"{value:.{digits}f}"
 
-    head = ["model", "R@5", "R@10", *[f"{label} R@5/R@10" for label in CATEGORIES.values()]]
+    head = ["model", "R@5", "R@10", *[f"{label} R@5/R@10" for label in CATEGORIES.values()], "vector only R@5/R@10"]
     head += ["query p50 ms (1 CPU / default)", "docs/s", "bytes/vector"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for name, row in rows.items():
@@ -486,6 +498,8 @@ def table(rows: Mapping[str, Mapping[str, Any]]) -> str:
         recall = row["recall"]
         cells = [name, cell(recall["overall"]["R@5"]), cell(recall["overall"]["R@10"])]
         cells += [f"{cell(c['R@5'])}/{cell(c['R@10'])}" for c in recall["by_category"].values()]
+        vector = recall.get("vector_only", {})
+        cells.append(f"{cell(vector.get('R@5'))}/{cell(vector.get('R@10'))}")
         one, many = row.get("speed_one_cpu"), row.get("speed_default")
         cells.append(f"{cell(one and one['query_p50_ms'], 1)} / {cell(many and many['query_p50_ms'], 1)}")
         cells += [cell(many and many["docs_per_s"], 0), str(row.get("bytes_per_vector", "-"))]
@@ -502,6 +516,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--fusion", action="store_true", help="also RRF MiniLM's rankings with the best other's")
     parser.add_argument("--no-speed", action="store_true", help="skip the latency and throughput children")
     parser.add_argument("--output", type=Path, default=OUT / "models.json")
+    parser.add_argument("--merge", action="store_true", help="keep the rows of an earlier run on the same subset")
     parser.add_argument("--speed-child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     args.cache.mkdir(parents=True, exist_ok=True)
@@ -520,7 +535,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         "load_before": machine_load(),
         "models": {},
     }
-    rankings: dict[str, list[Any]] = {}
+    rankings: dict[str, list[dict[str, Any]]] = {}
+    rankings_file = args.output.with_name(f"{args.output.stem}-rankings.json")
+    if args.merge and args.output.is_file():
+        earlier = json.loads(args.output.read_text())
+        if earlier["conversations"] != document["conversations"]:
+            parser.error(f"{args.output} measured another subset; --merge needs the same --conversations")
+        document["models"] = earlier["models"]
+        document["earlier_runs_load"] = [*earlier.get("earlier_runs_load", []), earlier["load_before"]]
+        if rankings_file.is_file():
+            rankings = json.loads(rankings_file.read_text())
     for key in keys:
         entry = MODELS[key]
         row: dict[str, Any] = {"name": entry.name, "licence": entry.licence, "issue_cost_estimate": entry.cost}
@@ -542,12 +566,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"[{time.strftime('%H:%M:%S')}] {key}: speed", file=sys.stderr)
             row["speed_one_cpu"] = speed_in_child(key, args.cache, args.dataset, one_thread=True)
             row["speed_default"] = speed_in_child(key, args.cache, args.dataset, one_thread=False)
+            row["load_after_speed"] = machine_load()
         args.output.parent.mkdir(parents=True, exist_ok=True)
         args.output.write_text(json.dumps(document, indent=2))  # after each model: a partial run keeps its rows
-    others = [k for k in rankings if k != "minilm"]
-    if args.fusion and "minilm" in rankings and others:
-        best = max(others, key=lambda k: document["models"][k]["recall"]["overall"]["R@5"])
-        document["models"][f"rrf(minilm, {best})"] = {"recall": fused_recall(rankings["minilm"], rankings[best])}
+        rankings_file.write_text(json.dumps(rankings))
+        if args.fusion:
+            add_fusion(document["models"], rankings)
     document["load_after"] = machine_load()
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(document, indent=2))
