@@ -548,6 +548,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     for key in keys:
         entry = MODELS[key]
         row: dict[str, Any] = {"name": entry.name, "licence": entry.licence, "issue_cost_estimate": entry.cost}
+        if args.no_speed:  # an earlier run's speed figures stay (--merge)
+            earlier_row = document["models"].get(key, {})
+            row.update({k: v for k, v in earlier_row.items() if k.startswith(("speed_", "load_after_speed"))})
         document["models"][key] = row
         print(f"[{time.strftime('%H:%M:%S')}] {key}: assembling and loading", file=sys.stderr)
         try:
