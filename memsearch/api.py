@@ -283,11 +283,12 @@ class Memsearch:
         access_count) unless the request has `as_of` or `touch=False`.
         """
         requests = [check_request(request) for request in check_iterable("requests", requests)]
+        store = self.store()  # a missing store is said at once, before any model is prepared
         if any(request.mode != "lexical" for request in requests):
             self._encoder.load_meanwhile()  # while the pipeline is imported and the lexical legs run
         from memsearch.retrieval.pipeline import run_searches
 
-        return run_searches(self.store(), requests, self.encoder, self.llm)
+        return run_searches(store, requests, self.encoder, self.llm)
 
     @staticmethod
     def parse_queries(content: str, *, source: str, **defaults: Any) -> builtins.list[SearchRequest]:

@@ -182,3 +182,11 @@ def test_vectors_of_the_wrong_length_say_to_reindex(db: Path) -> None:
 
 def test_parse_time_keeps_ordinary_moments() -> None:
     assert parse_time("2024-05-01T13:56:00+02:00") == datetime(2024, 5, 1, 11, 56, tzinfo=UTC)
+
+
+def test_a_search_of_a_missing_store_says_so_before_preparing_any_model(tmp_path: Path) -> None:
+    cache = tmp_path / "fresh-cache"  # no model export yet: preparing one would take seconds
+    done = run_cli("search", "hello", "--db", str(tmp_path / "missing.db"), MEMSEARCH_CACHE_DIR=str(cache))
+    err = _refused(done, ERROR, "no memsearch store")
+    assert "preparing" not in err
+    assert not (cache / "onnx").exists()
