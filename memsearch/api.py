@@ -30,12 +30,12 @@ from memsearch.arguments import (
 from memsearch.choices import IMPORT_FORMATS
 from memsearch.embedding import Encoder, Progress, load_encoder, resolve_model
 from memsearch.embedding.loading import EncoderLoader
-from memsearch.errors import InvalidInputError
+from memsearch.errors import InvalidInputError, StoreNotFoundError
 from memsearch.ingest import importing
 from memsearch.ingest.embed import embed_memories, near_duplicates
 from memsearch.models import Memory, NewMemory, check_changes, check_text, shown
 from memsearch.outcomes import KIND_NAMES, AddOutcome, Consolidation, ImportOutcome, ProfileInfo, Timeline
-from memsearch.paths import resolve_db_path
+from memsearch.paths import resolve_db_path, shown_location
 from memsearch.store import EVERYTHING, Scope, Store, open_store
 
 if TYPE_CHECKING:  # imported by the use cases that need them: a search loads no reader or doctor, and
@@ -243,7 +243,10 @@ class Memsearch:
         (`exists` false, no memories) and is not created."""
         if isinstance(self.path, Path) and not self.path.exists():
             return {"path": str(self.path), "exists": False, "memories": 0}
-        stats = self.store().stats()
+        try:
+            stats = self.store().stats()
+        except StoreNotFoundError:  # a database without memsearch's tables yet
+            return {"path": shown_location(self.path), "exists": False, "memories": 0}
         return {"path": stats.pop("path"), "exists": True, **stats}
 
     def doctor(self) -> DoctorReport:

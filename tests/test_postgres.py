@@ -682,3 +682,13 @@ def test_a_first_import_with_keys_into_a_new_database_creates_the_store(
     assert first.exit_code == 0, first.stderr
     again = runner.invoke(app, ["import", str(source), "--db", pg_url])
     assert again.exit_code == 1 and "line 1: a memory with key 'deploy-key' exists already" in again.stderr
+
+
+def test_stats_of_an_empty_database_say_so_and_exit_0_like_sqlite(pg_url: str) -> None:
+    done = CliRunner().invoke(app, ["stats", "--db", pg_url, "-f", "json"])
+    assert done.exit_code == 0, done.output
+    document = json.loads(done.stdout)
+    assert document["exists"] is False and document["memories"] == 0
+    assert "password" not in document["path"]
+    with Memsearch(pg_url) as ms, pytest.raises(StoreNotFoundError):  # and nothing was created
+        ms.store()
