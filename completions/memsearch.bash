@@ -54,7 +54,7 @@ _memsearch_list() {
         --db) _memsearch_paths -f; return ;;
         -k|-n|--limit|--offset|--project|--namespace|-t|--tag|--since|--until|--conversation|--role|--session) return ;;
     esac
-    _memsearch_reply -W '-k -n --limit --offset --project --namespace -t --tag --since --until --kind --conversation --role --session -f --format --db -h --help'
+    _memsearch_reply -W '-k -n --limit --offset --all --project --namespace -t --tag --since --until --kind --conversation --role --session -f --format --db -h --help'
 }
 
 _memsearch_delete() {

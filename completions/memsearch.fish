@@ -30,7 +30,7 @@ complete -c memsearch -n __fish_memsearch_using -a add -d 'Add one memory and pr
 complete -c memsearch -n __fish_memsearch_using -a import -d 'Import memories or conversations: every one is stored, or none is...'
 complete -c memsearch -n __fish_memsearch_using -a search -d 'Search memories (through a running `memsearch serve` of the same store when...'
 complete -c memsearch -n __fish_memsearch_using -a get -d 'Show one memory.'
-complete -c memsearch -n __fish_memsearch_using -a list -d 'List memories, newest first.'
+complete -c memsearch -n __fish_memsearch_using -a list -d 'List memories, newest first; says on stderr when the limit left some out.'
 complete -c memsearch -n __fish_memsearch_using -a delete -d 'Delete memories: all of them, or none if any is not found.'
 complete -c memsearch -n __fish_memsearch_using -a stats -d 'Show what the store holds.'
 complete -c memsearch -n __fish_memsearch_using -a path -d 'Print where the store is (it need not exist yet; a URL without its password).'
@@ -120,6 +120,7 @@ complete -c memsearch -n '__fish_memsearch_using get' -s h -l help -d 'Show this
 
 complete -c memsearch -n '__fish_memsearch_using list' -s k -s n -l limit -x -d 'At most this many (0: all).'
 complete -c memsearch -n '__fish_memsearch_using list' -l offset -x -d 'Skip this many first.'
+complete -c memsearch -n '__fish_memsearch_using list' -l all -d 'Every memory in scope (as --limit 0).'
 complete -c memsearch -n '__fish_memsearch_using list' -l project -x -d 'Only memories of this project.'
 complete -c memsearch -n '__fish_memsearch_using list' -l namespace -x -d 'Only memories of this namespace.'
 complete -c memsearch -n '__fish_memsearch_using list' -s t -l tag -x -d 'Only memories with this tag (repeat: all of them).'

@@ -221,6 +221,11 @@ class Memsearch:
         refs = check_refs(refs)
         return [self.get(self.resolve(ref, by_key=by_key) if isinstance(ref, str) else ref) for ref in refs]
 
+    def count(self, scope: Scope = EVERYTHING) -> int:
+        """How many memories are in scope (what `list` would show without a limit)."""
+        check_scope(scope)
+        return self.store().count(scope)
+
     def list(self, scope: Scope = EVERYTHING, limit: int | None = None, offset: int = 0) -> builtins.list[Memory]:
         check_scope(scope)
         # A limit or offset past any store's size means "all" or "none": clamped, not refused.

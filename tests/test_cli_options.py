@@ -183,3 +183,18 @@ def test_explain_through_a_server_with_a_profile_this_machine_lacks(tmp_path: Pa
         assert server.stop() == 0
     assert "through the server" in result.stderr
     assert "far_meaning leg" in result.stdout and "cosine (vector@context)" in result.stdout
+
+
+def test_list_says_when_its_limit_left_memories_out_and_all_lists_them(tmp_path: Path) -> None:
+    db = str(tmp_path / "l.db")
+    for text in ("one", "two", "three"):
+        assert runner.invoke(app, ["add", text, "--db", db, "--tag", "t"]).exit_code == 0
+    short = runner.invoke(app, ["list", "-n", "2", "--db", db, "-f", "jsonl"])
+    assert short.exit_code == 0 and len(short.stdout.splitlines()) == 2
+    assert "2 of 3 memories (--limit N or --all for more)" in short.stderr
+    paged = runner.invoke(app, ["list", "-n", "1", "--offset", "1", "--db", db, "-f", "jsonl"])
+    assert "2–2 of 3 memories" in paged.stderr
+    every = runner.invoke(app, ["list", "--all", "-n", "2", "--db", db, "-f", "jsonl"])
+    assert len(every.stdout.splitlines()) == 3 and every.stderr == ""
+    enough = runner.invoke(app, ["list", "-n", "3", "--tag", "t", "--db", db, "-f", "jsonl"])
+    assert len(enough.stdout.splitlines()) == 3 and enough.stderr == ""

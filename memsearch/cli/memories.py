@@ -187,6 +187,7 @@ def get(ref: RefArgument, key: KeyOption = False, fmt: FormatOption = "table", d
 def list_(
     limit: Annotated[int, typer.Option("--limit", "-n", "-k", help="At most this many (0: all).", min=0)] = 20,
     offset: Annotated[int, typer.Option("--offset", help="Skip this many first.", min=0)] = 0,
+    every: Annotated[bool, typer.Option("--all", help="Every memory in scope (as --limit 0).")] = False,
     project: ProjectOption = None,
     namespace: NamespaceOption = None,
     tag: TagOption = None,
@@ -199,13 +200,19 @@ def list_(
     fmt: FormatOption = "table",
     db: DbOption = None,
 ) -> None:
-    """List memories, newest first."""
+    """List memories, newest first; says on stderr when the limit left some out."""
     from memsearch.cli.render import render_memories
     from memsearch.retrieval.request import scope_from_fields
 
     scope = scope_from_fields(**filters(project, namespace, tag, since, until, kind, conversation, role, session))
+    limit = 0 if every else limit
     with open_memsearch(db) as ms:
-        render_memories(ms.list(scope, limit=limit or None, offset=offset), str(fmt))
+        memories = ms.list(scope, limit=limit or None, offset=offset)
+        total = ms.count(scope) if limit and len(memories) == limit else None
+        render_memories(memories, str(fmt))
+    if total is not None and total > offset + len(memories):
+        shown = f"{offset + 1}–{offset + len(memories)}" if offset else str(len(memories))
+        messages().print(f"{shown} of {total} memories (--limit N or --all for more)", markup=False)
 
 
 def delete(
