@@ -5,6 +5,17 @@ from __future__ import annotations
 from enum import IntEnum
 
 
+def short_repr(value: object, limit: int = 40) -> str | None:
+    """`repr(value)` when it fits in an error message's one line (at most `limit` characters, no
+    line break), else None; also None when the repr itself fails (a caller's object, an int too
+    long to print)."""
+    try:
+        text = repr(value)
+    except Exception:
+        return None
+    return text if len(text) <= limit and "\n" not in text else None
+
+
 class ExitCode(IntEnum):
     OK = 0
     ERROR = 1

@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any, get_origin, get_type_hints
 
 from memsearch.choices import KINDS
-from memsearch.errors import InvalidInputError, TextTooLongError
+from memsearch.errors import InvalidInputError, TextTooLongError, short_repr
 from memsearch.operations import MAX_TEXT_CHARS, MEMORY_NAMES
 from memsearch.timeutil import parse_time, to_iso
 
@@ -263,11 +263,8 @@ def check_text(name: str, value: object) -> str:
 
 def shown(value: object) -> str:
     """A value for a one-line error message: its type, and the value itself when short."""
-    try:
-        text = repr(value)
-    except Exception:  # a caller's object whose repr fails (or is too long an int to print)
-        text = "\n"
-    return f"{type(value).__name__} {text}" if len(text) <= 40 and "\n" not in text else f"a {type(value).__name__}"
+    text = short_repr(value)
+    return f"{type(value).__name__} {text}" if text is not None else f"a {type(value).__name__}"
 
 
 def normalise_tags(tags: Iterable[str] | str) -> tuple[str, ...]:

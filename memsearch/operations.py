@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memsearch.choices import GRANULARITIES, IMPORT_FORMATS, KINDS, MODES, RERANK_METHODS
-from memsearch.errors import InvalidInputError
+from memsearch.errors import InvalidInputError, short_repr
 
 MAX_K = 1000  # the most results a search returns
 MAX_QUERY_CHARS = 4_000  # a query longer than this is not a question; refused before embedding
@@ -46,8 +46,8 @@ def parse_ref(ref: object, *, field: str = "ref") -> int | str:
 
 
 def _shown(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else f"a {type(value).__name__}"
+    text = short_repr(value)
+    return text if text is not None else f"a {type(value).__name__}"
 
 
 @dataclass(frozen=True)

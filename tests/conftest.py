@@ -14,6 +14,7 @@ import pytest
 
 from memsearch.api import Memsearch
 from memsearch.embedding import Encoder, load_encoder, resolve_model
+from tests.serving import Served, start_server
 
 T0 = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
 
@@ -99,3 +100,13 @@ def store_location(request: pytest.FixtureRequest, db_path: Path) -> Path | str:
     if request.param == "sqlite":
         return db_path
     return new_pg_database(request.getfixturevalue("pg_server"))
+
+
+@pytest.fixture
+def served(db_path: Path, encoder: Encoder) -> Iterator[Served]:  # encoder: the model export exists
+    """A real `memsearch serve` of the test's store, stopped after the test."""
+    server = start_server(db_path)
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -20,7 +20,7 @@ from memsearch.embedding import Encoder
 from memsearch.errors import InvalidInputError
 from memsearch.models import NewMemory
 from memsearch.profiles import load_profile
-from memsearch.retrieval.request import request_from_fields, scope_from_fields
+from memsearch.retrieval.request import REQUEST_NAMES, request_from_fields, scope_from_fields
 from memsearch.timeutil import EARLIEST, parse_moment
 
 DATA = Path(__file__).parent / "data"
@@ -223,3 +223,18 @@ def test_ndjson_prints_one_hit_a_line(chat_cli: None, tmp_path: Path) -> None:
     assert [json.loads(line)["query"] for line in batch.stdout.splitlines()] == ["ferns", "cactus", "cactus"]
     listed = runner.invoke(app, ["list", "-f", "ndjson", "-n", "2"])
     assert len(listed.stdout.splitlines()) == 2
+
+
+def test_a_request_goes_to_its_json_fields_and_back_unchanged() -> None:
+    """What the CLI sends a server (`to_fields`) is read back as the same request, every field set."""
+    request = request_from_fields(
+        "deploy key",
+        k=7, mode="hybrid", profile="cems", tau_days=30.0, granularity="session", max_tokens=500,
+        as_of="2024-05-08T15:30:00Z", touch=False, boost=["tag:ops=2", "project:web"], rerank="deterministic",
+        max_ms=900, project="web", namespace="personal", tags=["ops", "keys"], since="7d", until="yesterday",
+        kinds=["note", "turn"], conversation="c1", roles=["user"], sessions=["s1", "s2"],
+    )  # fmt: skip
+    fields = request.to_fields()
+    assert set(fields) == {"query", *REQUEST_NAMES}  # every field set above is carried
+    assert request_from_fields(**fields) == request
+    assert request_from_fields("q").to_fields() == {"query": "q", "mode": "auto", "granularity": "turn", "touch": True}

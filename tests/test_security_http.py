@@ -24,15 +24,6 @@ FOREIGN_HOSTS = ["evil.example", "127.0.0.1.nip.io:{port}", "", "localhost.evil.
 LOOPBACK_HOSTS = ["127.0.0.1:{port}", "localhost:{port}", "[::1]:{port}", "LOCALHOST", "127.0.0.1"]
 
 
-@pytest.fixture
-def served(db_path: Path, encoder: Encoder) -> Iterator[Served]:  # encoder: the model export exists
-    server = start_server(db_path)
-    try:
-        yield server
-    finally:
-        server.stop()
-
-
 def _stored(server: Served) -> int:
     reply = server.request("GET", "/stats")
     assert reply.status == 200, reply.body

@@ -8,7 +8,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -27,15 +26,6 @@ NOTES: list[dict[str, Any]] = [
 ]
 JSONL = {"Content-Type": "application/x-ndjson"}
 JSON = {"Content-Type": "application/json"}
-
-
-@pytest.fixture
-def served(db_path: Path, encoder: Encoder) -> Iterator[Served]:  # encoder: the model export exists
-    server = start_server(db_path)
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def _fill(server: Served, token: str | None = None) -> list[int]:

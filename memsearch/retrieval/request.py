@@ -105,31 +105,21 @@ class SearchRequest:
         """The request as the search operation's JSON fields (what the CLI sends a server):
         `request_from_fields(**request.to_fields())` is the same request. A profile given as an
         object has no JSON form and is left out."""
-        scope = self.scope
-        fields: dict[str, Any] = {
-            "query": self.query,
-            "k": self.k,
-            "mode": self.mode,
-            "profile": self.profile if isinstance(self.profile, str) else None,
-            "tau_days": self.tau_days,
-            "granularity": self.granularity,
-            "max_tokens": self.max_tokens,
-            "as_of": to_iso(self.as_of) if self.as_of else None,
-            "touch": self.touch,
-            "boost": [str(boost) for boost in self.boosts] or None,
-            "rerank": self.rerank,
-            "max_ms": self.max_ms,
-            "project": scope.project,
-            "namespace": scope.namespace,
-            "tags": list(scope.tags) or None,
-            "since": to_iso(scope.since) if scope.since else None,
-            "until": to_iso(scope.until) if scope.until else None,
-            "kinds": list(scope.kinds) or None,
-            "conversation": scope.conversation,
-            "roles": list(scope.roles) or None,
-            "sessions": list(scope.sessions) or None,
-        }
-        return {name: value for name, value in fields.items() if value is not None}
+        values: dict[str, Any] = {name: getattr(self.scope, name) for name in SCOPE_NAMES}
+        values.update((name, getattr(self, name)) for name in REQUEST_NAMES if hasattr(self, name))
+        values["boost"] = self.boosts
+        values["profile"] = self.profile if isinstance(self.profile, str) else None
+        fields = {name: _json_value(values[name]) for name in REQUEST_NAMES}
+        return {"query": self.query} | {name: value for name, value in fields.items() if value is not None}
+
+
+def _json_value(value: Any) -> Any:
+    """A request value as JSON: a time in ISO-8601, a tuple as a list (None when empty)."""
+    if isinstance(value, datetime):
+        return to_iso(value)
+    if isinstance(value, tuple):
+        return [str(item) for item in value] or None  # a Boost prints as tag:NAME=FACTOR
+    return value
 
 
 def _moment(field: str, value: object, now: datetime) -> datetime | None:
