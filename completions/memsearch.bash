@@ -34,9 +34,9 @@ _memsearch_search() {
         -f|--format) _memsearch_reply -W 'table json jsonl ndjson csv'; return ;;
         --db) _memsearch_paths -f; return ;;
         --model) _memsearch_paths -d; return ;;
-        -k|-n|--limit|--as-of|--tau|-p|--profile|--max-tokens|--boost|--max-ms|--project|--namespace|-t|--tag|--since|--until|--conversation|--role|--session|--server) return ;;
+        -k|-n|--limit|--min-score|--as-of|--tau|-p|--profile|--max-tokens|--boost|--max-ms|--project|--namespace|-t|--tag|--since|--until|--conversation|--role|--session|--server) return ;;
     esac
-    if [[ $cur == -* ]]; then _memsearch_reply -W '-k -n --limit -m --mode --raw --explain --as-of --tau -p --profile -g --granularity --max-tokens --no-touch --boost --rerank --max-ms --queries --project --namespace -t --tag --since --until --kind --conversation --role --session -f --format --db --model --server --no-server -h --help'; fi
+    if [[ $cur == -* ]]; then _memsearch_reply -W '-k -n --limit -m --mode --min-score --raw --explain --as-of --tau -p --profile -g --granularity --max-tokens --no-touch --boost --rerank --max-ms --queries --project --namespace -t --tag --since --until --kind --conversation --role --session -f --format --db --model --server --no-server -h --help'; fi
 }
 
 _memsearch_get() {

@@ -85,6 +85,7 @@ complete -c memsearch -n '__fish_memsearch_using import' -F
 
 complete -c memsearch -n '__fish_memsearch_using search' -s k -s n -l limit -x -d 'How many results (default: the profile\'s).'
 complete -c memsearch -n '__fish_memsearch_using search' -s m -l mode -x -a 'auto vector hybrid lexical' -d 'auto picks vector or hybrid per query and says why.'
+complete -c memsearch -n '__fish_memsearch_using search' -l min-score -x -d 'Keep only results scoring at least this (the score column); see --raw for the rest.'
 complete -c memsearch -n '__fish_memsearch_using search' -l raw -d 'Also show every candidate before filtering, with why it was dropped.'
 complete -c memsearch -n '__fish_memsearch_using search' -l explain -d 'Show each result\'s leg ranks, fusion, factors and final score.'
 complete -c memsearch -n '__fish_memsearch_using search' -l as-of -x -d 'The \'now\' for time decay and relative times: ISO-8601, or 7d, 2w, 3h, 30m, 3mo, 1y, today, yesterday ago.'

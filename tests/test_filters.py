@@ -229,7 +229,7 @@ def test_a_request_goes_to_its_json_fields_and_back_unchanged() -> None:
     """What the CLI sends a server (`to_fields`) is read back as the same request, every field set."""
     request = request_from_fields(
         "deploy key",
-        k=7, mode="hybrid", profile="cems", tau_days=30.0, granularity="session", max_tokens=500,
+        k=7, min_score=0.02, mode="hybrid", profile="cems", tau_days=30.0, granularity="session", max_tokens=500,
         as_of="2024-05-08T15:30:00Z", touch=False, boost=["tag:ops=2", "project:web"], rerank="deterministic",
         max_ms=900, project="web", namespace="personal", tags=["ops", "keys"], since="7d", until="yesterday",
         kinds=["note", "turn"], conversation="c1", roles=["user"], sessions=["s1", "s2"],

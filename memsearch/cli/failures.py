@@ -110,6 +110,7 @@ OPTION_OF_FIELD = {
     "roles": "--role",
     "sessions": "--session",
     "k": "--limit",
+    "min_score": "--min-score",
     "boost": "--boost",
     "rerank": "--rerank",
     "max_ms": "--max-ms",

@@ -40,6 +40,12 @@ def search(
     mode: Annotated[
         Mode, typer.Option("--mode", "-m", help="auto picks vector or hybrid per query and says why.")
     ] = "auto",
+    min_score: Annotated[
+        float | None,
+        typer.Option(
+            "--min-score", help="Keep only results scoring at least this (the score column); see --raw for the rest."
+        ),
+    ] = None,
     raw: Annotated[
         bool, typer.Option("--raw", help="Also show every candidate before filtering, with why it was dropped.")
     ] = False,
@@ -119,6 +125,7 @@ def search(
     template = request_from_fields(
         query if query is not None else "(queries)",
         k=k,
+        min_score=min_score,
         mode=str(mode),
         granularity=str(granularity),
         max_tokens=max_tokens,

@@ -30,7 +30,7 @@ from memsearch.retrieval.legs import Recall, build_candidates, choose_route, nam
 from memsearch.retrieval.request import SearchRequest
 from memsearch.retrieval.routing import Route, detect_intents
 from memsearch.retrieval.scoring import QueryFacts
-from memsearch.retrieval.select import select
+from memsearch.retrieval.select import keep_min_score, select
 from memsearch.retrieval.sessions import expand_neighbours, session_support
 from memsearch.retrieval.stage_runner import StageRunner
 from memsearch.store.base import Scope, SearchBackend, Store
@@ -122,6 +122,7 @@ class SearchRun:
 
     def outcome(self, candidates: list[Candidate]) -> SearchOutcome:
         profile = self.fused_profile[-1] if self.fused_profile else self.profile
+        candidates = keep_min_score(candidates, self.request.min_score)  # on the scores as finally shown
         return SearchOutcome(
             self.request, self.route, profile, self.now, candidates, self.embedded_query(),
             stages=[t.to_dict() for t in self.stages.trace], expansions=list(self.expansions),

@@ -79,11 +79,12 @@ class SearchRequest:
     max_ms: int | None = None  # latency budget: LLM stages that would not fit are skipped
     profile: Profile | str | None = None  # a profile or its name; None: the default profile
     tau_days: float | None = None  # the profile's time-decay constant, changed for this search
+    min_score: float | None = None  # results must score (final score) at least this; None: no floor
 
     def __post_init__(self) -> None:
         if not isinstance(self.query, str) or not self.query.strip():
             raise InvalidInputError("the query is empty; say what to search for")
-        for name in ("k", "mode", "max_tokens", "granularity", "rerank", "max_ms", "tau_days"):
+        for name in ("k", "mode", "max_tokens", "granularity", "rerank", "max_ms", "tau_days", "min_score"):
             SEARCH.field(name).check(getattr(self, name))
         if self.mode is None or self.granularity is None:
             raise InvalidInputError("mode and granularity must be given")
@@ -185,6 +186,7 @@ def request_from_fields(query: object, **fields: object) -> SearchRequest:
         max_ms=checked.get("max_ms"),
         profile=profile,  # type: ignore[arg-type]
         tau_days=checked.get("tau_days"),
+        min_score=checked.get("min_score"),
     )
 
 

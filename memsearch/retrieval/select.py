@@ -42,6 +42,31 @@ def drop_below(candidates: Sequence[Candidate], threshold: float) -> list[Candid
     ]
 
 
+MIN_SCORE_REASON = "below min_score"
+
+
+def keep_min_score(candidates: Sequence[Candidate], min_score: float | None) -> list[Candidate]:
+    """The request's relevance floor, on the final score the results show: a result below it is
+    dropped, and so is a context row of a dropped result (a neighbour shown for it, which has no
+    score of its own); the live ones stay first, in order."""
+    if min_score is None:
+        return list(candidates)
+    dropped: set[int] = set()
+    out = []
+    for candidate in candidates:
+        if candidate.dropped is None:
+            context_of = candidate.selection.get("context_of")
+            if context_of is not None:
+                if context_of in dropped:
+                    candidate = candidate.drop(f"{MIN_SCORE_REASON} (context of id {context_of})")
+            elif candidate.final < min_score:
+                candidate = candidate.drop(f"{MIN_SCORE_REASON} ({candidate.final:.4g} < {min_score:g})")
+            if candidate.dropped is not None:
+                dropped.add(candidate.id)
+        out.append(candidate)
+    return [c for c in out if c.dropped is None] + [c for c in out if c.dropped is not None]
+
+
 def drop_exact_duplicates(ranked: Sequence[Candidate]) -> list[Candidate]:
     """Keep the best-ranked memory of each identical text; mark the others."""
     kept: dict[str, int] = {}
