@@ -17,13 +17,25 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from memsearch.cli.consoles import stdout_console
-from memsearch.cli.literal import literal, one_line
+from memsearch.cli.literal import literal, literal_marked, one_line
 
 if TYPE_CHECKING:  # Rich is imported when a table is drawn (machine output never loads it)
     from rich.console import Console, JustifyMethod
     from rich.text import Text
 
 Role = Literal["key", "text", "meta"]
+MATCH_STYLE = "bold red"  # the words a search matched, as rg and grep show them
+
+
+@dataclass(frozen=True)
+class Marked:
+    """A stored text with ranges to highlight (offsets into `text`, see memsearch.store.matches):
+    a table styles them MATCH_STYLE and previews the text around the first; plain text is the text."""
+
+    text: str
+    spans: Sequence[tuple[int, int]] = ()
+
+
 # A cell: a stored or computed value shown literally, optionally with a style.
 Cell = object | tuple[object, str]
 
@@ -107,6 +119,16 @@ def _split(cell: Cell) -> tuple[object, str]:
     return cell if isinstance(cell, tuple) else (cell, "")
 
 
+def _plain(value: object) -> object:
+    return value.text if isinstance(value, Marked) else value
+
+
+def _shown(value: object, style: str, limit: int | None) -> Text:
+    if isinstance(value, Marked):
+        return literal_marked(value.text, value.spans, style=style, mark=MATCH_STYLE, limit=limit)
+    return literal(value, style=style, limit=limit)
+
+
 def print_grid(
     columns: Sequence[Column],
     rows: Sequence[Sequence[Cell]],
@@ -122,12 +144,12 @@ def print_grid(
     console = console or stdout_console()
     if not console.is_terminal:
         lines = ["\t".join(c.header for c in columns)] if show_header else []
-        lines += ["\t".join(one_line(_split(cell)[0]) for cell in row) for row in rows]
+        lines += ["\t".join(one_line(_plain(_split(cell)[0])) for cell in row) for row in rows]
         sys.stdout.write("".join(line + "\n" for line in lines))
         return
     cells = [
         [
-            literal(value, style=style, limit=TEXT_PREVIEW if column.role == "text" else None)
+            _shown(value, style, TEXT_PREVIEW if column.role == "text" else None)
             for (value, style), column in zip(map(_split, row), columns, strict=True)
         ]
         for row in rows

@@ -10,6 +10,7 @@ escape, `\\x1b` or `\\u202e`. JSON output keeps the real text.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # Rich is imported when a table is drawn (machine output never loads it)
@@ -39,6 +40,62 @@ def one_line(value: object, limit: int | None = None) -> str:
     if limit is not None and len(flat) > limit:
         flat = flat[: limit - 1] + "…"
     return visible(flat)
+
+
+def one_line_offsets(text: str, limit: int | None = None) -> tuple[str, list[int]]:
+    """`one_line(text, limit)` and, for each offset into `text` (0 to its length), the offset in
+    the line where that character begins (or would have, for one folded away or cut off)."""
+    pieces = list(text)  # what each character shows as: a run of white space shows as one space
+    for run in _BLANKS.finditer(text):
+        pieces[run.start() : run.end()] = [" "] + [""] * (run.end() - run.start() - 1)
+    for order in (range(len(pieces)), range(len(pieces) - 1, -1, -1)):  # strip, as str.strip does
+        for i in order:
+            if pieces[i] and not pieces[i].isspace():
+                break
+            pieces[i] = ""
+    suffix = ""
+    if limit is not None and sum(1 for piece in pieces if piece) > limit:
+        kept = 0
+        for i, piece in enumerate(pieces):
+            if piece:
+                kept += 1
+                if kept > limit - 1:
+                    pieces[i] = ""
+        suffix = "…"
+    at, offset = [], 0
+    for piece in pieces:
+        at.append(offset)
+        offset += len(visible(piece))
+    at.append(offset)
+    return "".join(visible(piece) for piece in pieces) + suffix, at
+
+
+def literal_marked(
+    value: str, spans: Sequence[tuple[int, int]], *, style: str = "", mark: str, limit: int | None = None
+) -> Text:
+    """`literal(value, style=style, limit=limit)` with the characters of `spans` (offsets into
+    `value`) styled `mark`: the text stays literal, only styles are added."""
+    from rich.text import Text
+
+    value, spans = _snippet(value, spans, limit)
+    line, at = one_line_offsets(value, limit)
+    shown = Text(line, style=style)
+    for start, end in spans:
+        if 0 <= start < end <= len(value) and at[start] < at[end]:
+            shown.stylize(mark, at[start], at[end])
+    return shown
+
+
+def _snippet(value: str, spans: Sequence[tuple[int, int]], limit: int | None) -> tuple[str, list[tuple[int, int]]]:
+    """The text from a little before its first span, after "…", when the span would be cut off
+    or nearly (a preview `limit` characters long): what a search result shows is its match."""
+    first = min((start for start, _ in spans), default=0)
+    if limit is None or first < limit * 2 // 3:
+        return value, list(spans)
+    cut = first - limit // 3
+    blank = _BLANKS.search(value, cut, first)  # start at a word when one begins near
+    start = blank.end() if blank is not None else cut
+    return "…" + value[start:], [(s - start + 1, e - start + 1) for s, e in spans if s >= start]
 
 
 def multiline(text: str) -> str:

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from memsearch.cli.consoles import is_terminal, stdout_console
-from memsearch.cli.grid import Column, print_grid
+from memsearch.cli.grid import Column, Marked, print_grid
 from memsearch.cli.literal import literal, one_line
 from memsearch.cli.render import short_time, shown_path, write_output
 
@@ -79,17 +79,24 @@ def render_search(documents: Sequence[dict[str, Any]], fmt: str, *, raw: bool, e
 
 def _result_row(row: dict[str, Any]) -> tuple[Any, ...]:
     return (row["rank"], row["id"], f"{row['score']:.4f}", short_time(row["created_at"]), ", ".join(row["tags"]),
-            _located(row))  # fmt: skip
+            _marked(row))  # fmt: skip
 
 
 def _located(row: dict[str, Any]) -> str:
     """The text, after `path:line` for a memory indexed from a file (its metadata says where)."""
+    return _marked(row).text
+
+
+def _marked(row: dict[str, Any]) -> Marked:
+    """The located text with the query's matched words (`matches`, absent from an older server's
+    documents) to highlight."""
     metadata = row.get("metadata") or {}
     path, line = metadata.get("path"), metadata.get("start_line")
-    if not isinstance(path, str):
-        return str(row["text"])
-    where = shown_path(path) + (f":{line}" if isinstance(line, int) else "")
-    return f"{where}  {row['text']}"
+    where = ""
+    if isinstance(path, str):
+        where = shown_path(path) + (f":{line}" if isinstance(line, int) else "") + "  "
+    spans = [(len(where) + start, len(where) + end) for start, end in row.get("matches", ())]
+    return Marked(f"{where}{row['text']}", spans)
 
 
 def _search_lines(documents: Sequence[dict[str, Any]], *, raw: bool, explain: bool, batch: bool) -> None:
@@ -284,5 +291,5 @@ def _raw_row(candidate: dict[str, Any], legs: Sequence[str]) -> tuple[Any, ...]:
         f"{candidate['explain']['fusion']['score']:.6f}",
         f"{candidate['score']:.6f}",
         (candidate["dropped"] or "kept", "dim" if candidate["dropped"] else "green"),
-        candidate["text"],
+        Marked(candidate["text"], [(start, end) for start, end in candidate.get("matches", ())]),
     )

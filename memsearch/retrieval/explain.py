@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -12,6 +12,7 @@ from memsearch.profiles import Profile
 from memsearch.retrieval.candidates import Candidate
 from memsearch.retrieval.request import SearchRequest
 from memsearch.retrieval.routing import Route
+from memsearch.store.matches import match_offsets
 from memsearch.timeutil import to_iso
 
 SCHEMA_VERSION = 1
@@ -50,9 +51,18 @@ class SearchOutcome:
     def results(self) -> list[Candidate]:
         return [candidate for candidate in self.candidates if candidate.dropped is None]
 
+    def matches(self, candidates: Sequence[Candidate]) -> dict[int, list[tuple[int, int]]]:
+        """Where the query's words occur in each candidate's text, by memory id: [start, end)
+        offsets in code points, the words as the lexical leg matches them (see
+        memsearch.store.matches); what the front ends highlight."""
+        offsets = match_offsets(self.request.query, [candidate.memory.text for candidate in candidates])
+        return {candidate.id: spans for candidate, spans in zip(candidates, offsets, strict=True)}
+
     def to_dict(self, *, raw: bool = False, explain: bool = True) -> dict[str, Any]:
         """The JSON document of the contract (schema_version 1); scores are never rounded. `raw`
-        adds every candidate; without `explain` rows carry no score breakdown (it is long)."""
+        adds every candidate; without `explain` rows carry no score breakdown (it is long). Each
+        row's `matches` says where the query's words are in its text (see `matches`)."""
+        matches = self.matches(self.candidates if raw else self.results)
         document: dict[str, Any] = {
             "schema_version": SCHEMA_VERSION,
             "query": self.request.query,
@@ -71,13 +81,16 @@ class SearchOutcome:
             "vector_search": dict(self.vector_engines),
             "lexical_search": dict(self.lexical_engines),
             "results": [
-                {"rank": rank, **candidate_dict(candidate, self.profile, explain=explain)}
+                {"rank": rank, **candidate_dict(candidate, self.profile, matches[candidate.id], explain=explain)}
                 for rank, candidate in enumerate(self.results, start=1)
             ],
         }
         if raw:
             document["candidates"] = [
-                {**candidate_dict(candidate, self.profile, explain=explain), "dropped": candidate.dropped}
+                {
+                    **candidate_dict(candidate, self.profile, matches[candidate.id], explain=explain),
+                    "dropped": candidate.dropped,
+                }
                 for candidate in self.candidates
             ]
         return document
@@ -115,12 +128,15 @@ def explain_dict(candidate: Candidate, profile: Profile) -> dict[str, Any]:
 SCORE_PLACE = 4
 
 
-def candidate_dict(candidate: Candidate, profile: Profile, *, explain: bool = True) -> dict[str, Any]:
+def candidate_dict(
+    candidate: Candidate, profile: Profile, matches: Sequence[tuple[int, int]] = (), *, explain: bool = True
+) -> dict[str, Any]:
     memory = candidate.memory
     placed = [(f.spec.result or 0, f.name, f.to_json(getattr(memory, f.name))) for f in RESULT_FIELDS]
     placed.append((SCORE_PLACE, "score", candidate.final))
     row = {name: value for _, name, value in sorted(placed, key=lambda item: item[0])}
     row["context_of"] = candidate.selection.get("context_of")
+    row["matches"] = [[start, end] for start, end in matches]
     if explain:
         row["explain"] = explain_dict(candidate, profile)
     return row

@@ -12,6 +12,9 @@ from collections.abc import Mapping, Sequence
 from memsearch.models import LEXICAL_VIEWS, default_view_text
 from memsearch.text import WORD, gram_terms, query_grams, query_terms
 
+# The full-text tokenizer of both stores (SQLite's FTS5 table; the PostgreSQL store tokenizes with it too).
+TOKENIZER = "porter unicode61 remove_diacritics 2"
+
 # Each text searched by words (text and tags together, each lexical view) has a column of its CJK
 # bigrams and symbols (see text.gram_terms) beside it: empty for plain English text.
 GRAM_COLUMNS: dict[str | None, str] = {None: "grams", **{view: f"{view}_grams" for view in LEXICAL_VIEWS}}

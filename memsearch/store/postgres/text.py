@@ -17,9 +17,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from memsearch.store.fts import FTS_COLUMNS
-
-TOKENIZER = "porter unicode61 remove_diacritics 2"
+from memsearch.store.fts import FTS_COLUMNS, TOKENIZER
 
 # FTS5's bm25() constants (fts5_aux.c).
 K1 = 1.2
