@@ -286,11 +286,6 @@ SCOPE_NAMES = tuple(f.name for f in SCOPE_FIELDS)
 # What the search request itself holds (memsearch.retrieval.request.SearchRequest), besides the query.
 REQUEST_FIELDS: tuple[Field, ...] = (
     Field("k", "integer", "How many results; default: the profile's.", minimum=1, maximum=MAX_K),
-    Field(
-        "min_score",
-        "number",
-        "Keep only results whose score (the final score each result shows) is at least this; default: no floor.",
-    ),
     _string("mode", "auto picks vector or hybrid per query; lexical is keyword-only (BM25).", choices=MODES),
     _string("profile", "Ranking profile (default, cems, siftcoder, …); default: default."),
     Field("tau_days", "number", "Time-decay constant in days (0: no decay); default: the profile's.", minimum=0),
@@ -311,6 +306,11 @@ REQUEST_FIELDS: tuple[Field, ...] = (
         "Latency budget in ms: LLM stages that would not fit are skipped.",
         minimum=1,
         maximum=MAX_MS,
+    ),
+    Field(
+        "min_score",
+        "number",
+        "Keep only results whose score (the final score each result shows) is at least this; default: no floor.",
     ),
     *SCOPE_FIELDS,
 )
