@@ -146,10 +146,11 @@ def test_http_takes_the_floor_as_a_field_and_a_parameter(served_notes: Served) -
 
 
 def test_the_cli_sends_the_floor_to_a_server(served_notes: Served) -> None:
-    document = json.loads(
-        run("search", "deploy key vault", "--min-score", "5", "--db", str(served_notes.db), "-f", "json").stdout
-    )
-    assert document["results"] == []
+    db = ("--db", str(served_notes.db), "-f", "json")
+    sent = run("--debug", "search", "deploy key vault", "--min-score", "5", *db)
+    assert "POST /search through the server" in sent.stderr
+    assert json.loads(sent.stdout)["results"] == []
+    assert json.loads(run("search", "deploy key vault", "--min-score", "-5", *db).stdout)["results"]
 
 
 def _mcp_search(db: Path, **arguments: object) -> dict[str, object]:
