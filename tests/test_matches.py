@@ -20,6 +20,7 @@ from memsearch.cli.literal import one_line, one_line_offsets
 from memsearch.embedding import Encoder
 from memsearch.models import NewMemory
 from memsearch.retrieval.request import SearchRequest
+from memsearch.store.fts import match_phrases
 from memsearch.store.matches import match_offsets
 from memsearch.store.postgres.text import FTS_TOKENIZER
 from memsearch.text import query_grams
@@ -72,17 +73,24 @@ def test_every_occurrence_of_a_query_word_is_found_and_nothing_else(
     assert [text[start:end].lower() for start, end in spans] == [word for word, _, _ in parts if word in query_words]
 
 
-@given(st.text(max_size=200), st.text(max_size=40))
+@given(st.text(max_size=200), st.data())
 @settings(max_examples=300, deadline=None)
-def test_offsets_lie_in_the_text_and_each_slice_matches_the_query(text: str, query: str) -> None:
+def test_offsets_lie_in_the_text_and_each_slice_matches_the_query(text: str, data: st.DataObject) -> None:
+    at = data.draw(st.integers(0, len(text)))
+    pieces = [text[at : at + n] for n in range(1, 12)] + ["the", "Deploy", "東京"]
+    # Any query, or pieces of the text with more words (so that some words match).
+    query = data.draw(
+        st.one_of(st.text(max_size=40), st.builds(" ".join, st.lists(st.sampled_from(pieces), max_size=4)))
+    )
     spans = match_offsets(query, [text])[0]
     assert spans == sorted(spans)
     for (start, end), (following, _) in zip(spans, [*spans[1:], (len(text), 0)], strict=False):
         assert 0 <= start < end <= len(text) and end <= following
         piece = text[start:end]
-        # The slice is a query word as FTS5 reads them (case folded, stemmed), or CJK / symbol grams of it.
+        # The slice is a word of the query as the lexical leg asks FTS5 for it (case folded,
+        # stemmed), or CJK / symbol grams of it.
         words = FTS_TOKENIZER.phrase(piece)
-        if words and set(words) <= set(FTS_TOKENIZER.phrase(query)):
+        if words and set(words) <= {word for phrase in match_phrases(query) for word in FTS_TOKENIZER.phrase(phrase)}:
             continue
         grams = [g if not g.isascii() else chr(int(g[1:], 16)) for g in query_grams(query)]
         assert any(gram in piece for gram in grams), (piece, words)
