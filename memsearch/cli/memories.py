@@ -12,28 +12,21 @@ import typer
 
 from memsearch.cli.consoles import messages
 from memsearch.cli.options import (
-    ConversationOption,
+    NO_FILTERS,
     DbOption,
+    Filters,
     FormatOption,
     ImportFormat,
     KeyOption,
     KeysOption,
-    KindOption,
     ModelOption,
-    NamespaceOption,
     NoServerOption,
     ProfileOption,
-    ProjectOption,
     RefArgument,
     RefsArgument,
     ReplaceOption,
-    RoleOption,
     ServerOption,
-    SessionOption,
-    SinceOption,
-    TagOption,
-    UntilOption,
-    filters,
+    with_filters,
 )
 from memsearch.cli.progress import ProgressBar
 from memsearch.cli.running import open_memsearch, read_source, server_for, through
@@ -184,27 +177,19 @@ def get(ref: RefArgument, key: KeyOption = False, fmt: FormatOption = "table", d
         render_memories(ms.get_many([ref], by_key=key), str(fmt), single=True)
 
 
+@with_filters
 def list_(
     limit: Annotated[int, typer.Option("--limit", "-n", "-k", help="At most this many (0: all).", min=0)] = 20,
     offset: Annotated[int, typer.Option("--offset", help="Skip this many first.", min=0)] = 0,
     every: Annotated[bool, typer.Option("--all", help="Every memory in scope (as --limit 0).")] = False,
-    project: ProjectOption = None,
-    namespace: NamespaceOption = None,
-    tag: TagOption = None,
-    since: SinceOption = None,
-    until: UntilOption = None,
-    kind: KindOption = None,
-    conversation: ConversationOption = None,
-    role: RoleOption = None,
-    session: SessionOption = None,
+    filters: Filters = NO_FILTERS,
     fmt: FormatOption = "table",
     db: DbOption = None,
 ) -> None:
     """List memories, newest first; says on stderr when the limit left some out."""
     from memsearch.cli.render import render_memories
-    from memsearch.retrieval.request import scope_from_fields
 
-    scope = scope_from_fields(**filters(project, namespace, tag, since, until, kind, conversation, role, session))
+    scope = filters.scope()
     limit = 0 if every else limit
     with open_memsearch(db) as ms:
         memories = ms.list(scope, limit=limit or None, offset=offset)
@@ -300,16 +285,9 @@ def timeline(
         render_timeline(ms.timeline(ms.resolve(ref, by_key=key), before=before, after=after), str(fmt))
 
 
+@with_filters
 def export(
-    project: ProjectOption = None,
-    namespace: NamespaceOption = None,
-    tag: TagOption = None,
-    since: SinceOption = None,
-    until: UntilOption = None,
-    kind: KindOption = None,
-    conversation: ConversationOption = None,
-    role: RoleOption = None,
-    session: SessionOption = None,
+    filters: Filters = NO_FILTERS,
     db: DbOption = None,
 ) -> None:
     """Print memories as JSONL that `memsearch import` stores again as they are (text, key, time,
@@ -317,9 +295,7 @@ def export(
     counts, which `memsearch copy` keeps), oldest first."""
     import json
 
-    from memsearch.retrieval.request import scope_from_fields
-
-    scope = scope_from_fields(**filters(project, namespace, tag, since, until, kind, conversation, role, session))
+    scope = filters.scope()
     with open_memsearch(db) as ms:
         for record in ms.export(scope):
             sys.stdout.write(json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n")
