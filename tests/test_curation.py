@@ -153,3 +153,15 @@ def test_a_text_that_cannot_be_stored_changes_nothing(ms: Memsearch) -> None:
         with pytest.raises(error):
             ms.update(ref, text=text, importance=0.9)
     assert {m.id: (m.text, m.importance, m.content_hash) for m in ms.list()} == before
+
+
+def test_an_edited_memorys_old_text_is_in_no_file_of_the_store(db_path: Path, encoder: Encoder) -> None:
+    from tests.test_secrets_at_rest import SECRET as PASSWORD
+    from tests.test_secrets_at_rest import files_holding
+
+    with Memsearch(db_path, encoder=encoder) as ms:
+        memory_id = ms.add(NewMemory(f"the vault password is {PASSWORD}", key="vault")).id
+        assert files_holding(db_path.parent, PASSWORD)
+        ms.update(memory_id, text="the vault password was rotated")
+        assert not files_holding(db_path.parent, PASSWORD), "the old text left in the open store's files"
+    assert not files_holding(db_path.parent, PASSWORD)
