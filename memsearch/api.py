@@ -339,15 +339,14 @@ class Memsearch:
         views and its session's, see `curation.edit_text`); the text is written first."""
         text = changes.pop("text", None)
         checked = check_changes(changes)
-        if text is not None:
-            check_text("text", text)
+        if text is not None and not isinstance(text, str):
+            raise InvalidInputError(f"must be a string, not {shown(text)}", field="text")
         memory = self.get(ref)
         store = self.store()
         if text is not None and text != memory.text:
             from memsearch.curation import edit_text
 
-            assert isinstance(text, str)
-            edit_text(self, memory, text)
+            edit_text(self, memory, check_text("text", text))
         return store.update(memory.id, checked) if checked else store.get(memory.id)
 
     def set_pinned(self, refs: Sequence[int | str], pinned: bool) -> builtins.list[int]:
