@@ -17,6 +17,7 @@ from memsearch.models import NewMemory
 from memsearch.operations import MAX_TEXT_CHARS
 from memsearch.retrieval.request import SearchRequest
 from memsearch.store import Scope
+from tests.serving import Served
 from tests.test_delete import SECRET, chat_jsonl
 
 
@@ -165,3 +166,37 @@ def test_an_edited_memorys_old_text_is_in_no_file_of_the_store(db_path: Path, en
         ms.update(memory_id, text="the vault password was rotated")
         assert not files_holding(db_path.parent, PASSWORD), "the old text left in the open store's files"
     assert not files_holding(db_path.parent, PASSWORD)
+
+
+def test_the_mcp_delete_tool_takes_the_filters(ms: Memsearch) -> None:
+    from memsearch.server.mcp import TOOL_BY_NAME, tool_message
+
+    ids = notes(ms)
+    tool = TOOL_BY_NAME["mem_delete"]
+    assert tool.run(ms, {"tags": ["ops"], "dry_run": True}) == {"would_delete": [ids["rotate"], ids["vault"]]}
+    assert tool.run(ms, {"refs": ["vault"], "dry_run": True}) == {"would_delete": [ids["vault"]]}
+    assert ms.count() == 5
+    for arguments, words in (
+        ({}, "argument 'refs' are missing"),
+        ({"refs": [1], "tags": ["ops"]}, "argument 'refs' and filters"),
+        ({"tags": "ops", "everything": "yes"}, "argument 'everything' must be true or false"),
+    ):
+        with pytest.raises(InvalidInputError) as refused:
+            tool.run(ms, arguments)
+        assert tool_message(refused.value).startswith(words)
+    assert tool.run(ms, {"tags": ["ops"], "project": "work"}) == {"deleted": [ids["rotate"]]}
+    assert tool.run(ms, {"refs": ["vault"]}) == {"deleted": [ids["vault"]]}
+    assert tool.run(ms, {"everything": True}) == {"deleted": [ids["untagged"], ids["milk"], ids["lunch"]]}
+    assert ms.count() == 0
+
+
+def test_http_deletes_by_filter(served: Served) -> None:
+    for text, tags in (("deploy key in the vault", ["ops"]), ("lunch on friday", ["food"]), ("rotate keys", ["ops"])):
+        assert served.request("POST", "/add", {"text": text, "tags": tags}).status == 200
+    assert served.request("DELETE", "/memories?tag=ops&dry_run=true").json() == {"would_delete": [3, 1]}
+    refused = served.request("DELETE", "/memories")
+    assert refused.status == 400 and "refs are missing" in refused.json()["error"]
+    assert served.request("DELETE", "/memories/2?tag=ops").status == 400
+    assert served.request("DELETE", "/memories?tag=ops").json() == {"deleted": [3, 1]}
+    assert served.request("GET", "/stats").json()["memories"] == 1
+    assert served.request("DELETE", "/memories/2").json() == {"deleted": [2]}
