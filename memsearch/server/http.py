@@ -253,7 +253,7 @@ async def delete_memory(service: Service, request: Request) -> Any:
     return await service.call(lambda: delete_by_fields(service.ms, fields))
 
 
-async def delete_memories(service: Service, request: Request) -> Any:
+async def delete_matching(service: Service, request: Request) -> Any:
     fields = DELETE.from_query(parameters(request))
     return await service.call(lambda: delete_by_fields(service.ms, fields))
 
@@ -313,7 +313,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint(
         "DELETE",
         "/memories",
-        delete_memories,
+        delete_matching,
         DELETE.summary,
         query=DELETE,
         returns="{deleted: [id]}; with dry_run, {would_delete: [id]}",
