@@ -71,9 +71,10 @@ def rebuilt_sessions(
             old, new = turn_views(before, turns.index(turn)), turn_views(after, i)
             if old != new or turn.id in edited:
                 named: dict[str, str | None] = {view: new.get(view) for view in SESSION_VIEWS}
-                if turn.id in edited:  # facets were found in the old text
-                    named |= {f"facet_{facet}": None for facet in FACETS}
-                rebuilt.append((replace(turn, text=after[i]), NewMemory(after[i], kind="turn", views=new), named))
+                rebuilt_turn = NewMemory(after[i], kind="turn", views=new)
+                if turn.id in edited:  # its facets, if it has them, are found in its new text
+                    rebuilt_turn = _with_new_facets(target, store, turn.id, rebuilt_turn, named)
+                rebuilt.append((replace(turn, text=after[i]), rebuilt_turn, named))
         for parent in sorted({turn.parent_id for turn in turns if turn.parent_id is not None} - gone):
             chunk = store.get(parent)
             if not after:
@@ -86,6 +87,21 @@ def rebuilt_sessions(
                  {view: None for view in SESSION_VIEWS})
             )  # fmt: skip
     return _rewrites(target, store, rebuilt), emptied
+
+
+def _with_new_facets(
+    target: Library, store: Store, memory_id: int, turn: NewMemory, named: dict[str, str | None]
+) -> NewMemory:
+    """`turn` with the facet views of its new text when the stored turn had facets (`import
+    --facets`); every facet is named in `named`, so the old ones go."""
+    facets = [f"facet_{facet}" for facet in FACETS]
+    if not set(facets) & set(store.view_names(memory_id)):
+        return turn
+    from memsearch.ingest.conversations import with_facets
+
+    (turn,) = with_facets([turn], target.encoder())
+    named |= {view: turn.views.get(view) for view in facets}
+    return turn
 
 
 def _rewrites(

@@ -200,3 +200,26 @@ def test_http_deletes_by_filter(served: Served) -> None:
     assert served.request("DELETE", "/memories?tag=ops").json() == {"deleted": [3, 1]}
     assert served.request("GET", "/stats").json()["memories"] == 1
     assert served.request("DELETE", "/memories/2").json() == {"deleted": [2]}
+
+
+def test_an_edited_turn_with_facets_gets_the_facets_of_its_new_text(
+    store_location: Path | str, encoder: Encoder
+) -> None:
+    turns = [("user", "I love hiking in the mountains."), ("assistant", "That sounds wonderful.")]
+    chat = "\n".join(
+        json.dumps({"session": "s1", "role": role, "text": text, "created_at": f"2024-05-01T10:0{n}:00Z"})
+        for n, (role, text) in enumerate(turns)
+    )
+    with Memsearch(store_location, encoder=encoder) as ms:
+        ms.store(create=True)
+        ms.import_text(chat, source="chat.jsonl", fmt="chat", facets=True)
+        turn = next(m for m in ms.list(Scope(kinds=("turn",), roles=("user",))))
+
+        def facets() -> dict[str, str]:
+            views = ms.store().views_with_vectors()
+            return {view: text for i, view, text in views if i == turn.id and view.startswith("facet_")}
+
+        assert facets() == {"facet_preferences": "user: I love hiking in the mountains."}
+        ms.update(turn.id, text="user: I ran a marathon yesterday.")
+        assert facets() == {"facet_events": "user: I ran a marathon yesterday."}
+        assert ms.store().view_names(turn.id) == ["context", "facet_events", "next"]

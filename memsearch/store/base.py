@@ -253,6 +253,10 @@ class Store(SearchBackend, Protocol):
         """The turns of one session, in order."""
         ...
 
+    def view_names(self, memory_id: int) -> builtins.list[str]:
+        """The vector views stored for one memory, by name."""
+        ...
+
     def views_with_vectors(self) -> builtins.list[tuple[int, str, str]]:
         """(memory id, view, text) of every stored vector view."""
         ...

@@ -479,6 +479,11 @@ class SQLStore:
     def vector_count(self) -> int:
         return int(self._db.execute("SELECT count(*) FROM vectors").fetchone()[0])
 
+    def view_names(self, memory_id: int) -> builtins.list[str]:
+        """The vector views stored for one memory, by name."""
+        sql = f"SELECT view FROM views WHERE memory_id = {self.dialect.mark} ORDER BY view"
+        return [view for (view,) in self._db.execute(sql, (memory_id,))]
+
     def views_with_vectors(self) -> builtins.list[tuple[int, str, str]]:
         """(memory id, view, text) of every stored vector view, for reindex."""
         rows = self._db.execute("SELECT memory_id, view, text FROM views ORDER BY memory_id, view")
