@@ -30,7 +30,7 @@ def delete_memories(target: Library, memories: Sequence[Memory]) -> None:
 
 def edit_text(target: Library, memory: Memory, text: str) -> None:
     """Give a note or a turn a new text, in one transaction: its vector, full-text row and the
-    views made from its text (a long note's chunks; a turn's session views, whose facets go) are
+    views made from its text (a long note's chunks; a turn's session views and facets) are
     made anew, and for a turn so are what its session derives from it (its neighbours' views, the
     session chunk's text), as a delete rebuilds them."""
     if memory.kind == "session":
