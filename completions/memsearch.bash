@@ -57,11 +57,24 @@ _memsearch_list() {
     _memsearch_reply -W '-k -n --limit --offset --all --project --namespace -t --tag --since --until --kind --conversation --role --session -f --format --db -h --help'
 }
 
+_memsearch_tags() {
+    case $prev in
+        --kind) _memsearch_reply -W 'note turn session'; return ;;
+        -f|--format) _memsearch_reply -W 'table json jsonl ndjson csv'; return ;;
+        --db) _memsearch_paths -f; return ;;
+        --project|--namespace|-t|--tag|--since|--until|--conversation|--role|--session) return ;;
+    esac
+    _memsearch_reply -W '--project --namespace -t --tag --since --until --kind --conversation --role --session -f --format --db -h --help'
+}
+
 _memsearch_delete() {
     case $prev in
+        --kind) _memsearch_reply -W 'note turn session'; return ;;
+        -f|--format) _memsearch_reply -W 'table json jsonl ndjson csv'; return ;;
         --db) _memsearch_paths -f; return ;;
+        --project|--namespace|-t|--tag|--since|--until|--conversation|--role|--session) return ;;
     esac
-    if [[ $cur == -* ]]; then _memsearch_reply -W '--key --db -h --help'; fi
+    if [[ $cur == -* ]]; then _memsearch_reply -W '--key --project --namespace -t --tag --since --until --kind --conversation --role --session --all --dry-run -f --format --db -h --help'; fi
 }
 
 _memsearch_stats() {
@@ -101,9 +114,17 @@ _memsearch_set() {
     case $prev in
         -f|--format) _memsearch_reply -W 'table json jsonl ndjson csv'; return ;;
         --db) _memsearch_paths -f; return ;;
-        --importance|--priority|--memory-score|--project|--namespace|-t|--tag) return ;;
+        --importance|--priority|--memory-score|--project|--namespace|-t|--tag|--text) return ;;
     esac
-    if [[ $cur == -* ]]; then _memsearch_reply -W '--importance --priority --memory-score --derived-score --project --namespace -t --tag --key -f --format --db -h --help'; fi
+    if [[ $cur == -* ]]; then _memsearch_reply -W '--importance --priority --memory-score --derived-score --project --namespace -t --tag --text --key -f --format --db -h --help'; fi
+}
+
+_memsearch_edit() {
+    case $prev in
+        -f|--format) _memsearch_reply -W 'table json jsonl ndjson csv'; return ;;
+        --db) _memsearch_paths -f; return ;;
+    esac
+    if [[ $cur == -* ]]; then _memsearch_reply -W '--key -f --format --db -h --help'; fi
 }
 
 _memsearch_pin() {
@@ -237,18 +258,20 @@ _memsearch() {
                 --color) _memsearch_reply -W 'auto always never'; return ;;
             esac
             if [[ $cur == -* ]]; then _memsearch_reply -W '--version --debug --db --color -h --help'
-            else _memsearch_reply -W 'add import search get list delete stats path reindex index set pin unpin consolidate timeline mcp serve eval completions copy export config doctor profiles'; fi ;;
+            else _memsearch_reply -W 'add import search get list tags delete stats path reindex index set edit pin unpin consolidate timeline mcp serve eval completions copy export config doctor profiles'; fi ;;
         add) _memsearch_add ;;
         import) _memsearch_import ;;
         search) _memsearch_search ;;
         get) _memsearch_get ;;
         list) _memsearch_list ;;
+        tags) _memsearch_tags ;;
         delete) _memsearch_delete ;;
         stats) _memsearch_stats ;;
         path) _memsearch_path ;;
         reindex) _memsearch_reindex ;;
         index) _memsearch_index ;;
         set) _memsearch_set ;;
+        edit) _memsearch_edit ;;
         pin) _memsearch_pin ;;
         unpin) _memsearch_unpin ;;
         consolidate) _memsearch_consolidate ;;

@@ -190,6 +190,24 @@ class Memsearch:
         delete_memories(self, builtins.list(memories.values()))
         return builtins.list(memories)
 
+    def delete_in_scope(
+        self, scope: Scope, *, everything: bool = False, dry_run: bool = False
+    ) -> builtins.list[Memory]:
+        """Delete every memory in `scope` as `delete` does, and return them (as `list` shows
+        them: newest first); with `dry_run`, only return them. A scope with no filter is every
+        memory: refused unless `everything`."""
+        from memsearch.curation import delete_memories
+
+        check_scope(scope)
+        check_flag("everything", everything)
+        check_flag("dry_run", dry_run)
+        if scope.is_everything and not everything:
+            raise InvalidInputError("has no filter: it would delete every memory (say everything=True)", field="scope")
+        memories = self.store().list(scope)
+        if memories and not dry_run:
+            delete_memories(self, memories)
+        return memories
+
     def reindex(self, progress: Progress | None = None) -> int:
         """Re-embed every memory with the current model; returns how many."""
         from memsearch.curation import reembed
@@ -225,6 +243,11 @@ class Memsearch:
         """How many memories are in scope (what `list` would show without a limit)."""
         check_scope(scope)
         return self.store().count(scope)
+
+    def tags(self, scope: Scope = EVERYTHING) -> dict[str, int]:
+        """Each tag of the memories in scope → how many have it, most used first, then by name."""
+        check_scope(scope)
+        return dict(self.store().tags(scope))
 
     def list(self, scope: Scope = EVERYTHING, limit: int | None = None, offset: int = 0) -> builtins.list[Memory]:
         check_scope(scope)
@@ -311,10 +334,20 @@ class Memsearch:
     # -- curation ---------------------------------------------------------------------------
 
     def update(self, ref: int | str, **changes: object) -> Memory:
-        """Change importance, priority, pinned, project, namespace, memory_score or tags of a memory."""
+        """Change importance, priority, pinned, project, namespace, memory_score, tags or the text
+        of a memory. A new text is embedded and indexed, and what is made from it rebuilt (a turn's
+        views and its session's, see `curation.edit_text`); the text is written first."""
+        text = changes.pop("text", None)
         checked = check_changes(changes)
+        if text is not None and not isinstance(text, str):
+            raise InvalidInputError(f"must be a string, not {shown(text)}", field="text")
         memory = self.get(ref)
-        return self.store().update(memory.id, checked)
+        store = self.store()
+        if text is not None and text != memory.text:
+            from memsearch.curation import edit_text
+
+            edit_text(self, memory, check_text("text", text))
+        return store.update(memory.id, checked) if checked else store.get(memory.id)
 
     def set_pinned(self, refs: Sequence[int | str], pinned: bool) -> builtins.list[int]:
         """Pin or unpin memories by id (an int) or key (a str): all of them, or none if any is not found."""

@@ -1,14 +1,16 @@
-"""Changing what is stored: deletes that leave no trace of a turn in its session, consolidation
-marks and re-embedding with the current model (see `memsearch.api`)."""
+"""Changing what is stored: deletes that leave no trace of a turn in its session, edits of a
+memory's text that leave none of the old text, consolidation marks and re-embedding with the
+current model (see `memsearch.api`)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from memsearch.ingest.embed import embed_memories
-from memsearch.models import Memory, NewMemory
+from memsearch.errors import InvalidInputError
+from memsearch.ingest.embed import embed_memories, with_chunks
+from memsearch.models import FACETS, LEXICAL_VIEWS, Memory, NewMemory
 from memsearch.outcomes import Consolidation
 from memsearch.store.base import Rewrite
 
@@ -26,13 +28,37 @@ def delete_memories(target: Library, memories: Sequence[Memory]) -> None:
     store.delete([*(memory.id for memory in memories), *emptied], rewrites)
 
 
-def rebuilt_sessions(target: Library, store: Store, deleted: Sequence[Memory]) -> tuple[list[Rewrite], set[int]]:
-    """The rewrites of what the deleted turns' sessions derive from them (with the one builder
-    an import uses, ingest.conversations), and the session chunks left with no turn."""
+def edit_text(target: Library, memory: Memory, text: str) -> None:
+    """Give a note or a turn a new text, in one transaction: its vector, full-text row and the
+    views made from its text (a long note's chunks; a turn's session views and facets) are
+    made anew, and for a turn so are what its session derives from it (its neighbours' views, the
+    session chunk's text), as a delete rebuilds them."""
+    if memory.kind == "session":
+        raise InvalidInputError("a session chunk's text is made from its turns: edit a turn instead")
+    NewMemory(text, kind=memory.kind)  # the text's checks: not empty, valid Unicode, within MAX_TEXT_CHARS
+    store = target.store()
+    if memory.kind == "turn" and memory.session is not None:
+        rewrites, _ = rebuilt_sessions(target, store, (), {memory.id: text})
+        store.rewrite(rewrites)
+        return
+    old, new = (with_chunks(NewMemory(each, kind=memory.kind)) for each in (memory.text, text))
+    # the old chunks go, and the full-text views go back to their default: the text itself
+    named: dict[str, str | None] = {view: None for view in (*old.views, *LEXICAL_VIEWS)} | dict(new.views)
+    store.rewrite(_rewrites(target, store, [(replace(memory, text=text), new, named)]))
+
+
+def rebuilt_sessions(
+    target: Library, store: Store, deleted: Sequence[Memory], edited: Mapping[int, str] | None = None
+) -> tuple[list[Rewrite], set[int]]:
+    """The rewrites of what the sessions of deleted turns, or of turns given a new text (`edited`:
+    id → text), derive from them (with the one builder an import uses, ingest.conversations), and
+    the session chunks left with no turn."""
     from memsearch.ingest.conversations import SESSION_VIEWS, session_text, turn_views
 
+    edited = edited or {}
     gone = {memory.id for memory in deleted}
-    sessions = {(m.conversation, m.session) for m in deleted if m.kind == "turn" and m.session is not None}
+    changed = [*deleted, *store.get_many(list(edited)).values()]
+    sessions = {(m.conversation, m.session) for m in changed if m.kind == "turn" and m.session is not None}
     rebuilt: list[tuple[Memory, NewMemory, dict[str, str | None]]] = []
     emptied: set[int] = set()
     for conversation, session in sorted(sessions, key=str):
@@ -40,12 +66,15 @@ def rebuilt_sessions(target: Library, store: Store, deleted: Sequence[Memory]) -
         turns = store.session_turns(conversation, session)
         kept = [turn for turn in turns if turn.id not in gone]
         before = [turn.text for turn in turns]
-        after = [turn.text for turn in kept]
+        after = [edited.get(turn.id, turn.text) for turn in kept]
         for i, turn in enumerate(kept):
             old, new = turn_views(before, turns.index(turn)), turn_views(after, i)
-            if old != new:
+            if old != new or turn.id in edited:
                 named: dict[str, str | None] = {view: new.get(view) for view in SESSION_VIEWS}
-                rebuilt.append((turn, NewMemory(turn.text, kind="turn", views=new), named))
+                rebuilt_turn = NewMemory(after[i], kind="turn", views=new)
+                if turn.id in edited:  # its facets, if it has them, are found in its new text
+                    rebuilt_turn = _with_new_facets(target, store, turn.id, rebuilt_turn, named)
+                rebuilt.append((replace(turn, text=after[i]), rebuilt_turn, named))
         for parent in sorted({turn.parent_id for turn in turns if turn.parent_id is not None} - gone):
             chunk = store.get(parent)
             if not after:
@@ -57,12 +86,35 @@ def rebuilt_sessions(target: Library, store: Store, deleted: Sequence[Memory]) -
                 (replace(chunk, text=text, metadata=metadata), NewMemory(text, kind="session"),
                  {view: None for view in SESSION_VIEWS})
             )  # fmt: skip
+    return _rewrites(target, store, rebuilt), emptied
+
+
+def _with_new_facets(
+    target: Library, store: Store, memory_id: int, turn: NewMemory, named: dict[str, str | None]
+) -> NewMemory:
+    """`turn` with the facet views of its new text when the stored turn had facets (`import
+    --facets`); every facet is named in `named`, so the old ones go."""
+    facets = [f"facet_{facet}" for facet in FACETS]
+    if not set(facets) & set(store.view_names(memory_id)):
+        return turn
+    from memsearch.ingest.conversations import with_facets
+
+    (turn,) = with_facets([turn], target.encoder())
+    named |= {view: turn.views.get(view) for view in facets}
+    return turn
+
+
+def _rewrites(
+    target: Library, store: Store, rebuilt: Sequence[tuple[Memory, NewMemory, dict[str, str | None]]]
+) -> list[Rewrite]:
+    """Each memory as rebuilt (its new text and metadata, and the views named: text, or None to
+    remove), with the vectors of its text and views embedded by the store's model."""
     if not rebuilt:
-        return [], emptied
+        return []
     encoder = target.encoder()
     store.check_model(encoder.info)
     vectors, view_vectors = embed_memories(encoder, [new for _, new, _ in rebuilt])
-    rewrites = [
+    return [
         Rewrite(
             memory.id,
             memory.text,
@@ -72,7 +124,6 @@ def rebuilt_sessions(target: Library, store: Store, deleted: Sequence[Memory]) -
         )
         for i, (memory, _, named) in enumerate(rebuilt)
     ]
-    return rewrites, emptied
 
 
 def consolidate(store: Store, duplicate: float, related: float, dry_run: bool) -> Consolidation:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from memsearch.choices import GRANULARITIES, IMPORT_FORMATS, KINDS, MODES, RERANK_METHODS
@@ -377,8 +377,15 @@ GET = Operation("get", "One memory with every field, by id or key", (_REF,))
 
 DELETE = Operation(
     "delete",
-    "Delete memories: all of them, or none if any is not found",
-    (Field("refs", "array", "Ids or keys of the memories to delete.", required=True, items="ref"),),
+    "Delete memories by id or key (all of them, or none if any is not found), or every one the filters match",
+    (
+        Field(
+            "refs", "array", "Ids or keys of the memories to delete; none: every one the filters match.", items="ref"
+        ),
+        *(replace(f, description="Only memories of this project.") if f.name == "project" else f for f in SCOPE_FIELDS),
+        Field("everything", "boolean", "Delete every memory: needed with no refs and no filter.", default=False),
+        Field("dry_run", "boolean", "Only say which memories would be deleted.", default=False),
+    ),
 )
 
 TIMELINE = Operation(

@@ -108,7 +108,9 @@ def _call(
 
 
 def _changes() -> st.SearchStrategy[dict[str, Any]]:
-    names = st.sampled_from(["importance", "priority", "pinned", "project", "namespace", "memory_score", "tags"])
+    names = st.sampled_from(
+        ["importance", "priority", "pinned", "project", "namespace", "memory_score", "tags", "text"]
+    )
     return st.dictionaries(names | TEXT, VALUES, max_size=3)
 
 
@@ -128,6 +130,8 @@ CALLS = st.one_of(
         progress=VALUES,
     ),
     _call("delete", REFS),
+    _call("delete_in_scope", SCOPE_ARGS, everything=VALUES, dry_run=VALUES),
+    _call("tags", SCOPE_ARGS),
     _call("resolve", VALUES, by_key=VALUES),
     _call("get", VALUES),
     _call("get_many", REFS, by_key=VALUES),
@@ -287,6 +291,11 @@ def test_deeply_nested_queries_are_refused(content: str) -> None:
         ("delete", (1,), {}, "refs"),
         ("delete", ("k1",), {}, "refs"),
         ("delete", ([[1]],), {}, "refs"),
+        ("delete_in_scope", (Scope(),), {}, "scope"),
+        ("delete_in_scope", (Scope(tags=("ops",)),), {"dry_run": "yes"}, "dry_run"),
+        ("delete_in_scope", (Scope(),), {"everything": 1}, "everything"),
+        ("tags", ("ops",), {}, "scope"),
+        ("update", (1,), {"text": 3}, "text"),
         ("timeline", (1,), {"before": 1.5}, "before"),
         ("timeline", (1,), {"after": None}, "after"),
         ("consolidate", (), {"duplicate": "0.9"}, "duplicate"),

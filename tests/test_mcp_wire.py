@@ -205,7 +205,7 @@ TOOL_FIELDS = {
     "mem_add": ["text", "key", "tags", "importance", "priority", "pinned", "metadata", "replace", "created_at"],
     "mem_get": ["ref"],
     "mem_timeline": ["ref", "before", "after"],
-    "mem_delete": ["refs"],
+    "mem_delete": ["refs", "tags", "since", "kinds", "everything", "dry_run"],
     "mem_stats": [],
 }
 METHODS = ["tools/call"] * 6 + ["tools/list", "ping", "resources/list", "prompts/get", "", "tools/cal", "initialize"]

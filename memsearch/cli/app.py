@@ -114,6 +114,7 @@ def _root(
 CONFIGURED_OPTIONS = {
     "search": {"profile": "profile", "k": "limit", "project": "project"},
     "list": {"project": "project"},
+    "tags": {"project": "project"},
     "add": {"project": "project"},
 }
 # `eval --db` names a PostgreSQL store to measure on (and empty): never the store of the root's --db.
@@ -182,12 +183,14 @@ app.command("import")(memories.import_)
 app.command()(searching.search)
 app.command()(memories.get)
 app.command("list")(memories.list_)
+app.command()(memories.tags)
 app.command()(memories.delete)
 app.command()(admin.stats)
 app.command()(admin.path)
 app.command()(admin.reindex)
 app.command()(admin.index)
 app.command("set")(memories.set_)
+app.command()(memories.edit)
 app.command()(memories.pin)
 app.command()(memories.unpin)
 app.command()(admin.consolidate)

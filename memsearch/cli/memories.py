@@ -1,4 +1,4 @@
-"""Commands on memories: add, import, get, list, delete, set, pin, unpin, timeline, export.
+"""Commands on memories: add, import, get, list, tags, delete, set, edit, pin, unpin, timeline, export.
 
 Each parses, makes one library call (in this process, or for add and import through a running
 server of the same store) and renders; library modules are imported inside the commands, so
@@ -12,28 +12,21 @@ import typer
 
 from memsearch.cli.consoles import messages
 from memsearch.cli.options import (
-    ConversationOption,
+    NO_FILTERS,
     DbOption,
+    Filters,
     FormatOption,
     ImportFormat,
     KeyOption,
     KeysOption,
-    KindOption,
     ModelOption,
-    NamespaceOption,
     NoServerOption,
     ProfileOption,
-    ProjectOption,
     RefArgument,
     RefsArgument,
     ReplaceOption,
-    RoleOption,
     ServerOption,
-    SessionOption,
-    SinceOption,
-    TagOption,
-    UntilOption,
-    filters,
+    with_filters,
 )
 from memsearch.cli.progress import ProgressBar
 from memsearch.cli.running import open_memsearch, read_source, server_for, through
@@ -184,27 +177,19 @@ def get(ref: RefArgument, key: KeyOption = False, fmt: FormatOption = "table", d
         render_memories(ms.get_many([ref], by_key=key), str(fmt), single=True)
 
 
+@with_filters
 def list_(
     limit: Annotated[int, typer.Option("--limit", "-n", "-k", help="At most this many (0: all).", min=0)] = 20,
     offset: Annotated[int, typer.Option("--offset", help="Skip this many first.", min=0)] = 0,
     every: Annotated[bool, typer.Option("--all", help="Every memory in scope (as --limit 0).")] = False,
-    project: ProjectOption = None,
-    namespace: NamespaceOption = None,
-    tag: TagOption = None,
-    since: SinceOption = None,
-    until: UntilOption = None,
-    kind: KindOption = None,
-    conversation: ConversationOption = None,
-    role: RoleOption = None,
-    session: SessionOption = None,
+    filters: Filters = NO_FILTERS,
     fmt: FormatOption = "table",
     db: DbOption = None,
 ) -> None:
     """List memories, newest first; says on stderr when the limit left some out."""
     from memsearch.cli.render import render_memories
-    from memsearch.retrieval.request import scope_from_fields
 
-    scope = scope_from_fields(**filters(project, namespace, tag, since, until, kind, conversation, role, session))
+    scope = filters.scope()
     limit = 0 if every else limit
     with open_memsearch(db) as ms:
         memories = ms.list(scope, limit=limit or None, offset=offset)
@@ -215,15 +200,52 @@ def list_(
         messages().print(f"{shown} of {total} memories (--limit N or --all for more)", markup=False)
 
 
+@with_filters
 def delete(
-    refs: Annotated[list[str], typer.Argument(help="Ids or keys of the memories to delete.")],
+    refs: Annotated[
+        list[str] | None,
+        typer.Argument(help="Ids or keys of the memories to delete; none: every memory the filters match."),
+    ] = None,
     key: KeysOption = False,
+    filters: Filters = NO_FILTERS,
+    every: Annotated[
+        bool, typer.Option("--all", help="Delete every memory: needed when no id, key or filter is given.")
+    ] = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Show what would be deleted (as list would), delete nothing.")
+    ] = False,
+    fmt: FormatOption = "table",
     db: DbOption = None,
 ) -> None:
-    """Delete memories: all of them, or none if any is not found."""
+    """Delete memories by id or key, or every one the filters match: all of them, or none if any
+    is not found. A turn's session is rebuilt without it."""
+    from memsearch.cli.render import render_memories
+
+    if refs and (filters.given or every):
+        raise InvalidInputError("give ids or keys, or filters (or --all), not both")
+    if not refs and not filters.given and not every:
+        raise InvalidInputError("nothing to delete: give ids or keys, filters such as --tag, or --all for every memory")
     with open_memsearch(db) as ms:
-        ids = ms.delete([ms.resolve(ref, by_key=key) for ref in refs])
-    messages().print(f"deleted {len(ids)} {'memory' if len(ids) == 1 else 'memories'}: {', '.join(map(str, ids))}")
+        if refs and dry_run:
+            memories = ms.get_many(refs, by_key=key)
+        elif refs:
+            ids = ms.delete([ms.resolve(ref, by_key=key) for ref in refs])
+        else:
+            memories = ms.delete_in_scope(filters.scope(), everything=every, dry_run=dry_run)
+    if not refs or dry_run:
+        ids = [memory.id for memory in memories]
+    count = f"{len(ids):,} {'memory' if len(ids) == 1 else 'memories'}"
+    if dry_run:
+        render_memories(memories, str(fmt))
+        messages().print(f"would delete {count} (--dry-run: nothing was deleted)", markup=False)
+    elif not ids:
+        messages().print("no memory matches; nothing was deleted", markup=False)
+    else:  # the ids, unless there are too many to read
+        shown = f": {', '.join(map(str, ids))}" if len(ids) <= SHOWN_IDS else ""
+        messages().print(f"deleted {count}{shown}", markup=False)
+
+
+SHOWN_IDS = 50  # a delete names at most this many ids
 
 
 def set_(
@@ -241,11 +263,15 @@ def set_(
         str | None, typer.Option("--namespace", help="Move it to this namespace ('': to none).")
     ] = None,
     tag: Annotated[list[str] | None, typer.Option("--tag", "-t", help="Replace its tags (repeatable).")] = None,
+    text: Annotated[
+        str | None,
+        typer.Option("--text", help="Replace its text (- reads it from stdin); embedded and indexed anew."),
+    ] = None,
     key: KeyOption = False,
     fmt: FormatOption = "table",
     db: DbOption = None,
 ) -> None:
-    """Change a memory's scoring fields and show it."""
+    """Change a memory's text, scoring or scope fields and show it (see also `memsearch edit`)."""
     from memsearch.cli.render import render_memories
 
     changes: dict[str, Any] = {
@@ -253,6 +279,7 @@ def set_(
         for name, value in (
             ("importance", importance), ("priority", priority), ("memory_score", memory_score),
             ("project", project), ("namespace", namespace), ("tags", tag),
+            ("text", sys.stdin.read() if text == "-" else text),
         )
         if value is not None
     }  # fmt: skip
@@ -269,10 +296,65 @@ def set_(
         render_memories([ms.update(ms.resolve(ref, by_key=key), **changes)], str(fmt), single=True)
 
 
+def edit(ref: RefArgument, key: KeyOption = False, fmt: FormatOption = "table", db: DbOption = None) -> None:
+    """Edit a memory's text in $VISUAL, else $EDITOR, else vi, and show it; saved unchanged or
+    empty, nothing changes."""
+    from memsearch.cli.render import render_memories
+
+    with open_memsearch(db) as ms:
+        memory = ms.get(ms.resolve(ref, by_key=key))
+        text = _edited(memory.text, f"memsearch-{memory.id}.txt")
+        if not text.strip():
+            messages().print("the text is empty; nothing changed", markup=False)
+        elif text == memory.text:
+            messages().print("the text is unchanged; nothing changed", markup=False)
+        else:
+            render_memories([ms.update(memory.id, text=text)], str(fmt), single=True)
+
+
+def _edited(text: str, name: str) -> str:
+    """`text` as the user's editor leaves it, edited in a file only they can read, in a folder
+    of its own (removed after); a final line break the editor added is taken off again."""
+    import os
+    import shlex
+    import subprocess
+    import tempfile
+    from pathlib import Path
+
+    from memsearch.errors import MemsearchError
+
+    editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or ("notepad" if os.name == "nt" else "vi")
+    with tempfile.TemporaryDirectory(prefix="memsearch-edit-") as folder:  # made 0700
+        path = Path(folder) / name
+        with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w", encoding="utf-8") as file:
+            file.write(text)
+        try:
+            finished = subprocess.run([*shlex.split(editor, posix=os.name != "nt"), str(path)], check=False)
+        except (OSError, ValueError) as error:  # not found, not executable, or unbalanced quotes
+            reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
+            raise MemsearchError(f"cannot run the editor {editor!r}: {reason}; nothing changed") from None
+        if finished.returncode != 0:
+            raise MemsearchError(f"the editor {editor!r} exited with status {finished.returncode}; nothing changed")
+        edited = path.read_text(encoding="utf-8")
+    for ending in ("\r\n", "\n"):
+        if edited.endswith(ending) and not text.endswith(ending):
+            return edited.removesuffix(ending)
+    return edited
+
+
 def _set_pinned(refs: list[str], by_key: bool, db: str | None, pinned: bool) -> None:
     with open_memsearch(db) as ms:
         ids = ms.set_pinned([ms.resolve(ref, by_key=by_key) for ref in refs], pinned)
     messages().print(f"{'pinned' if pinned else 'unpinned'} {', '.join(map(str, ids))}", markup=False)
+
+
+@with_filters
+def tags(filters: Filters = NO_FILTERS, fmt: FormatOption = "table", db: DbOption = None) -> None:
+    """List the tags of the memories (in scope) with how many have each, most used first."""
+    from memsearch.cli.render import render_tags
+
+    with open_memsearch(db) as ms:
+        render_tags(ms.tags(filters.scope()), str(fmt))
 
 
 def pin(refs: RefsArgument, key: KeysOption = False, db: DbOption = None) -> None:
@@ -300,16 +382,9 @@ def timeline(
         render_timeline(ms.timeline(ms.resolve(ref, by_key=key), before=before, after=after), str(fmt))
 
 
+@with_filters
 def export(
-    project: ProjectOption = None,
-    namespace: NamespaceOption = None,
-    tag: TagOption = None,
-    since: SinceOption = None,
-    until: UntilOption = None,
-    kind: KindOption = None,
-    conversation: ConversationOption = None,
-    role: RoleOption = None,
-    session: SessionOption = None,
+    filters: Filters = NO_FILTERS,
     db: DbOption = None,
 ) -> None:
     """Print memories as JSONL that `memsearch import` stores again as they are (text, key, time,
@@ -317,9 +392,7 @@ def export(
     counts, which `memsearch copy` keeps), oldest first."""
     import json
 
-    from memsearch.retrieval.request import scope_from_fields
-
-    scope = scope_from_fields(**filters(project, namespace, tag, since, until, kind, conversation, role, session))
+    scope = filters.scope()
     with open_memsearch(db) as ms:
         for record in ms.export(scope):
             sys.stdout.write(json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n")

@@ -5,7 +5,10 @@ No `from __future__ import annotations` here or in a command module: Typer reads
 signature, and these aliases must be objects there.
 """
 
-from collections.abc import Sequence
+import functools
+import inspect
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated, Any, TypeAlias
 
@@ -15,13 +18,16 @@ from memsearch.choices import (
     BENCHMARK_FORMATS,
     GRANULARITIES,
     IMPORT_FORMATS,
-    KINDS,
     MODES,
     OUTPUT_FORMATS,
     RERANK_METHODS,
 )
 from memsearch.cli.consoles import COLOR_CHOICES
+from memsearch.operations import SCOPE_FIELDS, Field
 from memsearch.timeutil import RELATIVE_EXAMPLES
+
+if TYPE_CHECKING:
+    from memsearch.store import Scope
 
 
 def _choice(name: str, values: Sequence[str]) -> Any:
@@ -39,7 +45,6 @@ if TYPE_CHECKING:  # to the type checker the options are the strings the library
     DatasetFormat: TypeAlias = str
     ReportFormat: TypeAlias = str
     Shell: TypeAlias = str
-    Kind: TypeAlias = str
     Color: TypeAlias = str
 else:
     Mode = _choice("Mode", MODES)
@@ -50,7 +55,6 @@ else:
     DatasetFormat = _choice("DatasetFormat", BENCHMARK_FORMATS)
     ReportFormat = _choice("ReportFormat", ("table", "json"))
     Shell = _choice("Shell", SHELLS)
-    Kind = _choice("Kind", KINDS)
     Color = _choice("Color", COLOR_CHOICES)
 
 DB_HELP = (
@@ -73,29 +77,6 @@ ProfileOption = Annotated[
 ]
 FormatOption = Annotated[Format, typer.Option("--format", "-f", help="Output format.")]
 ReplaceOption = Annotated[bool, typer.Option("--replace", help="Overwrite memories whose key exists already.")]
-ProjectOption = Annotated[str | None, typer.Option("--project", help="Only memories of this project.")]
-NamespaceOption = Annotated[str | None, typer.Option("--namespace", help="Only memories of this namespace.")]
-TagOption = Annotated[
-    list[str] | None, typer.Option("--tag", "-t", help="Only memories with this tag (repeat: all of them).")
-]
-SinceOption = Annotated[
-    str | None,
-    typer.Option("--since", help=f"Only memories created at or after this time: ISO-8601, or {RELATIVE_EXAMPLES}."),
-]
-UntilOption = Annotated[
-    str | None,
-    typer.Option("--until", help=f"Only memories created at or before this time: ISO-8601, or {RELATIVE_EXAMPLES}."),
-]
-KindOption = Annotated[
-    list[Kind] | None, typer.Option("--kind", help="Only memories of this kind (repeat: any of them).")
-]
-ConversationOption = Annotated[str | None, typer.Option("--conversation", help="Only memories of this conversation.")]
-RoleOption = Annotated[
-    list[str] | None, typer.Option("--role", help="Only memories of this role or speaker (repeat: any of them).")
-]
-SessionOption = Annotated[
-    list[str] | None, typer.Option("--session", help="Only memories of this session (repeat: any of them).")
-]
 RefArgument = Annotated[str, typer.Argument(help="The memory's id, or its key.")]
 RefsArgument = Annotated[list[str], typer.Argument(help="Ids or keys.")]
 KeyOption = Annotated[bool, typer.Option("--key", help="Read REF as a key even if it is a number.")]
@@ -113,27 +94,84 @@ NoServerOption = Annotated[
 ]
 
 
-def filters(
-    project: str | None,
-    namespace: str | None,
-    tags: list[str] | None,
-    since: str | None,
-    until: str | None,
-    kinds: list[Kind] | None,
-    conversation: str | None,
-    roles: list[str] | None,
-    sessions: list[str] | None,
-) -> dict[str, Any]:
-    """The filter options as the library's scope fields (`scope_from_fields`); an empty
-    --project (set in the config, say) means every project."""
-    return {
-        "project": project or None,
-        "namespace": namespace,
-        "tags": tags,
-        "since": since,
-        "until": until,
-        "kinds": [str(kind) for kind in kinds or ()],
-        "conversation": conversation,
-        "roles": roles,
-        "sessions": sessions,
-    }
+# -- the filter options: one per scope field of the operations (memsearch.operations.SCOPE_FIELDS) --
+
+# Their help: the operations describe JSON fields (a list of tags); here each is a repeatable option.
+FILTER_HELP = {
+    "project": "Only memories of this project.",
+    "namespace": "Only memories of this namespace.",
+    "tags": "Only memories with this tag (repeat: all of them).",
+    "since": f"Only memories created at or after this time: ISO-8601, or {RELATIVE_EXAMPLES}.",
+    "until": f"Only memories created at or before this time: ISO-8601, or {RELATIVE_EXAMPLES}.",
+    "kinds": "Only memories of this kind (repeat: any of them).",
+    "conversation": "Only memories of this conversation.",
+    "roles": "Only memories of this role or speaker (repeat: any of them).",
+    "sessions": "Only memories of this session (repeat: any of them).",
+}
+_FILTER_ALIASES = {"tags": ("-t",)}
+assert set(FILTER_HELP) == {f.name for f in SCOPE_FIELDS}, "a scope field without its option's help"
+
+
+@dataclass(frozen=True)
+class Filters:
+    """The filter options a command was given, as the library's scope fields (`scope_from_fields`)."""
+
+    fields: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_options(cls, values: Mapping[str, Any]) -> "Filters":
+        """From the options' values by scope field: an absent or empty option (a repeatable one
+        gives []; an empty --project, set in the config say, means every project) is left out."""
+        return cls({name: _plain(value) for name, value in values.items() if value not in (None, "", [], ())})
+
+    @property
+    def given(self) -> bool:
+        return bool(self.fields)
+
+    def scope(self) -> "Scope":
+        """The scope they name (relative times against now)."""
+        from memsearch.retrieval.request import scope_from_fields
+
+        return scope_from_fields(**self.fields)
+
+
+NO_FILTERS = Filters()
+
+
+def _plain(value: Any) -> Any:
+    """An option's value as the library takes it: choices (Enums) as their strings."""
+    return [str(item) for item in value] if isinstance(value, list) else value
+
+
+def _filter_parameter(scope_field: Field) -> inspect.Parameter:
+    """The command-line option of one scope field: --tag for `tags`, a choice for `kinds`."""
+    name = scope_field.query_name
+    item: Any = _choice(name.title(), scope_field.choices) if scope_field.choices else str
+    annotation: Any = list[item] | None if scope_field.type == "array" else str | None
+    option = typer.Option(f"--{name}", *_FILTER_ALIASES.get(scope_field.name, ()), help=FILTER_HELP[scope_field.name])
+    return inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None,
+                             annotation=Annotated[annotation, option])  # fmt: skip
+
+
+FILTER_PARAMETERS = tuple(_filter_parameter(f) for f in SCOPE_FIELDS)
+_FIELD_OF_PARAMETER = {p.name: f.name for p, f in zip(FILTER_PARAMETERS, SCOPE_FIELDS, strict=True)}
+
+
+def with_filters(command: Callable[..., None]) -> Callable[..., None]:
+    """`command` with every filter option (--project, --tag, --since, …) in the place of its
+    `filters: Filters` parameter, which it is called with: the options are declared once, here,
+    and Typer reads them from the signature this gives the command."""
+    signature = inspect.signature(command)
+    parameters = list(signature.parameters.values())
+    at = [p.name for p in parameters].index("filters")
+
+    @functools.wraps(command)
+    def with_options(*args: Any, **kwargs: Any) -> None:
+        given = {_FIELD_OF_PARAMETER[name]: kwargs.pop(name, None) for name in _FIELD_OF_PARAMETER}
+        command(*args, filters=Filters.from_options(given), **kwargs)
+
+    shown = signature.replace(parameters=[*parameters[:at], *FILTER_PARAMETERS, *parameters[at + 1 :]])
+    with_options.__signature__ = shown  # type: ignore[attr-defined]
+    with_options.__annotations__ = {p.name: p.annotation for p in shown.parameters.values()}
+    with_options.__annotations__["return"] = signature.return_annotation
+    return with_options

@@ -145,6 +145,17 @@ def render_stats(stats: dict[str, Any], fmt: str) -> None:
         print_grid(NAME_VALUE, stats_rows(stats), show_header=False)
 
 
+TAG_COLUMNS = (Column("tag", "text"), Column("memories", "key", "right"))
+
+
+def render_tags(tags: Mapping[str, int], fmt: str) -> None:
+    rows = [{"tag": tag, "memories": count} for tag, count in tags.items()]
+    if fmt != "table":
+        write_output(fmt, document=rows, lines=rows, columns=("tag", "memories"), rows=rows)
+        return
+    print_grid(TAG_COLUMNS, [(row["tag"], row["memories"]) for row in rows])
+
+
 # -- profiles and consolidation -------------------------------------------------------------
 
 PROFILE_COLUMNS = (Column("profile", "key"), Column("follows"), Column("summary", "text"))

@@ -6,31 +6,25 @@ from typing import Annotated
 import typer
 
 from memsearch.cli.options import (
-    ConversationOption,
+    NO_FILTERS,
     DbOption,
+    Filters,
     FormatOption,
     Granularity,
-    KindOption,
     Mode,
     ModelOption,
-    NamespaceOption,
     NoServerOption,
     ProfileOption,
-    ProjectOption,
     RerankMethod,
-    RoleOption,
     ServerOption,
-    SessionOption,
-    SinceOption,
-    TagOption,
-    UntilOption,
-    filters,
+    with_filters,
 )
 from memsearch.cli.running import open_memsearch, read_source, server_for, through
 from memsearch.errors import InvalidInputError
 from memsearch.timeutil import RELATIVE_EXAMPLES
 
 
+@with_filters
 def search(
     query: Annotated[str | None, typer.Argument(help="What to search for.")] = None,
     k: Annotated[
@@ -99,15 +93,7 @@ def search(
         str | None,
         typer.Option("--queries", help='A JSONL file of {"query": …} objects (or - for stdin): one result set each.'),
     ] = None,
-    project: ProjectOption = None,
-    namespace: NamespaceOption = None,
-    tag: TagOption = None,
-    since: SinceOption = None,
-    until: UntilOption = None,
-    kind: KindOption = None,
-    conversation: ConversationOption = None,
-    role: RoleOption = None,
-    session: SessionOption = None,
+    filters: Filters = NO_FILTERS,
     fmt: FormatOption = "table",
     db: DbOption = None,
     model: ModelOption = None,
@@ -136,7 +122,7 @@ def search(
         max_ms=max_ms,
         profile=profile,
         tau_days=tau,
-        **filters(project, namespace, tag, since, until, kind, conversation, role, session),
+        **filters.fields,
     )
     sendable = query is not None and len(query) <= MAX_QUERY_CHARS
     remote = server_for(db, server, model, no_server=no_server, writes=False) if sendable else None

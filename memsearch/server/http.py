@@ -39,7 +39,7 @@ from memsearch.errors import (
 from memsearch.ingest.readers import DatasetError
 from memsearch.operations import ADD, DELETE, GET, IMPORT, SEARCH, STATS, TIMELINE, Field, Operation
 from memsearch.retrieval.request import request_from_fields
-from memsearch.server.common import WarmService, new_memory
+from memsearch.server.common import WarmService, delete_by_fields, new_memory
 from memsearch.server.http_guard import AUTHENTICATED, error_response, guarded, host_names
 from memsearch.server.http_openapi import Endpoint, openapi_document
 from memsearch.server.http_transport import (
@@ -249,8 +249,13 @@ async def get_memory(service: Service, request: Request) -> Any:
 
 
 async def delete_memory(service: Service, request: Request) -> Any:
-    refs = DELETE.from_query(parameters(request, refs=request.path_params["ref"]))["refs"]
-    return {"deleted": await service.call(lambda: service.ms.delete(refs))}
+    fields = DELETE.from_query(parameters(request, refs=request.path_params["ref"]))
+    return await service.call(lambda: delete_by_fields(service.ms, fields))
+
+
+async def delete_matching(service: Service, request: Request) -> Any:
+    fields = DELETE.from_query(parameters(request))
+    return await service.call(lambda: delete_by_fields(service.ms, fields))
 
 
 async def get_timeline(service: Service, request: Request) -> Any:
@@ -304,6 +309,14 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         "Delete one memory",
         path_fields=(_REF,),
         returns="{deleted: [id]}",
+    ),
+    Endpoint(
+        "DELETE",
+        "/memories",
+        delete_matching,
+        DELETE.summary,
+        query=DELETE,
+        returns="{deleted: [id]}; with dry_run, {would_delete: [id]}",
     ),
     Endpoint("GET", "/timeline/{ref}", get_timeline, TIMELINE.summary, query=TIMELINE, path_fields=(_REF,)),
     Endpoint("GET", "/stats", get_stats, STATS.summary),

@@ -37,7 +37,7 @@ from pydantic_core import PydanticSerializationError
 from memsearch import __version__
 from memsearch.errors import MemsearchError
 from memsearch.operations import ADD, DELETE, GET, SEARCH, STATS, TIMELINE, Operation
-from memsearch.server.common import WarmService
+from memsearch.server.common import WarmService, delete_by_fields
 
 if TYPE_CHECKING:
     from memsearch.api import Memsearch
@@ -132,9 +132,11 @@ TOOLS: tuple[McpTool, ...] = (
     McpTool(
         "mem_delete",
         DELETE,
-        "Delete memories: all of them, or none if any is not found. Returns the deleted ids.",
+        "Delete memories by id or key (all of them, or none if any is not found), or every memory the "
+        "filters match (as mem_search's filters; every memory only with everything=true). Returns the "
+        "deleted ids; with dry_run=true, the ids that would be deleted (would_delete), deleting nothing.",
         DESTRUCTIVE,
-        lambda ms, fields: {"deleted": ms.delete(fields["refs"])},
+        delete_by_fields,
     ),
     McpTool(
         "mem_stats",

@@ -213,6 +213,10 @@ class Store(SearchBackend, Protocol):
         of it, or nothing if any id is unknown."""
         ...
 
+    def rewrite(self, rewrites: Sequence[Rewrite]) -> None:
+        """Apply `rewrites` in one transaction, deleting nothing (an edit of a memory's text)."""
+        ...
+
     def touch(self, ids: Sequence[int], now: datetime) -> None: ...
 
     def update(self, memory_id: int, changes: dict[str, Any]) -> Memory: ...
@@ -239,10 +243,18 @@ class Store(SearchBackend, Protocol):
         """Memories in scope, newest first."""
         ...
 
+    def tags(self, scope: Scope = EVERYTHING) -> builtins.list[tuple[str, int]]:
+        """Each tag of the memories in scope with how many have it, most used first, then by name."""
+        ...
+
     def iter_texts(self) -> Iterator[tuple[int, str]]: ...
 
     def session_turns(self, conversation: str | None, session: str) -> builtins.list[Memory]:
         """The turns of one session, in order."""
+        ...
+
+    def view_names(self, memory_id: int) -> builtins.list[str]:
+        """The vector views stored for one memory, by name."""
         ...
 
     def views_with_vectors(self) -> builtins.list[tuple[int, str, str]]:

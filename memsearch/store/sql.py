@@ -26,7 +26,7 @@ from memsearch.models import (
     NewMemory,
     content_hash,
 )
-from memsearch.store.base import EVERYTHING, INDEX_STATE_KEY, Scope, StoreHealth
+from memsearch.store.base import EVERYTHING, INDEX_STATE_KEY, Rewrite, Scope, StoreHealth
 from memsearch.timeutil import from_iso, to_iso
 
 if TYPE_CHECKING:
@@ -65,6 +65,7 @@ class Dialect:
     same: ClassVar[str]  # a comparison where NULL equals NULL
     vector_column: ClassVar[str]  # the vectors' column in the vectors and views tables
     utc_day: ClassVar[str]  # created_at's UTC day as YYYY-MM-DD (stats' growth)
+    each_tag: ClassVar[str]  # a memory m's tags as rows t(value), joined in FROM
     readers: ClassVar[Codecs]  # kind → the stored value as the Memory field's
     writers: ClassVar[Codecs]  # kind → the Memory field's value as stored
 
@@ -136,6 +137,7 @@ class Dialect:
 class SQLiteDialect(Dialect):
     name, mark, true, same, vector_column = "sqlite", "?", "1", "IS ?", "vector"
     utc_day = "substr(created_at, 1, 10)"  # stored in UTC, so its first 10 characters (the index serves it)
+    each_tag = "json_each(m.tags) AS t"
     readers: ClassVar[Codecs] = {
         "time": from_iso,
         "bool": bool,
@@ -168,6 +170,7 @@ class SQLiteDialect(Dialect):
 class PostgresDialect(Dialect):
     name, mark, true, same, vector_column = "postgresql", "%s", "true", "IS NOT DISTINCT FROM %s", "embedding"
     utc_day = "to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD')"
+    each_tag = "unnest(m.tags) AS t(value)"
     readers: ClassVar[Codecs] = {"time": _utc, "tags": tuple, "json": json.loads}
     writers: ClassVar[Codecs] = {"tags": list, "json": _json_text}
 
@@ -331,6 +334,13 @@ class SQLStore:
         self._write(work)
         return self.get(memory_id)
 
+    def rewrite(self, rewrites: Sequence[Rewrite]) -> None:
+        """Apply `rewrites` in one transaction, deleting nothing (an edit of a memory's text)."""
+        self.delete((), rewrites)
+
+    def delete(self, ids: Sequence[int], rewrites: Sequence[Rewrite] = ()) -> None:
+        raise NotImplementedError
+
     def set_consolidation(self, superseded: dict[int, int], groups: dict[int, int]) -> None:
         """Replace every supersession mark and group id in one transaction."""
         mark = self.dialect.mark
@@ -455,12 +465,24 @@ class SQLStore:
         order = f"ORDER BY m.created_at DESC, m.id DESC LIMIT {mark} OFFSET {mark}"
         return self._memories(f"{where} {order}", (*params, *self.dialect.page(limit, offset)))
 
+    def tags(self, scope: Scope = EVERYTHING) -> builtins.list[tuple[str, int]]:
+        """Each tag of the memories in scope with how many have it, most used first, then by name
+        (ordered here: the engines' collations differ)."""
+        where, params = self.dialect.where(scope)
+        sql = f"SELECT t.value, count(*) FROM memories m, {self.dialect.each_tag} WHERE {where} GROUP BY t.value"
+        return sorted(((str(tag), int(n)) for tag, n in self._db.execute(sql, params)), key=lambda t: (-t[1], t[0]))
+
     def has_kind(self, kind: str) -> bool:
         sql = f"SELECT 1 FROM memories WHERE kind = {self.dialect.mark} LIMIT 1"
         return self._db.execute(sql, (kind,)).fetchone() is not None
 
     def vector_count(self) -> int:
         return int(self._db.execute("SELECT count(*) FROM vectors").fetchone()[0])
+
+    def view_names(self, memory_id: int) -> builtins.list[str]:
+        """The vector views stored for one memory, by name."""
+        sql = f"SELECT view FROM views WHERE memory_id = {self.dialect.mark} ORDER BY view"
+        return [view for (view,) in self._db.execute(sql, (memory_id,))]
 
     def views_with_vectors(self) -> builtins.list[tuple[int, str, str]]:
         """(memory id, view, text) of every stored vector view, for reindex."""

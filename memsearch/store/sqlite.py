@@ -362,7 +362,7 @@ class SQLiteStore(Fts5Index, InProcessVectors, SQLStore):
                 self._db.execute("DELETE FROM memories_fts WHERE rowid = ?", (memory_id,))
             for rewrite in rewrites:
                 self._rewrite(rewrite)
-            if ids:
+            if ids or rewrites:  # an edit forgets the old text too
                 self._forget_deleted_text()
             self._bump_generation()
         self._checkpoint_if_due()
