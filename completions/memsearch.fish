@@ -70,7 +70,7 @@ complete -c memsearch -n '__fish_memsearch_using add' -l server -x -d 'A `memsea
 complete -c memsearch -n '__fish_memsearch_using add' -l no-server -d 'Work in this process even if a server of the same store runs.'
 complete -c memsearch -n '__fish_memsearch_using add' -s h -l help -d 'Show this message and exit.'
 
-complete -c memsearch -n '__fish_memsearch_using import' -s f -l format -x -a 'jsonl chat locomo longmemeval' -d 'jsonl: one memory per line. chat: one turn per line (session, role or speaker, text, created_at). locomo, longmemeval: those benchmarks\' JSON.'
+complete -c memsearch -n '__fish_memsearch_using import' -s f -l format -x -a 'jsonl chat locomo longmemeval' -d 'jsonl: one memory per line (export\'s; the JSON of list, get and search too). chat: one turn per line (session, role or speaker, text, created_at). locomo, longmemeval: those benchmarks\' JSON.'
 complete -c memsearch -n '__fish_memsearch_using import' -l no-sessions -l sessions -d 'Conversations: store a chunk per session too.'
 complete -c memsearch -n '__fish_memsearch_using import' -l facets -d 'Conversations: extract facet views (personal info, preferences, events).'
 complete -c memsearch -n '__fish_memsearch_using import' -l conversation -x -d 'chat: the conversation\'s name (default: the file\'s stem; stdin: stdin).'
