@@ -18,6 +18,7 @@ from memsearch.errors import ImportLineError
 from memsearch.models import IMPORT_FIELDS, NOT_IMPORTED_FIELDS, NewMemory
 from memsearch.retrieval.request import SearchRequest
 from tests.conftest import T0
+from tests.serving import Served
 
 runner = CliRunner()
 
@@ -159,3 +160,12 @@ def test_every_field_a_read_command_prints_is_importable_or_known(ms: Memsearch)
     ]
     for row in rows:
         assert set(row) <= IMPORT_FIELDS | NOT_IMPORTED_FIELDS, set(row) - IMPORT_FIELDS - NOT_IMPORTED_FIELDS
+
+
+def test_the_note_comes_through_a_running_server(tmp_path: Path, encoder: Encoder, served: Served) -> None:
+    source = tmp_path / "a.db"
+    _fill(source, encoder)
+    listed = cli("list", "--all", "-f", "jsonl", "--db", str(source)).stdout
+    imported = cli("--debug", "import", "-", "--db", str(served.db), input=listed)
+    assert "through the server" in imported.stderr and "imported 3 memories" in imported.stderr
+    assert "access_count" in _note(imported.stderr)
