@@ -6,7 +6,7 @@ _memsearch_paths() { compopt -o filenames 2>/dev/null; _memsearch_reply "$@"; }
 # The profiles: the shipped ones and the user's (*.toml in the profiles folder).
 __memsearch_complete_profiles() {
     local dir file names=(cems default memsense mnemosyne pgvector siftcoder)
-    if [[ -n $MEMSEARCH_HOME ]]; then dir=${MEMSEARCH_HOME/#\~/$HOME}/profiles
+    if [[ -n ${MEMSEARCH_HOME:-} ]]; then dir=${MEMSEARCH_HOME/#\~/$HOME}/profiles
     elif [[ $OSTYPE == darwin* ]]; then dir="$HOME/Library/Application Support/memsearch/profiles"
     else dir=${XDG_CONFIG_HOME:-$HOME/.config}/memsearch/profiles; fi
     while IFS= read -r file; do

@@ -31,7 +31,7 @@ _PROFILE_PARAMS = ("profile",)
 # bash and zsh: the user's profiles folder in $dir, as profiles.loading.profile_dirs finds it
 # (platformdirs' user config dir: XDG_CONFIG_HOME or ~/.config, ~/Library/Application Support on macOS).
 _PROFILES_DIR_SH = (
-    "    if [[ -n $MEMSEARCH_HOME ]]; then dir=${MEMSEARCH_HOME/#\\~/$HOME}/profiles",
+    "    if [[ -n ${MEMSEARCH_HOME:-} ]]; then dir=${MEMSEARCH_HOME/#\\~/$HOME}/profiles",
     '    elif [[ $OSTYPE == darwin* ]]; then dir="$HOME/Library/Application Support/memsearch/profiles"',
     "    else dir=${XDG_CONFIG_HOME:-$HOME/.config}/memsearch/profiles; fi",
 )
