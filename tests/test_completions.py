@@ -154,17 +154,35 @@ def test_fish_completes_profile_names(user_profiles: list[str]) -> None:
     assert sorted(line.split("\t")[0] for line in out.stdout.splitlines()) == user_profiles
 
 
+# zsh completes only in an interactive shell's line editor: one runs in a pseudo-terminal, with
+# compadd wrapped to print what it is given (HIT:name), then a key that prints ENDMARK and exits.
+_ZSH_CAPTURE = r"""
+zmodload zsh/zpty
+zpty z zsh -f -i
+zpty -w z "PROMPT=''; fpath=($1 \$fpath); autoload -U compinit; compinit -u -D"
+zpty -w z 'compadd () { if [[ ${@[1,(i)(-|--)]} == *-(O|A|D)\ * ]]; then builtin compadd "$@"; return; fi;
+  local -a hits; builtin compadd -A hits "$@"; local ret=$?; (( $#hits )) && print -l -- HIT:${^hits}; return ret; }'
+zpty -w z 'finish () { print -- EN""DMARK; exit }; zle -N finish; bindkey "^X" finish'
+zpty -w z "$2"$'\t'$'\x18'
+out=""
+while zpty -r z line; do out+=$line; [[ $line == *ENDMARK* ]] && break; done
+zpty -d z
+print -r -- $out
+"""
+
+
+def _zsh_complete(line: str) -> list[str]:
+    """What the zsh script offers after `line` (as typed, then Tab)."""
+    capture = ["zsh", "-f", "-c", _ZSH_CAPTURE, "zsh", str(SCRIPTS["zsh"].parent), line]
+    out = subprocess.run(capture, capture_output=True, text=True, check=True, timeout=60)
+    return sorted(set(re.findall(r"HIT:([\w.-]+)", out.stdout)))
+
+
 def test_zsh_completes_profile_names(user_profiles: list[str]) -> None:
     if shutil.which("zsh") is None:
         pytest.skip("zsh is not installed")
-    script = SCRIPTS["zsh"].read_text(encoding="utf-8")
-    assert ":profile:__memsearch_complete_profiles'" in _section("zsh", script, "search")
-    program = (
-        f"autoload -U compinit && compinit -u -D && source {SCRIPTS['zsh']} && "
-        "__memsearch_profile_names && print -l $reply"
-    )
-    out = subprocess.run(["zsh", "-f", "-c", program], capture_output=True, text=True, check=True)
-    assert sorted(out.stdout.split()) == user_profiles
+    assert _zsh_complete("memsearch search --profile ") == user_profiles
+    assert _zsh_complete("memsearch search -p my") == ["my-recall"]
 
 
 @pytest.mark.parametrize("shell", SHELLS)
