@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from memsearch.api import Memsearch
 from memsearch.embedding import Encoder, ModelSpec, resolve_model
 from memsearch.embedding.onnx import adopted_home_export, ensure_export, export_dir, model_fingerprint
 from memsearch.errors import EmbeddingError
@@ -86,7 +87,7 @@ def test_memsearch_cache_dir_still_moves_the_model_cache(tmp_path: Path, monkeyp
 
 
 @pytest.mark.parametrize("loose", ["root", "export", "file"])
-def test_a_cache_other_users_may_write_is_not_used(user_cache: tuple[Path, Path], loose: str) -> None:
+def test_a_cache_other_users_may_write_is_not_used(tmp_path: Path, user_cache: tuple[Path, Path], loose: str) -> None:
     onnx, made = user_cache
     spec = resolve_model()
     target = onnx / model_fingerprint(spec)
@@ -98,6 +99,9 @@ def test_a_cache_other_users_may_write_is_not_used(user_cache: tuple[Path, Path]
     path.chmod(0o777 if path.is_dir() else 0o666)
     with pytest.raises(EmbeddingError, match=f"not safe to use: other users may write {'folder ' * path.is_dir()}"):
         ensure_export(spec)
+    with Memsearch(tmp_path / "store.db") as ms:  # doctor says so, and why
+        found = [f for f in ms.doctor().findings if f.name == "model cache"]
+        assert [f.level for f in found] == ["problem"] and str(path) in found[0].detail
     path.chmod(mode)
     assert ensure_export(spec) == target
 

@@ -246,6 +246,14 @@ def ensure_export(spec: ModelSpec) -> Path:
     return target
 
 
+def cache_problem(target: Path) -> str | None:
+    """Why the model cache is not to be used for the export folder `target`: another user could
+    have written the cache's folder, or the export when there is one; None when no one could."""
+    if target.parent.exists() and (problem := folder_problem(target.parent)) is not None:
+        return problem
+    return tree_problem(target) if (target / "manifest.json").is_file() else None
+
+
 def _check_trusted(problem: str | None, folder: Path) -> None:
     """Another user who can write the model cache can change the vectors every search makes."""
     if problem is not None:
