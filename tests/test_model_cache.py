@@ -147,3 +147,20 @@ def test_another_model_has_an_export_of_its_own(tmp_path: Path) -> None:
     other = ModelSpec(str(copy), copy)
     assert export_dir(other) != export_dir(resolve_model())
     assert export_dir(other).parent == export_dir(resolve_model()).parent
+
+
+@pytest.mark.soak
+def test_two_homes_exporting_at_once_leave_one_export(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two first runs in two new homes at the same moment, from scratch (torch, about a minute):
+    both succeed, and the user's cache holds one complete export and no staging folder."""
+    monkeypatch.delenv("MEMSEARCH_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    code = "from memsearch.embedding import load_encoder, resolve_model; load_encoder(resolve_model(), 'onnx')"
+    children = [
+        subprocess.Popen([sys.executable, "-c", code], env={**os.environ, "MEMSEARCH_HOME": str(tmp_path / name)})
+        for name in ("home-a", "home-b")
+    ]
+    assert [child.wait(timeout=900) for child in children] == [0, 0]
+    onnx = tmp_path / "xdg" / "memsearch" / "onnx"
+    assert os.listdir(onnx) == [model_fingerprint(resolve_model())]
+    assert (onnx / model_fingerprint(resolve_model()) / "manifest.json").is_file()
