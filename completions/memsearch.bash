@@ -3,12 +3,25 @@
 
 _memsearch_reply() { mapfile -t COMPREPLY < <(compgen "$@" -- "$cur"); }
 _memsearch_paths() { compopt -o filenames 2>/dev/null; _memsearch_reply "$@"; }
+# The profiles: the shipped ones and the user's (*.toml in the profiles folder).
+__memsearch_complete_profiles() {
+    local dir file names=(cems default memsense mnemosyne pgvector siftcoder)
+    if [[ -n ${MEMSEARCH_HOME:-} ]]; then dir=${MEMSEARCH_HOME/#\~/$HOME}/profiles
+    elif [[ $OSTYPE == darwin* ]]; then dir="$HOME/Library/Application Support/memsearch/profiles"
+    else dir=${XDG_CONFIG_HOME:-$HOME/.config}/memsearch/profiles; fi
+    while IFS= read -r file; do
+        file=${file##*/}; file=${file%.toml}
+        [[ " ${names[*]} " == *" $file "* ]] || names+=("$file")
+    done < <(compgen -G "$dir/*.toml")
+    _memsearch_reply -W "${names[*]}"
+}
 
 _memsearch_add() {
     case $prev in
+        -p|--profile) __memsearch_complete_profiles; return ;;
         --db) _memsearch_paths -f; return ;;
         --model) _memsearch_paths -d; return ;;
-        --key|-t|--tag|--importance|--priority|--project|--namespace|--session|--role|--at|--meta|-p|--profile|--server) return ;;
+        --key|-t|--tag|--importance|--priority|--project|--namespace|--session|--role|--at|--meta|--server) return ;;
     esac
     if [[ $cur == -* ]]; then _memsearch_reply -W '--key -t --tag --importance --priority --pin --project --namespace --session --role --at --meta --replace -p --profile --db --model --server --no-server -h --help'; fi
 }
@@ -16,9 +29,10 @@ _memsearch_add() {
 _memsearch_import() {
     case $prev in
         -f|--format) _memsearch_reply -W 'jsonl chat locomo longmemeval'; return ;;
+        -p|--profile) __memsearch_complete_profiles; return ;;
         --db) _memsearch_paths -f; return ;;
         --model) _memsearch_paths -d; return ;;
-        --conversation|-p|--profile|--server) return ;;
+        --conversation|--server) return ;;
     esac
     if [[ $cur == -* ]]; then _memsearch_reply -W '-f --format --no-sessions --sessions --facets --conversation --replace -p --profile --db --model --server --no-server -h --help'
     else _memsearch_paths -f; fi
@@ -27,6 +41,7 @@ _memsearch_import() {
 _memsearch_search() {
     case $prev in
         -m|--mode) _memsearch_reply -W 'auto vector hybrid lexical'; return ;;
+        -p|--profile) __memsearch_complete_profiles; return ;;
         -g|--granularity) _memsearch_reply -W 'turn session'; return ;;
         --rerank) _memsearch_reply -W 'off deterministic llm'; return ;;
         --queries) _memsearch_paths -f; return ;;
@@ -34,7 +49,7 @@ _memsearch_search() {
         -f|--format) _memsearch_reply -W 'table json jsonl ndjson csv'; return ;;
         --db) _memsearch_paths -f; return ;;
         --model) _memsearch_paths -d; return ;;
-        -k|-n|--limit|--min-score|--as-of|--tau|-p|--profile|--max-tokens|--boost|--max-ms|--project|--namespace|-t|--tag|--since|--until|--conversation|--role|--session|--server) return ;;
+        -k|-n|--limit|--min-score|--as-of|--tau|--max-tokens|--boost|--max-ms|--project|--namespace|-t|--tag|--since|--until|--conversation|--role|--session|--server) return ;;
     esac
     if [[ $cur == -* ]]; then _memsearch_reply -W '-k -n --limit -m --mode --min-score --raw --explain --as-of --tau -p --profile -g --granularity --max-tokens --no-touch --boost --rerank --max-ms --queries --project --namespace -t --tag --since --until --kind --conversation --role --session -f --format --db --model --server --no-server -h --help'; fi
 }
@@ -180,6 +195,7 @@ _memsearch_serve() {
 _memsearch_eval() {
     case $prev in
         -d|--dataset-format) _memsearch_reply -W 'locomo longmemeval'; return ;;
+        -p|--profile) __memsearch_complete_profiles; return ;;
         -m|--mode) _memsearch_reply -W 'auto vector hybrid lexical'; return ;;
         -g|--granularity) _memsearch_reply -W 'turn session'; return ;;
         -f|--format) _memsearch_reply -W 'table json'; return ;;
@@ -187,7 +203,7 @@ _memsearch_eval() {
         --plot) _memsearch_paths -f; return ;;
         --model) _memsearch_paths -d; return ;;
         --db) _memsearch_paths -f; return ;;
-        -p|--profile|--limit) return ;;
+        --limit) return ;;
     esac
     if [[ $cur == -* ]]; then _memsearch_reply -W '-d --dataset-format -p --profile -m --mode -g --granularity --no-baseline --limit -f --format -o --output --plot --model --db -h --help'
     else _memsearch_paths -f; fi

@@ -20,6 +20,26 @@ function __fish_memsearch_using
     test -z "$argv[1]"
 end
 
+# The profiles' names: the shipped ones and the user's (*.toml in the profiles folder).
+function __fish_memsearch_profiles
+    set -l dir
+    if test -n "$MEMSEARCH_HOME"
+        set dir (string replace -r -- '^~' "$HOME" "$MEMSEARCH_HOME")/profiles
+    else if test (uname) = Darwin
+        set dir "$HOME/Library/Application Support/memsearch/profiles"
+    else if test -n "$XDG_CONFIG_HOME"
+        set dir "$XDG_CONFIG_HOME/memsearch/profiles"
+    else
+        set dir "$HOME/.config/memsearch/profiles"
+    end
+    set -l names cems default memsense mnemosyne pgvector siftcoder
+    for file in $dir/*.toml
+        set -l name (string replace -r '.*/(.*)\.toml$' '$1' -- $file)
+        contains -- $name $names; or set -a names $name
+    end
+    printf '%s\n' $names
+end
+
 complete -c memsearch -f  # no file names unless an option or argument takes a path
 complete -c memsearch -n __fish_memsearch_using -l version -d 'Print the version and exit.'
 complete -c memsearch -n __fish_memsearch_using -l debug -d 'Show tracebacks of errors.'
@@ -65,19 +85,19 @@ complete -c memsearch -n '__fish_memsearch_using add' -l role -x -d 'Who said it
 complete -c memsearch -n '__fish_memsearch_using add' -l at -x -d 'Creation time: ISO-8601, or 7d, 2w, 3h, 30m, 3mo, 1y, today, yesterday ago (default: now).'
 complete -c memsearch -n '__fish_memsearch_using add' -l meta -x -d 'Metadata as key=value (repeatable).'
 complete -c memsearch -n '__fish_memsearch_using add' -l replace -d 'Overwrite memories whose key exists already.'
-complete -c memsearch -n '__fish_memsearch_using add' -s p -l profile -x -d 'Ranking profile (see `memsearch profiles`). Default: default.'
+complete -c memsearch -n '__fish_memsearch_using add' -s p -l profile -x -a '(__fish_memsearch_profiles)' -d 'Ranking profile (see `memsearch profiles`). Default: default.'
 complete -c memsearch -n '__fish_memsearch_using add' -l db -r -F -d 'Store file, or a postgresql://user@host/db URL. Default: $MEMSEARCH_DB, else db in config.toml, else $MEMSEARCH_HOME/memsearch.db, else the user data dir.'
 complete -c memsearch -n '__fish_memsearch_using add' -l model -x -a '(__fish_complete_directories)' -d 'A sentence-transformers model directory. Default: $MEMSEARCH_MODEL, else the bundled all-MiniLM-L6-v2.'
 complete -c memsearch -n '__fish_memsearch_using add' -l server -x -d 'A `memsearch serve` URL to use (an error if it does not answer; \'\' means --no-server). Default: the server of the same store, if one runs that this user started; else in this process.'
 complete -c memsearch -n '__fish_memsearch_using add' -l no-server -d 'Work in this process even if a server of the same store runs.'
 complete -c memsearch -n '__fish_memsearch_using add' -s h -l help -d 'Show this message and exit.'
 
-complete -c memsearch -n '__fish_memsearch_using import' -s f -l format -x -a 'jsonl chat locomo longmemeval' -d 'jsonl: one memory per line. chat: one turn per line (session, role or speaker, text, created_at). locomo, longmemeval: those benchmarks\' JSON.'
+complete -c memsearch -n '__fish_memsearch_using import' -s f -l format -x -a 'jsonl chat locomo longmemeval' -d 'jsonl: one memory per line (export\'s; the JSON of list, get and search too). chat: one turn per line (session, role or speaker, text, created_at). locomo, longmemeval: those benchmarks\' JSON.'
 complete -c memsearch -n '__fish_memsearch_using import' -l no-sessions -l sessions -d 'Conversations: store a chunk per session too.'
 complete -c memsearch -n '__fish_memsearch_using import' -l facets -d 'Conversations: extract facet views (personal info, preferences, events).'
 complete -c memsearch -n '__fish_memsearch_using import' -l conversation -x -d 'chat: the conversation\'s name (default: the file\'s stem; stdin: stdin).'
 complete -c memsearch -n '__fish_memsearch_using import' -l replace -d 'Overwrite memories whose key exists already.'
-complete -c memsearch -n '__fish_memsearch_using import' -s p -l profile -x -d 'Ranking profile (see `memsearch profiles`). Default: default.'
+complete -c memsearch -n '__fish_memsearch_using import' -s p -l profile -x -a '(__fish_memsearch_profiles)' -d 'Ranking profile (see `memsearch profiles`). Default: default.'
 complete -c memsearch -n '__fish_memsearch_using import' -l db -r -F -d 'Store file, or a postgresql://user@host/db URL. Default: $MEMSEARCH_DB, else db in config.toml, else $MEMSEARCH_HOME/memsearch.db, else the user data dir.'
 complete -c memsearch -n '__fish_memsearch_using import' -l model -x -a '(__fish_complete_directories)' -d 'A sentence-transformers model directory. Default: $MEMSEARCH_MODEL, else the bundled all-MiniLM-L6-v2.'
 complete -c memsearch -n '__fish_memsearch_using import' -l server -x -d 'A `memsearch serve` URL to use (an error if it does not answer; \'\' means --no-server). Default: the server of the same store, if one runs that this user started; else in this process.'
@@ -92,7 +112,7 @@ complete -c memsearch -n '__fish_memsearch_using search' -l raw -d 'Also show ev
 complete -c memsearch -n '__fish_memsearch_using search' -l explain -d 'Show each result\'s leg ranks, fusion, factors and final score.'
 complete -c memsearch -n '__fish_memsearch_using search' -l as-of -x -d 'The \'now\' for time decay and relative times: ISO-8601, or 7d, 2w, 3h, 30m, 3mo, 1y, today, yesterday ago.'
 complete -c memsearch -n '__fish_memsearch_using search' -l tau -x -d 'Time-decay constant in days (0: no decay).'
-complete -c memsearch -n '__fish_memsearch_using search' -s p -l profile -x -d 'Ranking profile (see `memsearch profiles`). Default: default.'
+complete -c memsearch -n '__fish_memsearch_using search' -s p -l profile -x -a '(__fish_memsearch_profiles)' -d 'Ranking profile (see `memsearch profiles`). Default: default.'
 complete -c memsearch -n '__fish_memsearch_using search' -s g -l granularity -x -a 'turn session' -d 'turn: turns and notes; session: session chunks, supported by their turns.'
 complete -c memsearch -n '__fish_memsearch_using search' -l max-tokens -x -d 'Token budget for the results (about 4 characters a token).'
 complete -c memsearch -n '__fish_memsearch_using search' -l no-touch -d 'Do not record this search as an access of its results.'
@@ -240,7 +260,7 @@ complete -c memsearch -n '__fish_memsearch_using serve' -l model -x -a '(__fish_
 complete -c memsearch -n '__fish_memsearch_using serve' -s h -l help -d 'Show this message and exit.'
 
 complete -c memsearch -n '__fish_memsearch_using eval' -s d -l dataset-format -x -a 'locomo longmemeval' -d 'The dataset\'s format: locomo or longmemeval.'
-complete -c memsearch -n '__fish_memsearch_using eval' -s p -l profile -x -d 'A profile to measure (repeatable). Default: all.'
+complete -c memsearch -n '__fish_memsearch_using eval' -s p -l profile -x -a '(__fish_memsearch_profiles)' -d 'A profile to measure (repeatable). Default: all.'
 complete -c memsearch -n '__fish_memsearch_using eval' -s m -l mode -x -a 'auto vector hybrid lexical' -d 'A mode (repeatable). Default: auto.'
 complete -c memsearch -n '__fish_memsearch_using eval' -s g -l granularity -x -a 'turn session' -d 'turn and/or session (repeatable). Default: both.'
 complete -c memsearch -n '__fish_memsearch_using eval' -l no-baseline -d 'Skip the plain BM25 baseline.'

@@ -165,7 +165,10 @@ class Memsearch:
         `longmemeval`) from a text read from `source` (a display name for messages): every one is
         stored, or none is. A chat's conversation is `conversation`, else the source's file stem.
         Conversations become a session chunk per session (with `sessions`) and a memory per turn,
-        with facet views if `facets`. Bad lines and existing keys fail before anything is embedded."""
+        with facet views if `facets`. Bad lines and existing keys fail before anything is embedded.
+        JSONL may also be what `list`, `get`, `search` and `timeline` print (their lines or their
+        JSON document): the fields an import cannot store (ids, use counts, scores) are left out and
+        named in the outcome's `ignored`, and a memory given twice (same id and fields) is stored once."""
         check_text("content", content)
         check_name("source", source, optional=False)
         for name, flag in (("sessions", sessions), ("facets", facets), ("replace", replace)):

@@ -211,7 +211,7 @@ def model_state(model: str | None, findings: list[Finding]) -> ModelState | None
     import json
 
     from memsearch.embedding import resolve_model
-    from memsearch.embedding.onnx import export_dir
+    from memsearch.embedding.onnx import cache_problem, export_dir
 
     try:
         spec = resolve_model(model)
@@ -219,6 +219,9 @@ def model_state(model: str | None, findings: list[Finding]) -> ModelState | None
         findings.append(Finding("model", PROBLEM, str(error)))
         return None
     folder = export_dir(spec)
+    if (problem := cache_problem(folder)) is not None:
+        detail = f"{problem}: searches refuse it; remove it, or set MEMSEARCH_CACHE_DIR to a folder of your own"
+        findings.append(Finding("model cache", PROBLEM, detail))
     manifest = folder / "manifest.json"
     dim = json.loads(manifest.read_text(encoding="utf-8"))["dim"] if manifest.is_file() else None
     return ModelState(spec.name, dim, str(folder), manifest.is_file())

@@ -48,8 +48,9 @@ class InvalidInputError(MemsearchError):
 class ImportLineError(MemsearchError):
     """A line of an import or queries file is malformed; nothing of the file was used."""
 
-    def __init__(self, source: str, line_number: int, problem: str) -> None:
-        super().__init__(f"{source}, line {line_number}: {problem}; nothing from this file was stored")
+    def __init__(self, source: str, line_number: int, problem: str, *, unit: str = "line") -> None:
+        # unit: "item" numbers the memories of a JSON document (or of lines holding several)
+        super().__init__(f"{source}, {unit} {line_number}: {problem}; nothing from this file was stored")
         self.line_number = line_number
 
 

@@ -50,6 +50,10 @@ class ImportOutcome:
     counts: dict[str, int]
     duplicates: list[tuple[int, AddOutcome]] = field(default_factory=list)
     numbered_by: str = "line"  # "line" or "item"
+    # Left out of a JSONL import of read commands' records: the fields it takes no value from
+    # (ids, use counts, scores), and records repeating a memory given before (same id and fields).
+    ignored: tuple[str, ...] = ()
+    repeats: int = 0
 
     @property
     def summary(self) -> str:
@@ -62,6 +66,8 @@ class ImportOutcome:
             "source": self.source,
             "counts": dict(self.counts),
             "duplicates": [{self.numbered_by: number, **outcome.to_dict()} for number, outcome in self.duplicates],
+            "ignored_fields": list(self.ignored),
+            "repeats": self.repeats,
         }
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 APP_NAME = "memsearch"
@@ -38,9 +39,30 @@ def cache_dir() -> Path:
         return Path(env_cache).expanduser().absolute()
     if home := os.environ.get("MEMSEARCH_HOME"):
         return Path(home).expanduser().absolute() / "cache"
+    return _user_cache_dir()
+
+
+def _user_cache_dir() -> Path:
     import platformdirs
 
     return Path(platformdirs.user_cache_dir(APP_NAME, appauthor=False))
+
+
+def model_cache_dir() -> Path:
+    """Where model exports are kept: `MEMSEARCH_CACHE_DIR/onnx` > the user cache dir's `onnx`, one
+    for every MEMSEARCH_HOME of the user (an export is 174 MB and needs torch)."""
+    if env_cache := os.environ.get("MEMSEARCH_CACHE_DIR"):
+        return Path(env_cache).expanduser().absolute() / "onnx"
+    return _user_cache_dir() / "onnx"
+
+
+def home_model_cache_dir() -> Path | None:
+    """Where memsearch 0.1.0 kept a MEMSEARCH_HOME's own model exports (`$MEMSEARCH_HOME/cache/onnx`),
+    when that is not the model cache dir; None when there is no such place."""
+    home = os.environ.get("MEMSEARCH_HOME")
+    if not home or os.environ.get("MEMSEARCH_CACHE_DIR"):
+        return None
+    return Path(home).expanduser().absolute() / "cache" / "onnx"
 
 
 def make_private_dirs(folder: Path) -> None:
@@ -73,6 +95,49 @@ def make_private_tree(folder: Path) -> None:
     for path in (folder, *folder.rglob("*")):
         if not path.is_symlink():
             path.chmod(0o700 if path.is_dir() else 0o600)
+
+
+def folder_problem(folder: Path) -> str | None:
+    """Why another user could have put or replaced a file in `folder`; None when no one could."""
+    try:
+        info = folder.stat()
+    except OSError as error:
+        return f"cannot read folder {folder}: {error.strerror or error}"
+    if info.st_uid not in (os.geteuid(), 0):
+        return f"folder {folder} belongs to another user (uid {info.st_uid})"
+    if info.st_mode & 0o022 and not info.st_mode & stat.S_ISVTX:
+        return f"other users may write folder {folder} (mode {stat.S_IMODE(info.st_mode):o}, not sticky)"
+    return None
+
+
+def file_problem(path: Path, info: os.stat_result) -> str | None:
+    """Why another user could have written the file `path` (`info` is its stat); None when no one could."""
+    if info.st_uid != os.geteuid():
+        return f"{path} belongs to another user (uid {info.st_uid})"
+    if info.st_mode & 0o022:
+        return f"other users may write {path} (mode {stat.S_IMODE(info.st_mode):o})"
+    return None
+
+
+def tree_problem(folder: Path) -> str | None:
+    """Why another user could have written `folder` or anything in it; None when no one could.
+    Names starting with a dot (other processes' work in progress, never read) are passed over;
+    a symbolic link is a problem (memsearch makes none)."""
+    if (problem := folder_problem(folder)) is not None:
+        return problem
+    for path in sorted(folder.iterdir()):
+        if path.name.startswith("."):
+            continue
+        try:
+            info = path.lstat()
+        except OSError as error:
+            return f"cannot read {path}: {error.strerror or error}"
+        if stat.S_ISLNK(info.st_mode):
+            return f"{path} is a symbolic link"
+        problem = tree_problem(path) if stat.S_ISDIR(info.st_mode) else file_problem(path, info)
+        if problem is not None:
+            return problem
+    return None
 
 
 def is_private(path: Path) -> bool:

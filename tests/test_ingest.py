@@ -36,9 +36,9 @@ def run(*args: str, input: str | None = None, code: int = 0) -> Result:
 @pytest.mark.parametrize("separator", ["\u2028", "\u2029", "\x85"])
 def test_a_line_separator_inside_a_json_string_does_not_split_the_line(separator: str) -> None:
     content = json.dumps({"text": f"one{separator}two"}, ensure_ascii=False) + "\n" + json.dumps({"text": "three"})
-    numbers, memories = parse_memories(content, "notes.jsonl")
-    assert numbers == [1, 2]
-    assert [m.text for m in memories] == [f"one{separator}two", "three"]
+    parsed = parse_memories(content, "notes.jsonl")
+    assert parsed.numbers == [1, 2]
+    assert [m.text for m in parsed.memories] == [f"one{separator}two", "three"]
 
 
 def test_windows_line_ends_and_a_byte_order_mark_are_accepted() -> None:
@@ -90,7 +90,13 @@ def test_import_text_counts_and_reports_an_existing_key_with_its_line_before_emb
     with Memsearch(db_path, encoder=encoder) as ms:
         outcome = ms.import_text('{"text": "alpha", "key": "a"}\n{"text": "beta"}\n', source="one.jsonl")
         assert outcome.counts == {"note": 2, "turn": 0, "session": 0} and outcome.duplicates == []
-        assert outcome.to_dict() == {"source": "one.jsonl", "counts": outcome.counts, "duplicates": []}
+        assert outcome.to_dict() == {
+            "source": "one.jsonl",
+            "counts": outcome.counts,
+            "duplicates": [],
+            "ignored_fields": [],
+            "repeats": 0,
+        }
 
     def no_model() -> Encoder:
         raise AssertionError("the model was loaded for an import that must fail first")

@@ -104,7 +104,8 @@ def import_(
         typer.Option(
             "--format",
             "-f",
-            help="jsonl: one memory per line. chat: one turn per line (session, role or speaker, text, "
+            help="jsonl: one memory per line (export's; the JSON of list, get and search too). "
+            "chat: one turn per line (session, role or speaker, text, "
             "created_at). locomo, longmemeval: those benchmarks' JSON.",
         ),
     ] = "jsonl",
@@ -155,6 +156,12 @@ def import_(
                 progress=progress,
             ).to_dict()
     counts, duplicates = document["counts"], document["duplicates"]
+    if ignored := document.get("ignored_fields"):
+        messages().print(
+            f"ignored {', '.join(ignored)}: fields of a read command that import does not store", markup=False
+        )
+    if repeats := document.get("repeats"):
+        messages().print(f"{repeats} repeated record(s) of a memory (same id and fields) stored once", markup=False)
     if not duplicates and not any(counts.values()):
         messages().print(f"{source} has no memories; nothing imported", markup=False)
         return

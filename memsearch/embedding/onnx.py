@@ -2,8 +2,9 @@
 
 The export (model graph with pooling and normalisation inside, plus its fast tokenizer and a
 manifest) is made once per model with sentence-transformers and cached under the user cache
-dir, keyed by a fingerprint of the model's files. Later processes load it in a fraction of a
-second and never import torch.
+dir (one for all of the user's MEMSEARCH_HOMEs; see paths.model_cache_dir), keyed by a
+fingerprint of the model's files. Later processes load it in a fraction of a second and never
+import torch. A cache another user could have written is not used.
 """
 
 from __future__ import annotations
@@ -29,7 +30,16 @@ import numpy as np
 from memsearch.embedding.base import ModelSpec, Progress
 from memsearch.errors import EmbeddingError
 from memsearch.models import EmbeddingModelInfo, check_text
-from memsearch.paths import cache_dir, is_private, make_private_dirs, make_private_tree, write_private
+from memsearch.paths import (
+    folder_problem,
+    home_model_cache_dir,
+    is_private,
+    make_private_dirs,
+    make_private_tree,
+    model_cache_dir,
+    tree_problem,
+    write_private,
+)
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +77,7 @@ def model_fingerprint(spec: ModelSpec) -> str:
 
 
 def export_dir(spec: ModelSpec) -> Path:
-    return cache_dir() / "onnx" / model_fingerprint(spec)
+    return model_cache_dir() / model_fingerprint(spec)
 
 
 def export_model(spec: ModelSpec, target: Path) -> None:
@@ -207,12 +217,20 @@ def fuse_bert(path: Path, model: Any) -> None:
 
 
 def ensure_export(spec: ModelSpec) -> Path:
+    """The folder of `spec`'s export: the cached one, one a MEMSEARCH_HOME of memsearch 0.1.0 kept
+    (moved into the cache), or a new one made now."""
     target = export_dir(spec)
+    if target.parent.exists():
+        _check_trusted(folder_problem(target.parent), target.parent)
+    if not (target / "manifest.json").is_file():
+        target = adopted_home_export(target)
     manifest = target / "manifest.json"
-    if manifest.is_file() and not is_private(manifest):  # an export made before files were private
-        with contextlib.suppress(OSError):
-            make_private_tree(target)
-    if not manifest.is_file():
+    if manifest.is_file():
+        _check_trusted(tree_problem(target), target)
+        if not is_private(manifest):  # an export made before files were private
+            with contextlib.suppress(OSError):
+                make_private_tree(target)
+    else:
         log.info("preparing the fast encoder for %s (once, about 10 s) in %s", spec.name, target)
         try:
             export_model(spec, target)
@@ -225,6 +243,41 @@ def ensure_export(spec: ModelSpec) -> Path:
             ) from error
         except Exception as error:
             raise EmbeddingError(f"could not export {spec.name} to ONNX in {target.parent}: {error}") from error
+    return target
+
+
+def cache_problem(target: Path) -> str | None:
+    """Why the model cache is not to be used for the export folder `target`: another user could
+    have written the cache's folder, or the export when there is one; None when no one could."""
+    if target.parent.exists() and (problem := folder_problem(target.parent)) is not None:
+        return problem
+    return tree_problem(target) if (target / "manifest.json").is_file() else None
+
+
+def _check_trusted(problem: str | None, folder: Path) -> None:
+    """Another user who can write the model cache can change the vectors every search makes."""
+    if problem is not None:
+        raise EmbeddingError(
+            f"the model cache {folder} is not safe to use: {problem}; "
+            "remove it, or set MEMSEARCH_CACHE_DIR to a folder of your own"
+        )
+
+
+def adopted_home_export(target: Path) -> Path:
+    """The export a MEMSEARCH_HOME of memsearch 0.1.0 kept for this model (`$MEMSEARCH_HOME/cache/onnx`),
+    moved to `target` in the user's cache (in place when it cannot be moved); else `target`."""
+    old_cache = home_model_cache_dir()
+    old = old_cache / target.name if old_cache is not None else None
+    if old is None or old == target or not (old / "manifest.json").is_file():
+        return target
+    if folder_problem(old.parent) is not None or tree_problem(old) is not None:
+        return target  # not to be trusted: ignored, and a fresh export made in the cache
+    try:
+        make_private_dirs(target.parent)
+        os.replace(old, target)
+    except OSError:  # another file system (or another process moved it first)
+        return target if (target / "manifest.json").is_file() else old
+    log.info("moved the ONNX export of %s to the model cache %s", old, target)
     return target
 
 

@@ -23,6 +23,7 @@ from memsearch.outcomes import KIND_NAMES, AddOutcome, ImportOutcome
 from memsearch.timeutil import utc_now
 
 if TYPE_CHECKING:
+    from memsearch.ingest.records import ParsedMemories
     from memsearch.profiles import Profile
     from memsearch.store.base import Store
 
@@ -115,32 +116,34 @@ def import_text(
 ) -> ImportOutcome:
     """Import the memories or conversations of a text (arguments checked; see `Memsearch.import_text`)."""
     from memsearch.ingest.conversations import with_facets
-    from memsearch.ingest.records import parse_memories
+    from memsearch.ingest.records import ParsedMemories, parse_memories
 
     if not isinstance(fmt, str) or fmt not in IMPORT_FORMATS:
         raise InvalidInputError(f"unknown import format {fmt!r} (choose from {', '.join(IMPORT_FORMATS)})", field="fmt")
     if conversation is not None and fmt != "chat":
         raise InvalidInputError("names a chat's conversation; other formats name their own", field="conversation")
-    lines: list[int]
     if fmt == "jsonl":
-        lines, memories = parse_memories(content, source)
-        check_parents(target, memories, lines, source)
+        parsed = parse_memories(content, source)
+        check_parents(target, parsed, source)
     else:
-        lines, memories = [], conversation_memories(content, source, fmt, sessions, conversation)
+        memories = conversation_memories(content, source, fmt, sessions, conversation)
+        parsed = ParsedMemories(list(range(1, len(memories) + 1)), memories, "item")
+    memories, numbers = parsed.memories, parsed.numbers
     if not memories:
-        return ImportOutcome(source, {kind: 0 for kind in KIND_NAMES})
+        return ImportOutcome(source, {kind: 0 for kind in KIND_NAMES}, ignored=parsed.ignored, repeats=parsed.repeats)
     if not replace and (store := existing_store(target)) is not None:
-        check_new_keys(store, memories, lines, source)
+        check_new_keys(store, parsed, source)
     if facets:
         memories = with_facets(memories, target.encoder())
     outcomes = add_memories(target, memories, replace=replace, profile=profile, progress=progress)
-    numbers = lines or list(range(1, len(memories) + 1))
     stored = [m for m, o in zip(memories, outcomes, strict=True) if o.stored]
     return ImportOutcome(
         source,
         {kind: sum(m.kind == kind for m in stored) for kind in KIND_NAMES},
         [(number, o) for number, o in zip(numbers, outcomes, strict=True) if not o.stored],
-        "line" if lines else "item",
+        parsed.unit,
+        parsed.ignored,
+        parsed.repeats,
     )
 
 
@@ -159,13 +162,15 @@ def conversation_memories(
     return [m for c in conversations for m in memories_of(c, sessions=sessions)]
 
 
-def check_parents(target: Library, memories: Sequence[NewMemory], lines: Sequence[int], source: str) -> None:
+def check_parents(target: Library, parsed: ParsedMemories, source: str) -> None:
     """A `parent_key` must name a memory earlier in the file or already stored."""
     earlier: set[str] = set()
-    for memory, line in zip(memories, lines, strict=True):
+    unit = parsed.unit
+    for memory, number in zip(parsed.memories, parsed.numbers, strict=True):
         parent = memory.parent_key
         if parent is not None and parent not in earlier and not _stored_key(target, parent):
-            raise ImportLineError(source, line, f"parent_key {parent!r} names no memory stored or on an earlier line")
+            problem = f"parent_key {parent!r} names no memory stored or on an earlier {unit}"
+            raise ImportLineError(source, number, problem, unit=unit)
         if memory.key is not None:
             earlier.add(memory.key)
 
@@ -175,13 +180,12 @@ def _stored_key(target: Library, key: str) -> bool:
     return store is not None and store.id_for_key(key) is not None
 
 
-def check_new_keys(store: Store, memories: Sequence[NewMemory], lines: Sequence[int], source: str) -> None:
+def check_new_keys(store: Store, parsed: ParsedMemories, source: str) -> None:
     """A key of the import that a stored memory has already fails with its line (or item) number."""
-    for position, memory in enumerate(memories):
+    for memory, number in zip(parsed.memories, parsed.numbers, strict=True):
         existing = store.id_for_key(memory.key) if memory.key is not None else None
         if existing is not None:
-            where = f"line {lines[position]}" if lines else f"item {position + 1}"
             raise DuplicateKeyError(
-                f"{source}, {where}: a memory with key {memory.key!r} exists already (id {existing}); "
+                f"{source}, {parsed.unit} {number}: a memory with key {memory.key!r} exists already (id {existing}); "
                 "nothing from this file was stored"
             )

@@ -11,7 +11,8 @@ users may not write (or sticky); it names an http:// URL on a loopback address a
 of the current user; and that URL answers `/health` for this store and that pid. The same check
 keeps a second server off a store that is served already.
 
-Stdlib only (json, os, http.client on demand): a CLI call through the server imports nothing heavy.
+Stdlib and memsearch.paths only (http.client on demand): a CLI call through the server imports
+nothing heavy.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from memsearch.errors import MemsearchError
+from memsearch.paths import file_problem, folder_problem
 
 HEALTH_TIMEOUT_S = 0.5
 SUFFIX = ".server.json"
@@ -108,19 +110,6 @@ def discovery_paths(db: Path | str) -> tuple[Path, ...]:
 # -- what a client trusts -----------------------------------------------------------------------
 
 
-def folder_problem(folder: Path) -> str | None:
-    """Why another user could have put or replaced a file in `folder`; None when no one could."""
-    try:
-        info = folder.stat()
-    except OSError as error:
-        return f"cannot read folder {folder}: {error.strerror or error}"
-    if info.st_uid not in (os.geteuid(), 0):
-        return f"folder {folder} belongs to another user (uid {info.st_uid})"
-    if info.st_mode & 0o022 and not info.st_mode & stat.S_ISVTX:
-        return f"other users may write folder {folder} (mode {stat.S_IMODE(info.st_mode):o}, not sticky)"
-    return None
-
-
 def read_advertised(path: Path) -> Advertised:
     """The document of a discovery file the current user owns and no one else may change."""
     try:
@@ -133,10 +122,8 @@ def read_advertised(path: Path) -> Advertised:
         info = os.fstat(handle.fileno())
         if not stat.S_ISREG(info.st_mode):
             raise Untrusted(f"{path} is not a regular file")
-        if info.st_uid != os.geteuid():
-            raise Untrusted(f"{path} belongs to another user (uid {info.st_uid})")
-        if info.st_mode & 0o022:
-            raise Untrusted(f"other users may write {path} (mode {stat.S_IMODE(info.st_mode):o})")
+        if (problem := file_problem(path, info)) is not None:
+            raise Untrusted(problem)
         raw = handle.read(65536)
     if (problem := folder_problem(path.parent)) is not None:
         raise Untrusted(problem)
