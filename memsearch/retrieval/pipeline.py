@@ -349,13 +349,10 @@ def _exact_top_k(
 
 
 def with_tau(profile: Profile, tau_days: float | None) -> Profile:
-    """The profile with its decay time constant replaced; 0 switches decay off."""
+    """The profile with its decay time constant replaced (a request's, which its constructor
+    checked: a finite number, 0 or more); 0 switches decay off."""
     if tau_days is None:
         return profile
-    if tau_days < 0:
-        raise InvalidInputError(
-            f"must be 0 (no decay) or a positive number of days, not {tau_days:g}", field="tau_days"
-        )
     if profile.decay() is None:
         raise InvalidInputError(f"profile {profile.name} has no time decay to set", field="tau_days")
     adjust = tuple(
