@@ -259,6 +259,7 @@ def lexical_quality(ms: Any, texts: list[str], found: list[Any]) -> dict[str, ob
     import memsearch.store.postgres.bm25 as postgres_bm25
     from memsearch.retrieval.pipeline import SearchRequest
     from memsearch.store import EVERYTHING
+    from memsearch.text import LexicalQuery
 
     store = ms.store()
     moment = _now()
@@ -274,7 +275,7 @@ def lexical_quality(ms: Any, texts: list[str], found: list[Any]) -> dict[str, ob
         exact, seconds = [], []
         for text in texts:
             tick = time.perf_counter()
-            exact.append(store.lexical_search(text, EVERYTHING, 50))
+            exact.append(store.lexical_search(LexicalQuery.of(text), EVERYTHING, 50))
             seconds.append(time.perf_counter() - tick)
     finally:
         postgres_bm25.IMPACT_ABOVE = bounded
@@ -301,6 +302,7 @@ def scale_measure(server_url: str, queries: int, database: str) -> None:
     from memsearch.embedding import load_encoder, resolve_model
     from memsearch.retrieval.pipeline import SearchRequest
     from memsearch.store import EVERYTHING, Scope
+    from memsearch.text import LexicalQuery
 
     url = database_url(server_url, database)
     encoder = load_encoder(resolve_model())
@@ -329,7 +331,7 @@ def scale_measure(server_url: str, queries: int, database: str) -> None:
         found = []
         for text in texts:
             tick = time.perf_counter()
-            found.append(store.lexical_search(text, EVERYTHING, 50))
+            found.append(store.lexical_search(LexicalQuery.of(text), EVERYTHING, 50))
             lexical.append(time.perf_counter() - tick)
         for query in query_vectors:
             tick = time.perf_counter()
@@ -413,6 +415,7 @@ def _writer(url: str, worker: int, seconds: float) -> dict[str, object]:
 
 def _reader(url: str, worker: int, seconds: float) -> dict[str, object]:
     from memsearch.store import EVERYTHING, open_store
+    from memsearch.text import LexicalQuery
 
     rng = np.random.default_rng(100 + worker)
     store = None
@@ -425,7 +428,7 @@ def _reader(url: str, worker: int, seconds: float) -> dict[str, object]:
     end = time.monotonic() + seconds
     while time.monotonic() < end:
         try:
-            store.lexical_search("deploys note", EVERYTHING, 10)
+            store.lexical_search(LexicalQuery.of("deploys note"), EVERYTHING, 10)
             vector = rng.normal(size=16).astype(np.float32)
             hits = store.vector_search(vector / np.linalg.norm(vector), EVERYTHING, 10)
             store.touch([i for i, _ in hits[:3]], _now())

@@ -22,7 +22,6 @@ from memsearch.arguments import (
     check_progress,
     check_ref,
     check_refs,
-    check_request,
     check_scope,
     check_threshold,
     check_whole,
@@ -316,7 +315,12 @@ class Memsearch:
         Each search records the access on the memories it returns (last_accessed_at,
         access_count) unless the request has `as_of` or `touch=False`.
         """
-        requests = [check_request(request) for request in check_iterable("requests", requests)]
+        from memsearch.retrieval.request import SearchRequest
+
+        requests = check_iterable("requests", requests)
+        for request in requests:  # a SearchRequest that exists is valid: its constructor checked it
+            if not isinstance(request, SearchRequest):
+                raise InvalidInputError(f"must be a SearchRequest, not {shown(request)}", field="request")
         store = self.store()  # a missing store is said at once, before any model is prepared
         if any(request.mode != "lexical" for request in requests):
             self._encoder.load_meanwhile()  # while the pipeline is imported and the lexical legs run

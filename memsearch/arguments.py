@@ -22,7 +22,6 @@ from memsearch.models import check_text, shown
 if TYPE_CHECKING:
     from memsearch.embedding import Progress
     from memsearch.profiles import Profile
-    from memsearch.retrieval.request import SearchRequest
     from memsearch.store.base import Scope
 
 MAX_ROWS = 2**62  # a limit or offset past this cannot be a row count (SQLite's integers are 64-bit)
@@ -128,22 +127,6 @@ def check_scope(scope: object, field: str = "scope") -> Scope:
         if moment is not None and (not isinstance(moment, datetime) or moment.tzinfo is None):
             raise InvalidInputError(f"must be a datetime with its UTC offset, not {shown(moment)}", field=name)
     return scope
-
-
-def check_request(request: object) -> SearchRequest:
-    """A `SearchRequest` (its constructor checked its own fields) with a valid query, scope and boosts."""
-    from memsearch.operations import SEARCH
-    from memsearch.retrieval.request import Boost, SearchRequest
-
-    if not isinstance(request, SearchRequest):
-        raise InvalidInputError(f"must be a SearchRequest, not {shown(request)}", field="request")
-    SEARCH.field("query").check(check_text("query", request.query))  # its length limit, as every front end's
-    check_scope(request.scope)
-    if not isinstance(request.boosts, tuple | list) or not all(isinstance(b, Boost) for b in request.boosts):
-        raise InvalidInputError(f"must be a tuple of Boost, not {shown(request.boosts)}", field="boost")
-    for boost in request.boosts:
-        check_text("boost", boost.value)
-    return request
 
 
 def check_threshold(field: str, value: object) -> float:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from dataclasses import dataclass
 
 MAX_TERMS = 64
 
@@ -29,6 +30,32 @@ def query_terms(query: str) -> list[str]:
     words = list(dict.fromkeys(word.lower() for word in WORD.findall(query)))
     content = [word for word in words if word not in STOPWORDS]
     return (content or words)[:MAX_TERMS]
+
+
+_QUOTED_PHRASE = re.compile(r'"([^"]+)"')
+
+
+@dataclass(frozen=True)
+class LexicalQuery:
+    """What the lexical legs search for, read from a query once (`of`): its words (see
+    query_terms), its quoted phrases of several words (lower-cased, one space between words) and
+    its gram terms (see query_grams). The stores make their full-text match from it alone."""
+
+    words: tuple[str, ...]
+    phrases: tuple[str, ...]
+    grams: tuple[str, ...]
+
+    @classmethod
+    def of(cls, query: str) -> LexicalQuery:
+        quoted = (WORD.findall(phrase) for phrase in _QUOTED_PHRASE.findall(query))
+        phrases = tuple(" ".join(words).lower() for words in quoted if len(words) > 1)
+        return cls(tuple(query_terms(query)), phrases, tuple(query_grams(query)))
+
+    @property
+    def match_phrases(self) -> tuple[str, ...]:
+        """The words, then the phrases: what FTS5 is asked for, in order (the PostgreSQL store
+        ranks the same phrases)."""
+        return self.words + self.phrases
 
 
 # Scripts written without spaces between words (Chinese, Japanese; Korean joins particles to

@@ -302,10 +302,6 @@ def test_deeply_nested_queries_are_refused(content: str) -> None:
         ("consolidate", (), {"dry_run": "yes"}, "dry_run"),
         ("copy_to", (None,), {}, "destination"),
         ("copy_to", (1,), {}, "destination"),
-        ("search", (SearchRequest("x" * 4001, mode="lexical"),), {}, "query"),
-        ("search", (SearchRequest("\ud800", mode="lexical"),), {}, "query"),
-        ("search", (SearchRequest("x", mode="lexical", scope=Scope(tags="ops")),), {}, "tags"),  # type: ignore[arg-type]
-        ("search", (SearchRequest("x", mode="lexical", scope=Scope(kinds=("memo",))),), {}, "kinds"),
         ("search_many", ("x",), {}, "requests"),
     ],
 )
@@ -318,6 +314,25 @@ def test_wrong_types_are_refused_naming_the_argument(
         assert isinstance(refused.value, InvalidInputError)
         assert refused.value.field == field, str(refused.value)
     assert fixture.snapshot() == fixture.reference
+
+
+@pytest.mark.parametrize(
+    ("fields", "field"),
+    [
+        ({"query": "x" * 4001}, "query"),
+        ({"query": "\ud800"}, "query"),
+        ({"query": "x", "scope": Scope(tags="ops")}, "tags"),  # type: ignore[arg-type]
+        ({"query": "x", "scope": Scope(kinds=("memo",))}, "kinds"),
+        ({"query": "x", "scope": "everything"}, "scope"),
+        ({"query": "x", "boosts": Boost("tag", "t")}, "boost"),
+        ({"query": "x", "boosts": (Boost("tag", "\ud800"),)}, "boost"),
+    ],
+)
+def test_a_search_request_that_exists_is_valid(fields: dict[str, Any], field: str) -> None:
+    """Its constructor refuses what a search could not run, naming the field; no search re-checks it."""
+    with pytest.raises(InvalidInputError) as refused:
+        SearchRequest(mode="lexical", **fields)
+    assert refused.value.field == field, str(refused.value)
 
 
 @pytest.mark.parametrize("key", ["٣", "３"])

@@ -163,3 +163,41 @@ def test_the_readme_architecture_map_names_every_package_and_module() -> None:
         if f"{folder.name}/" not in text
     ]
     assert not missing, f"the README's architecture map does not name: {', '.join(missing)}"
+
+
+# What reads a query's text for a search: each is called once a query, by retrieval/query.py's
+# parse_query; every stage reads the ParsedQuery (and the stores its LexicalQuery) instead.
+QUERY_SCANNERS = {"route_features", "detect_intents", "exact_tokens", "asks_when", "asks_name", "named_dates"}
+
+
+def _calls(tree: ast.AST) -> set[str]:
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            function = node.func
+            if isinstance(function, ast.Name):
+                names.add(function.id)
+            elif isinstance(function, ast.Attribute):
+                base = function.value.id if isinstance(function.value, ast.Name) else ""
+                names.add(f"{base}.{function.attr}" if base == "LexicalQuery" else function.attr)
+    return names
+
+
+def test_a_query_is_read_once_by_the_parse() -> None:
+    readers = {}
+    for path in PACKAGE.rglob("*.py"):
+        found = _calls(ast.parse(path.read_text())) & (QUERY_SCANNERS | {"LexicalQuery.of"})
+        if found:
+            readers[str(path.relative_to(PACKAGE))] = found
+    assert readers.pop("retrieval/query.py") == {
+        "route_features",
+        "asks_when",
+        "asks_name",
+        "named_dates",
+        "LexicalQuery.of",
+    }
+    # A scanner's own module may compose it (routing's features, dates' ranges of a memory's text).
+    assert readers == {
+        "retrieval/routing.py": {"detect_intents", "exact_tokens"},
+        "retrieval/dates.py": {"named_dates"},
+    }

@@ -21,7 +21,7 @@ from memsearch.models import EmbeddingModelInfo, Memory, NewMemory, content_hash
 from memsearch.profiles import available, load_profile
 from memsearch.retrieval.pipeline import GRANULARITIES, MODES, SearchRequest, run_search
 from memsearch.store.base import EVERYTHING, LexicalHits, Scope, SearchBackend, VectorHits
-from memsearch.text import WORD, query_terms
+from memsearch.text import WORD, LexicalQuery, query_terms
 from tests.conftest import T0
 
 DIM = 512
@@ -62,8 +62,8 @@ class FakeBackend:
     def has_kind(self, kind: str) -> bool:
         return any(m.kind == kind for m in self.memories.values())
 
-    def lexical_search(self, query: str, scope: Scope, limit: int, view: str | None = None) -> LexicalHits:
-        terms = query_terms(query)
+    def lexical_search(self, query: LexicalQuery, scope: Scope, limit: int, view: str | None = None) -> LexicalHits:
+        terms = query.words
         docs = {m.id: [w.lower() for w in WORD.findall(self._text(m, view) or "")] for m in self._in(scope)}
         average = sum(map(len, docs.values())) / max(len(docs), 1)
         hits = []

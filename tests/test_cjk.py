@@ -13,10 +13,10 @@ from memsearch.api import Memsearch
 from memsearch.embedding import Encoder
 from memsearch.models import NewMemory
 from memsearch.retrieval.request import SearchRequest
-from memsearch.retrieval.routing import route_query
+from memsearch.retrieval.routing import route_features, route_query
 from memsearch.store import EVERYTHING, open_store
 from memsearch.store.fts import FTS_COLUMNS, GRAM_COLUMNS
-from memsearch.text import gram_terms
+from memsearch.text import LexicalQuery, gram_terms
 from tests.conftest import T0
 
 NOTES = [
@@ -37,9 +37,9 @@ def test_gram_terms_are_cjk_bigrams_and_symbols_and_nothing_for_english() -> Non
 
 
 def test_routing_sends_a_symbol_only_query_to_both_legs() -> None:
-    route = route_query("🚀")
+    route = route_query(route_features("🚀"))
     assert route.strategy == "hybrid" and "🚀" in route.reason
-    assert route_query("the").strategy == "vector"
+    assert route_query(route_features("the")).strategy == "vector"
 
 
 @pytest.mark.parametrize("store_kind", ["sqlite", "postgres"])
@@ -59,7 +59,9 @@ def test_cjk_substrings_and_emoji_are_found(
         assert top("保险库", "lexical") == "zh"
         assert top("金庫", "lexical") == "ja"
         assert top("🚀", "lexical") == "rocket"
-        assert ms.store().lexical_search("🍜", EVERYTHING, 3)[0][0] == ms.get("lunch").id  # a tag's symbol
+        assert (
+            ms.store().lexical_search(LexicalQuery.of("🍜"), EVERYTHING, 3)[0][0] == ms.get("lunch").id
+        )  # a tag's symbol
         for mode in ("auto", "hybrid"):
             assert top("🚀", mode) == "rocket", mode
             assert top("密钥", mode) == "zh", mode
@@ -74,8 +76,8 @@ def test_cjk_and_emoji_rank_alike_in_both_stores(tmp_path: Path, pg_url: str) ->
         store.insert(NOTES, None, None, T0)
     sqlite, postgres = stores
     for query in QUERIES:
-        expected = sqlite.lexical_search(query, EVERYTHING, 10)
-        found = postgres.lexical_search(query, EVERYTHING, 10)
+        expected = sqlite.lexical_search(LexicalQuery.of(query), EVERYTHING, 10)
+        found = postgres.lexical_search(LexicalQuery.of(query), EVERYTHING, 10)
         assert expected, query
         assert [i for i, _ in found] == [i for i, _ in expected], query
         assert [s for _, s in found] == pytest.approx([s for _, s in expected], abs=1e-9), query
@@ -86,7 +88,7 @@ def test_cjk_and_emoji_rank_alike_in_both_stores(tmp_path: Path, pg_url: str) ->
 def test_an_sqlite_store_before_the_grams_column_migrates(db_path: Path) -> None:
     store = open_store(db_path, create=True)
     store.insert(NOTES, None, None, T0)
-    expected = {q: store.lexical_search(q, EVERYTHING, 10) for q in QUERIES}
+    expected = {q: store.lexical_search(LexicalQuery.of(q), EVERYTHING, 10) for q in QUERIES}
     store.close()
     old = sqlite3.connect(db_path, isolation_level=None)  # the full-text table of schema 4
     old.executescript(
@@ -101,7 +103,7 @@ def test_an_sqlite_store_before_the_grams_column_migrates(db_path: Path) -> None
     old.close()
     store = open_store(db_path)
     assert store.schema_version >= 5  # type: ignore[attr-defined]
-    assert {q: store.lexical_search(q, EVERYTHING, 10) for q in QUERIES} == expected
+    assert {q: store.lexical_search(LexicalQuery.of(q), EVERYTHING, 10) for q in QUERIES} == expected
     store.close()
 
 
@@ -110,7 +112,7 @@ def test_a_postgres_store_before_the_grams_column_migrates(pg_url: str) -> None:
 
     store = open_store(pg_url, create=True)
     store.insert(NOTES, None, None, T0)
-    expected = {q: store.lexical_search(q, EVERYTHING, 10) for q in QUERIES}
+    expected = {q: store.lexical_search(LexicalQuery.of(q), EVERYTHING, 10) for q in QUERIES}
     store.close()
     grams = [FTS_COLUMNS.index(name) for name in GRAM_COLUMNS.values()]
     with psycopg.connect(pg_url, autocommit=True) as old:  # what schema 1 held: no postings of the grams column
@@ -125,7 +127,7 @@ def test_a_postgres_store_before_the_grams_column_migrates(pg_url: str) -> None:
         old.execute("DELETE FROM postings WHERE col = ANY(%s)", (grams,))
         old.execute("DELETE FROM memsearch_schema WHERE version > 1")
     store = open_store(pg_url)
-    found = {q: store.lexical_search(q, EVERYTHING, 10) for q in QUERIES}
+    found = {q: store.lexical_search(LexicalQuery.of(q), EVERYTHING, 10) for q in QUERIES}
     assert {q: [i for i, _ in hits] for q, hits in found.items()} == {q: [i for i, _ in h] for q, h in expected.items()}
     for query, hits in found.items():
         assert [s for _, s in hits] == pytest.approx([s for _, s in expected[query]], abs=1e-9)

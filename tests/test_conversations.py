@@ -18,13 +18,15 @@ from memsearch.ingest.conversations import conversation_memories, with_facets
 from memsearch.ingest.readers import Conversation, turn_text
 from memsearch.models import Memory, NewMemory, content_hash
 from memsearch.retrieval.candidates import Candidate, LegHit
-from memsearch.retrieval.legs import dense_query_text, named_speakers
+from memsearch.retrieval.legs import dense_query_text
+from memsearch.retrieval.query import parse_query
 from memsearch.retrieval.request import SearchRequest
 from memsearch.retrieval.scoring import QueryFacts
 from memsearch.retrieval.sessions import session_support
 from memsearch.store import Scope
 from memsearch.store.migrations import MIGRATIONS, SCHEMA_VERSION
 from memsearch.store.sqlite import SQLiteStore
+from memsearch.text import LexicalQuery
 from tests.conftest import T0
 from tests.test_cli import run
 
@@ -160,20 +162,23 @@ def test_speaker_named_in_the_query_is_preferred(imported: Path) -> None:
     document = json.loads(run("search", "What did Ana say about the kayak?", "-f", "json", "-k", "5").stdout)
     factors = {r["role"]: r["explain"]["factors"][0] for r in document["results"]}
     assert factors["Ana"] == {"name": "speaker", "op": "mul", "value": 1.1, "detail": {"named": "Ana", "role": "Ana"}}
-    assert named_speakers("did ana and ben meet?", ["Ana", "Ben"]) == ("Ana", "Ben")
+    assert parse_query("did ana and ben meet?").names(["Ana", "Ben"]) == ("Ana", "Ben")
     assert QueryFacts(named=("Ana", "Ben")).speaker is None  # several named: no preference
-    assert named_speakers("what did Anastasia say", ["Ana"]) == ()  # whole words only
+    assert parse_query("what did Anastasia say").names(["Ana"]) == ()  # whole words only
 
 
 def test_dense_query_drops_words_common_to_the_store(ms: Memsearch, tiny: Locomo) -> None:
     ms.add_many(conversation_memories(tiny[0][0], sessions=False))
     store, everything = ms.store(), Scope(conversation="conv-a")
-    assert dense_query_text(store, "What did Ana's friend Ben paint?", everything, 0.2) == "What did friend paint?"
-    assert dense_query_text(store, "Ana Ben", everything, 0.2) == "Ana Ben"  # nothing would remain
-    assert dense_query_text(store, "What did Ana paint?", Scope(conversation="conv-a", roles=("Zed",)), 0.2) == (
-        "What did Ana paint?"
-    )  # no speaker in that scope
-    assert dense_query_text(store, "Ana Ben", everything, None) == "Ana Ben"
+    assert (
+        dense_query_text(store, parse_query("What did Ana's friend Ben paint?"), everything, 0.2)
+        == "What did friend paint?"
+    )
+    assert dense_query_text(store, parse_query("Ana Ben"), everything, 0.2) == "Ana Ben"  # nothing would remain
+    assert dense_query_text(
+        store, parse_query("What did Ana paint?"), Scope(conversation="conv-a", roles=("Zed",)), 0.2
+    ) == ("What did Ana paint?")  # no speaker in that scope
+    assert dense_query_text(store, parse_query("Ana Ben"), everything, None) == "Ana Ben"
 
 
 def memory(memory_id: int, parent: int | None = None) -> Memory:
@@ -228,10 +233,12 @@ def test_a_version_2_store_is_upgraded_in_place(tmp_path: Path) -> None:
     db.close()
     store = SQLiteStore.open(path)
     assert store.schema_version == SCHEMA_VERSION
-    assert [i for i, _ in store.lexical_search("deploy", Scope(), 5)] == [1]
-    assert [i for i, _ in store.lexical_search("prod", Scope(), 5)] == [1]  # tags carried over
-    assert [i for i, _ in store.lexical_search("deploy", Scope(), 5, view="context")] == [1]
-    assert [i for i, _ in store.lexical_search("deploy", Scope(), 5, view="prev")] == [1]  # a note's own text
+    assert [i for i, _ in store.lexical_search(LexicalQuery.of("deploy"), Scope(), 5)] == [1]
+    assert [i for i, _ in store.lexical_search(LexicalQuery.of("prod"), Scope(), 5)] == [1]  # tags carried over
+    assert [i for i, _ in store.lexical_search(LexicalQuery.of("deploy"), Scope(), 5, view="context")] == [1]
+    assert [i for i, _ in store.lexical_search(LexicalQuery.of("deploy"), Scope(), 5, view="prev")] == [
+        1
+    ]  # a note's own text
     assert store.get(1).kind == "note"
 
 
@@ -255,10 +262,16 @@ def test_dense_query_keeps_content_words_of_small_stores_and_non_speakers(ms: Me
     # The README's first example: one memory holds every word of the query, yet none is a speaker
     # name and one memory tells nothing about how common a word is.
     ms.add(NewMemory("The deploy key is in the team vault", tags=("ops",)))
-    assert dense_query_text(ms.store(), "where is the deploy key?", Scope(), 0.2) == "where is the deploy key?"
+    assert (
+        dense_query_text(ms.store(), parse_query("where is the deploy key?"), Scope(), 0.2)
+        == "where is the deploy key?"
+    )
     ms.add_many([NewMemory(f"deploy note {n}: the deploy runs nightly on host {n}") for n in range(30)])
     # 'deploy' is in every memory now, but it is content, not a speaker's name: kept.
-    assert dense_query_text(ms.store(), "where is the deploy key?", Scope(), 0.2) == "where is the deploy key?"
+    assert (
+        dense_query_text(ms.store(), parse_query("where is the deploy key?"), Scope(), 0.2)
+        == "where is the deploy key?"
+    )
     outcome = ms.search(SearchRequest("where is the deploy key?", k=1, mode="vector"))
     assert outcome.embedded_query == "where is the deploy key?"
     assert outcome.to_dict()["embedded_query"] == "where is the deploy key?"

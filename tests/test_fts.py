@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memsearch.store.fts import match_expression
-from memsearch.text import MAX_TERMS, query_terms
+from memsearch.text import MAX_TERMS, LexicalQuery, query_terms
 
 NASTY = [
     "fix the auth-middleware bug",
@@ -49,24 +49,24 @@ def fts() -> sqlite3.Connection:
 
 @pytest.mark.parametrize("query", NASTY)
 def test_nasty_queries_never_raise(fts: sqlite3.Connection, query: str) -> None:
-    expression = match_expression(query)
+    expression = match_expression(LexicalQuery.of(query))
     if expression is not None:
         fts.execute("SELECT rowid FROM f WHERE f MATCH ? ORDER BY rank", (expression,)).fetchall()
 
 
 def test_words_of_a_hyphenated_query_are_searched(fts: sqlite3.Connection) -> None:
-    expression = match_expression("fix the auth-middleware bug")
+    expression = match_expression(LexicalQuery.of("fix the auth-middleware bug"))
     rows = fts.execute("SELECT text FROM f WHERE f MATCH ? ORDER BY rank", (expression,)).fetchall()
     assert rows[0][0] == "Fixed the auth middleware bug in login"
 
 
 def test_operator_words_are_searched_as_words(fts: sqlite3.Connection) -> None:
-    rows = fts.execute("SELECT text FROM f WHERE f MATCH ?", (match_expression("NEAR("),)).fetchall()
+    rows = fts.execute("SELECT text FROM f WHERE f MATCH ?", (match_expression(LexicalQuery.of("NEAR(")),)).fetchall()
     assert rows == [("NEAR the river we camped",)]
 
 
 def test_tags_are_searched(fts: sqlite3.Connection) -> None:
-    rows = fts.execute("SELECT text FROM f WHERE f MATCH ?", (match_expression("camping"),)).fetchall()
+    rows = fts.execute("SELECT text FROM f WHERE f MATCH ?", (match_expression(LexicalQuery.of("camping")),)).fetchall()
     assert rows == [("NEAR the river we camped",)]
 
 
@@ -76,8 +76,8 @@ def test_stop_words_dropped_only_when_other_words_remain() -> None:
 
 
 def test_a_query_without_words_has_no_expression() -> None:
-    assert match_expression("*") is None
-    assert match_expression("🎉 ^ :") is None
+    assert match_expression(LexicalQuery.of("*")) is None
+    assert match_expression(LexicalQuery.of("🎉 ^ :")) is None
 
 
 def test_terms_are_capped_and_deduplicated() -> None:
@@ -87,7 +87,7 @@ def test_terms_are_capped_and_deduplicated() -> None:
 
 
 def test_quoted_phrase_adds_a_phrase_term() -> None:
-    assert '"connection reset"' in (match_expression('the "connection reset" error') or "")
+    assert '"connection reset"' in (match_expression(LexicalQuery.of('the "connection reset" error')) or "")
 
 
 @settings(max_examples=300, deadline=None)
@@ -96,6 +96,6 @@ def test_any_text_is_a_valid_match_expression(query: str) -> None:
     db = sqlite3.connect(":memory:")
     db.execute("CREATE VIRTUAL TABLE f USING fts5(text, tokenize='porter unicode61 remove_diacritics 2')")
     db.execute("INSERT INTO f (text) VALUES ('some text')")
-    expression = match_expression(query)
+    expression = match_expression(LexicalQuery.of(query))
     if expression is not None:
         db.execute("SELECT rowid FROM f WHERE f MATCH ?", (expression,)).fetchall()

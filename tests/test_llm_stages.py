@@ -28,6 +28,7 @@ from memsearch.profiles import load_profile, with_environment
 from memsearch.retrieval import diverse, llm_prompts, rerank
 from memsearch.retrieval.candidates import Candidate, LegHit
 from memsearch.retrieval.fusion import rrf
+from memsearch.retrieval.query import parse_query
 from memsearch.retrieval.request import Boost, SearchRequest
 from memsearch.retrieval.scoring import apply_boosts
 from memsearch.retrieval.stage_runner import StageRunner
@@ -166,7 +167,7 @@ def test_apply_order_moves_candidates_and_keeps_the_scores_in_place(order: list[
 
 def test_deterministic_reranker_orders_by_query_word_coverage() -> None:
     texts = ["the weather was nice", "deploy key", "the deploy key lives in the vault"]
-    assert rerank.coverage_order("where is the deploy key vault?", texts) == [2, 1, 0]
+    assert rerank.coverage_order(parse_query("where is the deploy key vault?").content_words, texts) == [2, 1, 0]
 
 
 # -- diverse assembly (retrieval.py:286) -----------------------------------------------------------

@@ -25,6 +25,7 @@ from memsearch.retrieval.pipeline import SearchRequest
 from memsearch.store import EVERYTHING, Scope, open_store
 from memsearch.store.base import Hits
 from memsearch.store.copy import copy_between, copy_store
+from memsearch.text import LexicalQuery
 from tests.conftest import T0, new_pg_database
 
 pytest.importorskip("psycopg")
@@ -83,11 +84,11 @@ def test_lexical_ranking_equals_sqlite_fts5_bm25(twin_stores, view: str | None) 
     for query in QUERIES:
         for scope in (EVERYTHING, Scope(kinds=("turn",)), Scope(project="web")):
             for limit in (1, 3, 50):  # small limits take the pruned route (see _bm25)
-                expected = sqlite.lexical_search(query, scope, limit, view)
-                found = postgres.lexical_search(query, scope, limit, view)
+                expected = sqlite.lexical_search(LexicalQuery.of(query), scope, limit, view)
+                found = postgres.lexical_search(LexicalQuery.of(query), scope, limit, view)
                 assert [i for i, _ in found] == [i for i, _ in expected], (query, scope, view, limit)
                 assert np.allclose([s for _, s in found], [s for _, s in expected], rtol=0, atol=1e-9), (query, view)
-    assert sqlite.lexical_search("paint", EVERYTHING, 50), "the corpus must exercise the comparison"
+    assert sqlite.lexical_search(LexicalQuery.of("paint"), EVERYTHING, 50), "the corpus must exercise the comparison"
 
 
 def test_document_frequency_and_vector_search_equal_sqlite(twin_stores) -> None:  # type: ignore[no-untyped-def]
@@ -166,12 +167,12 @@ def test_bm25_top_k_skips_common_words_and_stays_exact(
     for query in queries:
         for scope in (EVERYTHING, Scope(project="p1")):
             for limit in (1, 2, 5, 10, 40, 400):
-                expected = sqlite.lexical_search(query, scope, limit, None)
-                found = postgres.lexical_search(query, scope, limit, None)
+                expected = sqlite.lexical_search(LexicalQuery.of(query), scope, limit, None)
+                found = postgres.lexical_search(LexicalQuery.of(query), scope, limit, None)
                 assert [i for i, _ in found] == [i for i, _ in expected], (query, scope, limit)
                 assert np.allclose([s for _, s in found], [s for _, s in expected], rtol=0, atol=1e-9)
     scored_all.clear()
-    postgres.lexical_search("alpha beta delta", EVERYTHING, 5, None)
+    postgres.lexical_search(LexicalQuery.of("alpha beta delta"), EVERYTHING, 5, None)
     assert scored_all == [], "a rare word's memories suffice for the top 5"
     sqlite.close()
     postgres.close()
@@ -204,15 +205,15 @@ def test_impact_ordered_bm25_is_fts5s_when_certified_and_exactly_scored_when_bou
         _impact_route(monkeypatch, budget)
         for query, scope, limit in cases:
             for view in (None, "context"):
-                expected = sqlite.lexical_search(query, scope, limit, view)
-                found = postgres.lexical_search(query, scope, limit, view)
+                expected = sqlite.lexical_search(LexicalQuery.of(query), scope, limit, view)
+                found = postgres.lexical_search(LexicalQuery.of(query), scope, limit, view)
                 engines.append(found.engine)
                 if found.engine == "exact":
                     assert [i for i, _ in found] == [i for i, _ in expected], (query, scope, limit, budget)
                     assert np.allclose([s for _, s in found], [s for _, s in expected], rtol=0, atol=1e-9)
                     continue
                 assert budget < 10**6, "with room to read every list, the answer is always exact"
-                every = dict(sqlite.lexical_search(query, scope, len(memories), view))
+                every = dict(sqlite.lexical_search(LexicalQuery.of(query), scope, len(memories), view))
                 assert 0 < len(found) <= limit
                 assert all(abs(every[i] - score) <= 1e-9 for i, score in found), (query, scope, limit)
                 assert found == sorted(found, key=lambda hit: (-hit[1], hit[0]))
@@ -253,8 +254,8 @@ def test_impact_ordered_bm25_proves_ties_by_id(tmp_path: Path, pg_url: str, monk
     _impact_route(monkeypatch, budget=40)  # far less than the 300 postings of "apple"
     for query in ("apple", "apple pear", "pear"):
         for limit in (1, 5, 10):
-            found = postgres.lexical_search(query, EVERYTHING, limit, None)
-            expected = sqlite.lexical_search(query, EVERYTHING, limit, None)
+            found = postgres.lexical_search(LexicalQuery.of(query), EVERYTHING, limit, None)
+            expected = sqlite.lexical_search(LexicalQuery.of(query), EVERYTHING, limit, None)
             assert found.engine == "exact", (query, limit)
             assert [i for i, _ in found] == [i for i, _ in expected], (query, limit)
             assert [s for _, s in found] == pytest.approx([s for _, s in expected], abs=1e-9), (query, limit)
@@ -364,9 +365,9 @@ def test_lexical_views_of_notes_share_one_ranking_until_a_write(
     def both_views() -> list[int]:
         runs.clear()
         for view in ("context", "prev"):
-            assert postgres.lexical_search("alpha delta", EVERYTHING, 5, view) == sqlite.lexical_search(
-                "alpha delta", EVERYTHING, 5, view
-            )
+            assert postgres.lexical_search(
+                LexicalQuery.of("alpha delta"), EVERYTHING, 5, view
+            ) == sqlite.lexical_search(LexicalQuery.of("alpha delta"), EVERYTHING, 5, view)
         return list(runs)
 
     assert both_views() == [1]
@@ -375,8 +376,8 @@ def test_lexical_views_of_notes_share_one_ranking_until_a_write(
     other.close()
     sqlite.insert([NewMemory("delta delta")], None, None, T0)
     assert (
-        postgres.lexical_search("alpha delta", EVERYTHING, 5, "prev")[0]
-        == sqlite.lexical_search("alpha delta", EVERYTHING, 5, "prev")[0]
+        postgres.lexical_search(LexicalQuery.of("alpha delta"), EVERYTHING, 5, "prev")[0]
+        == sqlite.lexical_search(LexicalQuery.of("alpha delta"), EVERYTHING, 5, "prev")[0]
     ), "a write in between: ranked afresh"
     for store in (sqlite, postgres):
         store.insert(
@@ -396,7 +397,7 @@ def test_statements_are_planned_for_their_parameters(pg_url: str) -> None:
     db.execute("ANALYZE memories")
     for _ in range(15):
         assert not store.has_kind("session")
-        store.lexical_search("note", EVERYTHING, 5)
+        store.lexical_search(LexicalQuery.of("note"), EVERYTHING, 5)
     generic = db.execute(
         "SELECT statement FROM pg_prepared_statements WHERE generic_plans > 0 AND cardinality(parameter_types) > 0"
     ).fetchall()
@@ -440,7 +441,9 @@ def test_lexical_statistics_stay_exact_through_every_write(pg_url: str, pg_serve
     copy_store(store, copied)
     _statistics_are_exact(copied)
     for query in ("outage vendor", "rewritten chunk", "replacement", "Ana Ben"):
-        assert copied.lexical_search(query, EVERYTHING, 10) == store.lexical_search(query, EVERYTHING, 10)
+        assert copied.lexical_search(LexicalQuery.of(query), EVERYTHING, 10) == store.lexical_search(
+            LexicalQuery.of(query), EVERYTHING, 10
+        )
     copied.close()
     store.close()
 
@@ -484,8 +487,8 @@ def test_a_schema_2_store_upgrades_and_ranks_as_before(tmp_path: Path, pg_url: s
     sqlite.insert(memories, None, None, T0)
     for query in QUERIES:
         for limit in (2, 50):
-            expected = sqlite.lexical_search(query, EVERYTHING, limit)
-            found = upgraded.lexical_search(query, EVERYTHING, limit)
+            expected = sqlite.lexical_search(LexicalQuery.of(query), EVERYTHING, limit)
+            found = upgraded.lexical_search(LexicalQuery.of(query), EVERYTHING, limit)
             assert [i for i, _ in found] == [i for i, _ in expected], query
             assert np.allclose([s for _, s in found], [s for _, s in expected], rtol=0, atol=1e-9)
     upgraded.insert([NewMemory("after the upgrade")], None, None, T0)
@@ -541,7 +544,7 @@ def _writer(url: str, worker: int, count: int) -> int:
             store.insert([NewMemory(f"writer {worker} note {n} replaced", key=key)], None, None, T0, replace=True)
         if n % 5 == 0:
             store.touch([store.id_for_key(key) or 0], T0)
-        store.lexical_search("shared words", EVERYTHING, 5)
+        store.lexical_search(LexicalQuery.of("shared words"), EVERYTHING, 5)
     store.close()
     return count
 

@@ -12,6 +12,7 @@ import pytest
 
 from memsearch.models import NewMemory
 from memsearch.store import EVERYTHING, Scope, open_store
+from memsearch.text import LexicalQuery
 from tests.conftest import T0
 
 pytest.importorskip("psycopg")
@@ -55,8 +56,8 @@ def test_bm25_over_a_connection_scores_as_fts5(
 
     sqlite, _ = databases
     for limit in (1, 3, 10):
-        expected = sqlite.lexical_search(query, scope, limit)  # type: ignore[attr-defined]
-        found = Bm25(connection).search(query_phrases(query, None), scope, limit)  # type: ignore[arg-type]
+        expected = sqlite.lexical_search(LexicalQuery.of(query), scope, limit)  # type: ignore[attr-defined]
+        found = Bm25(connection).search(query_phrases(LexicalQuery.of(query), None), scope, limit)  # type: ignore[arg-type]
         assert [i for i, _ in found] == [i for i, _ in expected], (query, scope, limit)
         assert np.allclose([s for _, s in found], [s for _, s in expected], rtol=0, atol=1e-9)
         assert found.engine == "exact"
@@ -86,10 +87,12 @@ def test_query_phrases_name_their_columns_and_refuse_an_unknown_view() -> None:
     from memsearch.store.fts import FTS_COLUMNS, GRAM_COLUMNS
     from memsearch.store.postgres.bm25 import query_phrases
 
-    words = query_phrases('red "green apple"', None)
+    words = query_phrases(LexicalQuery.of('red "green apple"'), None)
     assert {("red",), ("green", "appl")} <= {tokens for tokens, _ in words}  # stemmed, as FTS5's porter
     assert all(columns == [FTS_COLUMNS.index("text"), FTS_COLUMNS.index("tags")] for _, columns in words)
-    columns = [columns for _, columns in query_phrases("密钥", "context")]  # the view's words, and its grams
+    columns = [
+        columns for _, columns in query_phrases(LexicalQuery.of("密钥"), "context")
+    ]  # the view's words, and its grams
     assert columns == [[FTS_COLUMNS.index("context")], [FTS_COLUMNS.index(GRAM_COLUMNS["context"])]]
     with pytest.raises(ValueError, match="no full-text view"):
-        query_phrases("red", "nowhere")
+        query_phrases(LexicalQuery.of("red"), "nowhere")

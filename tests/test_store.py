@@ -21,6 +21,7 @@ from memsearch.models import EmbeddingModelInfo, NewMemory
 from memsearch.store import Scope
 from memsearch.store.migrations import SCHEMA_VERSION
 from memsearch.store.sqlite import SQLiteStore
+from memsearch.text import LexicalQuery
 from tests.conftest import T0
 
 MODEL = EmbeddingModelInfo("test-model", 3)
@@ -73,7 +74,7 @@ def test_reopening_keeps_data_and_schema(store: SQLiteStore, db_path: Path) -> N
 
 def test_insert_writes_memory_fts_and_vector_together(store: SQLiteStore) -> None:
     (memory_id,) = store.insert([NewMemory("alpha beta", tags=("greek",))], vectors(1), MODEL, T0)
-    assert store.lexical_search('"greek"', Scope(), 5)[0][0] == memory_id
+    assert store.lexical_search(LexicalQuery.of('"greek"'), Scope(), 5)[0][0] == memory_id
     assert store.vector_index().ids.tolist() == [memory_id]
     memory = store.get(memory_id)
     assert memory.created_at == T0 and memory.last_accessed_at == T0 and memory.access_count == 0
@@ -84,7 +85,7 @@ def test_a_failing_batch_stores_nothing(store: SQLiteStore) -> None:
     with pytest.raises(DuplicateKeyError, match="exists already"):
         store.insert([NewMemory("second"), NewMemory("third", key="k1")], vectors(2), MODEL, T0)
     assert [m.text for m in store.list()] == ["first"]
-    assert store.lexical_search('"second"', Scope(), 5) == []
+    assert store.lexical_search(LexicalQuery.of('"second"'), Scope(), 5) == []
     assert store.vector_count() == 1
 
 
@@ -93,7 +94,7 @@ def test_replace_rewrites_in_place(store: SQLiteStore) -> None:
     (second,) = store.insert([NewMemory("new text", key="k")], vectors(1), MODEL, T0, replace=True)
     assert first == second
     assert store.get_by_key("k").text == "new text"
-    assert store.lexical_search('"old"', Scope(), 5) == []
+    assert store.lexical_search(LexicalQuery.of('"old"'), Scope(), 5) == []
     assert store.vector_count() == 1
 
 
@@ -115,7 +116,7 @@ def test_delete_is_all_or_nothing_and_ids_are_not_reused(store: SQLiteStore) -> 
     assert store.count() == 2
     store.delete([ids[1]])
     assert store.vector_index().ids.tolist() == [ids[0]]
-    assert store.lexical_search('"b"', Scope(), 5) == []
+    assert store.lexical_search(LexicalQuery.of('"b"'), Scope(), 5) == []
     (new_id,) = store.insert([NewMemory("c")], vectors(1), MODEL, T0)
     assert new_id > ids[1]
 
@@ -147,7 +148,7 @@ def test_scope_filters(store: SQLiteStore) -> None:
     assert texts(Scope(tags=("ops", "prod"))) == ["deploy one"]
     assert texts(Scope(since=T0 - timedelta(days=1))) == ["deploy two"]
     assert texts(Scope(until=T0 - timedelta(days=1))) == ["deploy one"]
-    assert [i for i, _ in store.lexical_search('"deploy"', Scope(project="api"), 5)] == [2]
+    assert [i for i, _ in store.lexical_search(LexicalQuery.of('"deploy"'), Scope(project="api"), 5)] == [2]
 
 
 def _match_queries(store: SQLiteStore) -> list[str]:
@@ -161,8 +162,8 @@ def test_lexical_legs_over_alike_views_run_one_query(store: SQLiteStore) -> None
     legs rank alike, so the second leg reuses the first's query."""
     store.insert([NewMemory("deploy the web app"), NewMemory("deploy notes")], vectors(2), MODEL, T0)
     statements = _match_queries(store)
-    context = store.lexical_search("deploy web", Scope(), 10, "context")
-    prev = store.lexical_search("deploy web", Scope(), 10, "prev")
+    context = store.lexical_search(LexicalQuery.of("deploy web"), Scope(), 10, "context")
+    prev = store.lexical_search(LexicalQuery.of("deploy web"), Scope(), 10, "prev")
     assert context == prev and len(context) == 2
     assert sum("MATCH" in s for s in statements) == 1
 
@@ -170,12 +171,12 @@ def test_lexical_legs_over_alike_views_run_one_query(store: SQLiteStore) -> None
 def test_lexical_views_that_differ_are_searched_apart(store: SQLiteStore, db_path: Path) -> None:
     store.insert([NewMemory("deploy notes")], vectors(1), MODEL, T0)
     store.insert([NewMemory("other", views={"context": "a deploy in context"})], vectors(1), MODEL, T0)
-    assert [i for i, _ in store.lexical_search("context", Scope(), 10, "context")] == [2]
-    assert store.lexical_search("context", Scope(), 10, "prev") == []
+    assert [i for i, _ in store.lexical_search(LexicalQuery.of("context"), Scope(), 10, "context")] == [2]
+    assert store.lexical_search(LexicalQuery.of("context"), Scope(), 10, "prev") == []
     # A store made before memsearch kept track is read once to know.
     sqlite3.connect(db_path).execute("DELETE FROM meta WHERE key = 'lexical_views'").connection.commit()
     reopened = SQLiteStore.open(db_path)
-    assert reopened.lexical_search("context", Scope(), 10, "prev") == []
+    assert reopened.lexical_search(LexicalQuery.of("context"), Scope(), 10, "prev") == []
     assert reopened._meta("lexical_views") == "differ"
 
 

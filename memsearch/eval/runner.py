@@ -60,6 +60,7 @@ from memsearch.profiles import Profile, load_profile
 from memsearch.retrieval.candidates import Candidate
 from memsearch.retrieval.legs import choose_route
 from memsearch.retrieval.request import SearchRequest
+from memsearch.retrieval.routing import Route
 from memsearch.store import EVERYTHING, Scope
 
 SCHEMA_VERSION = 1
@@ -394,7 +395,7 @@ def _check(fmt: str, profiles: Sequence[str], modes: Sequence[str], granularitie
     for profile in loaded:
         for mode in modes:
             if mode != "auto":  # fail now rather than after the ingest (auto routes per query)
-                choose_route(SearchRequest("probe", mode=mode), profile)
+                choose_route(Route(mode, f"--mode {mode}"), profile)
     return loaded
 
 

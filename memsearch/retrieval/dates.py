@@ -6,6 +6,7 @@ from __future__ import annotations
 import calendar
 import re
 from contextlib import suppress
+from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from functools import cache
 
@@ -84,14 +85,34 @@ def _range(kind: str, groups: tuple[str, ...]) -> tuple[date, date]:
     return date(year, 1, 1), date(year, 12, 31)
 
 
-def date_ranges(query: str, today: date | None = None) -> list[tuple[date, date]]:
-    """Each date in the query as an inclusive (first day, last day) range: absolute dates, each
-    also shifted as the words before it say ("two weeks before 11 August 2023", "the weekend
-    after …"), and with `today` months named without a year."""
+@dataclass(frozen=True)
+class NamedDates:
+    """The dates a text names: absolute ones as inclusive (first day, last day) ranges, each also
+    shifted as the words before it say; and the months it names without a year, which a day
+    (`ranges(today)`) resolves."""
+
+    absolute: tuple[tuple[date, date], ...]
+    bare_months: tuple[int, ...]  # month numbers, in the text's order
+
+    def ranges(self, today: date | None = None) -> list[tuple[date, date]]:
+        """The absolute ranges, then with `today` each month named without a year: the latest such
+        month up to today."""
+        ranges = list(self.absolute)
+        if today is not None:
+            for month in self.bare_months:
+                year = today.year if month <= today.month else today.year - 1
+                ranges.append((date(year, month, 1), date(year, month, calendar.monthrange(year, month)[1])))
+        return ranges
+
+
+def named_dates(text: str) -> NamedDates:
+    """Each date the text names: absolute dates ("11 August 2023", "between 11 and 15 May 2023",
+    shifted by the words before them: "two weeks before …", "the weekend after …") and months
+    named without a year ("camping in June")."""
     ranges: list[tuple[date, date]] = []
     taken: list[tuple[int, int]] = []
     for kind, pattern in _date_patterns():
-        for match in pattern.finditer(query):
+        for match in pattern.finditer(text):
             if any(start < match.end() and match.start() < end for start, end in taken):
                 continue
             try:
@@ -99,17 +120,22 @@ def date_ranges(query: str, today: date | None = None) -> list[tuple[date, date]
             except ValueError:  # 31 February and the like: not a date
                 continue
             ranges.append(named)
-            if offset := _offset().search(query, 0, match.start()):
+            if offset := _offset().search(text, 0, match.start()):
                 with suppress(ValueError, OverflowError):  # shifted off the calendar's ends
                     ranges.append(_shifted(named, offset))
             taken.append(match.span())
-    if today is not None:
-        for match in _BARE_MONTH.finditer(query):
-            if not any(start < match.end() and match.start() < end for start, end in taken):
-                month = _MONTHS[match.group(1).lower()]
-                year = today.year if month <= today.month else today.year - 1
-                ranges.append((date(year, month, 1), date(year, month, calendar.monthrange(year, month)[1])))
-    return ranges
+    months = [
+        _MONTHS[match.group(1).lower()]
+        for match in _BARE_MONTH.finditer(text)
+        if not any(start < match.end() and match.start() < end for start, end in taken)
+    ]
+    return NamedDates(tuple(ranges), tuple(months))
+
+
+def date_ranges(text: str, today: date | None = None) -> list[tuple[date, date]]:
+    """Each date in the text as an inclusive (first day, last day) range (see named_dates), with
+    `today` months named without a year too."""
+    return named_dates(text).ranges(today)
 
 
 def as_datetimes(day_range: tuple[date, date]) -> tuple[datetime, datetime]:

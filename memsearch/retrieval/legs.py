@@ -3,8 +3,7 @@ candidates they make."""
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, timedelta
@@ -17,18 +16,22 @@ from memsearch.errors import InvalidInputError, StoreNotFoundError
 from memsearch.models import OWN_TEXT_VIEWS, Memory
 from memsearch.profiles import LegSpec, Profile, leg_kind
 from memsearch.retrieval.candidates import Candidate, LegHit, rank_hits
-from memsearch.retrieval.dates import MENTION_REACH, as_datetimes, date_ranges, mentioned_ranges
+from memsearch.retrieval.dates import MENTION_REACH, as_datetimes, mentioned_ranges
+from memsearch.retrieval.query import ParsedQuery
 from memsearch.retrieval.request import SearchRequest
 from memsearch.retrieval.routing import Route, route_query
 from memsearch.store.base import Scope, SearchBackend
-from memsearch.text import STOPWORDS, WORD
+from memsearch.text import WORD
 
 
-def choose_route(request: SearchRequest, profile: Profile, route: Route | None = None) -> tuple[Route, dict[str, str]]:
-    """The strategy and the legs to run: the profile's legs that belong to the mode (or to `route`,
-    when the LLM's intent chose it)."""
-    if route is None:
-        route = route_query(request.query) if request.mode == "auto" else Route(request.mode, f"--mode {request.mode}")
+def request_route(request: SearchRequest, query: ParsedQuery) -> Route:
+    """The route the request's mode asks for; in auto mode, the one the query's features choose."""
+    return route_query(query.route) if request.mode == "auto" else Route(request.mode, f"--mode {request.mode}")
+
+
+def choose_route(route: Route, profile: Profile) -> tuple[Route, dict[str, str]]:
+    """The legs to run for the route (the mode's, or the one the query or the LLM's intent
+    chose): the profile's legs that belong to it."""
     wanted = {"vector": ("vector",), "lexical": ("lexical",), "hybrid": ("lexical", "vector", "time")}[route.strategy]
     legs = {name: spec for name, spec in profile.legs.items() if leg_kind(spec) in wanted}
     if not legs:
@@ -40,9 +43,6 @@ def choose_route(request: SearchRequest, profile: Profile, route: Route | None =
     if route.strategy == "hybrid" and len(kinds) < 2:
         route = replace(route, reason=f"{route.reason}; profile {profile.name} recalls by {' and '.join(kinds)} only")
     return route, legs
-
-
-_WORD_WITH_POSSESSIVE = re.compile(r"\b(\w+)(?:'s)?\b")
 
 
 def own_text_legs(legs: Mapping[str, str]) -> dict[str, str]:
@@ -63,7 +63,7 @@ def own_text_legs(legs: Mapping[str, str]) -> dict[str, str]:
 MIN_MEMORIES_TO_CLEAN = 20  # below this, a word's share of the memories says nothing
 
 
-def dense_query_text(store: SearchBackend, query: str, scope: Scope, share: float | None) -> str:
+def dense_query_text(store: SearchBackend, query: ParsedQuery, scope: Scope, share: float | None) -> str:
     """The query without the speaker names found in more than `share` of the memories that have a
     speaker in scope: in a conversation a name labels memories rather than tells them apart, and
     pulls the query vector towards every memory of that speaker alike. Only where that is sound:
@@ -71,23 +71,20 @@ def dense_query_text(store: SearchBackend, query: str, scope: Scope, share: floa
     without a speaker neither count nor dilute the share); the query is kept whole when nothing
     would remain."""
     if share is None:
-        return query
-    words = {w.lower() for w in _WORD_WITH_POSSESSIVE.findall(query)} - STOPWORDS
+        return query.text
     roles = store.roles(scope)
-    speakers = words & {part.lower() for role in roles for part in WORD.findall(role)}
+    speakers = query.name_words & {part.lower() for role in roles for part in WORD.findall(role)}
     if not speakers:
-        return query
+        return query.text
     spoken = replace(scope, roles=tuple(roles))  # the memories that have a speaker
     total = store.count(spoken)
     if total < MIN_MEMORIES_TO_CLEAN:
-        return query
+        return query.text
     limit = int(share * total) + 1
-    common = {word for word in speakers if store.document_frequency(word, spoken, limit) >= limit}
+    common = frozenset(word for word in speakers if store.document_frequency(word, spoken, limit) >= limit)
     if not common:
-        return query
-    kept = _WORD_WITH_POSSESSIVE.sub(lambda m: "" if m.group(1).lower() in common else m.group(0), query)
-    kept = " ".join(kept.split())
-    return kept if re.search(r"\w", kept) else query
+        return query.text
+    return query.without(common)
 
 
 @dataclass
@@ -96,7 +93,7 @@ class Recall:
     (embedded once, on first use)."""
 
     store: SearchBackend
-    query: str
+    query: ParsedQuery
     scope: Scope
     pool: int
     profile: Profile
@@ -135,7 +132,7 @@ class Recall:
     def leg(self, spec: str) -> dict[int, LegHit]:
         leg = LegSpec.parse(spec)
         if leg.kind == "lexical":
-            hits = self.store.lexical_search(self.query, self.scope, self.pool, leg.view)
+            hits = self.store.lexical_search(self.query.lexical, self.scope, self.pool, leg.view)
             self.engines[spec] = hits.engine
             return rank_hits(hits)
         if leg.kind == "time":
@@ -159,7 +156,7 @@ class Recall:
         best: dict[int, float] = {}
         in_scope: int | None = None
         created: set[int] = set()  # created within a named date: ranked before those that speak of one
-        for day_range in date_ranges(self.query, self.today):
+        for day_range in self.query.date_ranges(self.today):
             start, end = as_datetimes(day_range)
             if (within := self._within(start, end)) is not None:
                 if in_scope is None:
@@ -246,8 +243,3 @@ def build_candidates(
         for memory_id in ids
         if memory_id in memories
     ]
-
-
-def named_speakers(query: str, speakers: Sequence[str]) -> tuple[str, ...]:
-    """The speakers the query names (whole words, any case), in the order given."""
-    return tuple(s for s in speakers if re.search(rf"\b{re.escape(s)}\b", query, re.IGNORECASE))

@@ -21,14 +21,13 @@ from memsearch.llm import LLM
 from memsearch.operations import MAX_K
 from memsearch.profiles import Profile, leg_kind, load_profile, with_environment
 from memsearch.retrieval import llm_prompts, rerank
-from memsearch.retrieval.answers import asks_name
 from memsearch.retrieval.candidates import Candidate, LegHit, rank_hits
-from memsearch.retrieval.dates import asks_when
 from memsearch.retrieval.explain import SCHEMA_VERSION, Expansion, SearchOutcome
 from memsearch.retrieval.fusion import fuse
-from memsearch.retrieval.legs import Recall, build_candidates, choose_route, named_speakers, own_text_legs
+from memsearch.retrieval.legs import Recall, build_candidates, choose_route, own_text_legs, request_route
+from memsearch.retrieval.query import ParsedQuery, parse_query
 from memsearch.retrieval.request import SearchRequest
-from memsearch.retrieval.routing import Route, detect_intents
+from memsearch.retrieval.routing import Route
 from memsearch.retrieval.scoring import QueryFacts
 from memsearch.retrieval.select import keep_min_score, select
 from memsearch.retrieval.sessions import expand_neighbours, session_support
@@ -65,7 +64,8 @@ def run_search(
     stages.plan(
         lambda stage: stage == "intent" and llm is not None and llm.is_cached(llm_prompts.intent_prompt(request.query))
     )
-    route, legs_to_run = choose_route(request, profile)
+    query = parse_query(request.query)  # the one reading of the query's text
+    route, legs_to_run = choose_route(request_route(request, query), profile)
     if stages.wants("intent"):
         intent = stages.ask("intent", llm_prompts.intent_prompt(request.query), llm_prompts.parse_intent)
         if intent is not None:
@@ -73,7 +73,7 @@ def run_search(
                 ", needs reasoning" if intent.requires_reasoning else ""
             )
             llm_route = Route(llm_prompts.route_to_strategy(intent), reason, route.intents, route.exact_tokens)
-            route, legs_to_run = choose_route(request, profile, llm_route)
+            route, legs_to_run = choose_route(llm_route, profile)
     if profile.fusion.blend_vector is not None and {leg_kind(s) for s in legs_to_run.values()} == {"vector"}:
         # CEMS's vector mode is a plain vector search: its score is the cosine, with no RRF blend.
         profile = replace(profile, fusion=replace(profile.fusion, method="weighted", weights={"vector": 1.0}))
@@ -81,6 +81,7 @@ def run_search(
     search = SearchRun(
         store,
         request,
+        query,
         query_vector,
         profile,
         legs_to_run,
@@ -108,6 +109,7 @@ class SearchRun:
 
     store: SearchBackend
     request: SearchRequest
+    query: ParsedQuery
     query_vector: Callable[[str], np.ndarray]
     profile: Profile
     legs_to_run: Mapping[str, str]
@@ -137,7 +139,7 @@ class SearchRun:
         self, scope: Scope, legs: Mapping[str, str] | None = None
     ) -> tuple[Recall, dict[str, dict[int, LegHit]]]:
         recall = Recall(
-            self.store, self.request.query, scope, self.pool, self.profile, self.query_vector, today=self.now.date()
+            self.store, self.query, scope, self.pool, self.profile, self.query_vector, today=self.now.date()
         )
         self.recalls.append(recall)
         return recall, recall.legs(legs or self.legs_to_run)
@@ -178,7 +180,7 @@ class SearchRun:
         with_vectors = self.uses_vectors(recall)
         profile = self.profile
         stages = self.stages
-        intents = detect_intents(self.request.query)
+        intents = self.query.intents
         diverse = None
         if profile.expand.diverse_lambda is not None and "aggregation" in intents and stages.llm is not None:
             diverse = profile.expand.diverse_lambda
@@ -249,7 +251,7 @@ class SearchRun:
                 for leg, spec in self.legs_to_run.items()
                 if leg_kind(spec) != "time" and (stage != "hyde" or leg_kind(spec) == "vector")
             }
-            recall = Recall(self.store, text, scope, self.pool, self.profile, self.query_vector)
+            recall = Recall(self.store, parse_query(text), scope, self.pool, self.profile, self.query_vector)
             legs.update(recall.legs(specs))
             self.expansions.append(Expansion(name, stage, text, specs))
         return legs
@@ -264,7 +266,7 @@ class SearchRun:
         head = ordered[:limit]
         texts = [c.memory.text for c in head]
         if method == "deterministic":
-            order = rerank.coverage_order(self.request.query, texts)
+            order = rerank.coverage_order(self.query.content_words, texts)
             self.stages.note("rerank", f"deterministic (query-word coverage), top {len(head)}")
         else:
             answer = self.stages.ask(
@@ -305,10 +307,10 @@ class SearchRun:
         """The speakers the query names (a name the lexical legs matched is among the candidates'
         speakers), the conversations they take part in, whether it asks when or for a name, and
         the words of the candidates' speakers' names."""
-        query, kinds = self.request.query, {a.kind for a in self.profile.adjust}
+        query, kinds = self.query, {a.kind for a in self.profile.adjust}
         named: tuple[str, ...] = ()
         if kinds & {"speaker", "about"}:
-            named = named_speakers(query, sorted({c.memory.role for c in candidates if c.memory.role}))
+            named = query.names(sorted({c.memory.role for c in candidates if c.memory.role}))
         participants: dict[str, frozenset[str]] = {}
         if "about" in kinds and named:
             conversations = sorted({c.memory.conversation for c in candidates if c.memory.conversation})
@@ -317,7 +319,7 @@ class SearchRun:
         if "names" in kinds:
             speaker_words = frozenset(w for c in candidates if c.memory.role for w in WORD.findall(c.memory.role))
         return QueryFacts(
-            named, asks_when(query), participants=participants, asks_name=asks_name(query), speaker_words=speaker_words
+            named, query.asks_when, participants=participants, asks_name=query.asks_name, speaker_words=speaker_words
         )
 
 
@@ -348,13 +350,10 @@ def _exact_top_k(
 
 
 def with_tau(profile: Profile, tau_days: float | None) -> Profile:
-    """The profile with its decay time constant replaced; 0 switches decay off."""
+    """The profile with its decay time constant replaced (a request's, which its constructor
+    checked: a finite number, 0 or more); 0 switches decay off."""
     if tau_days is None:
         return profile
-    if tau_days < 0:
-        raise InvalidInputError(
-            f"must be 0 (no decay) or a positive number of days, not {tau_days:g}", field="tau_days"
-        )
     if profile.decay() is None:
         raise InvalidInputError(f"profile {profile.name} has no time decay to set", field="tau_days")
     adjust = tuple(

@@ -6,10 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from memsearch.arguments import check_request
 from memsearch.errors import ImportLineError, InvalidInputError
 from memsearch.jsonl import parse_jsonl
-from memsearch.models import check_text
 from memsearch.retrieval.request import SearchRequest
 
 QUERY_FIELDS = ("query", "k", "mode")
@@ -23,12 +21,11 @@ def request_from_json(obj: Any, defaults: Mapping[str, Any]) -> SearchRequest:
     unknown = sorted(set(obj) - set(QUERY_FIELDS))
     if unknown:
         raise InvalidInputError(f"unknown field {unknown[0]!r} (known: {', '.join(QUERY_FIELDS)})")
-    check_text("query", obj["query"])
     k = obj.get("k", defaults.get("k"))
     if k is not None and (isinstance(k, bool) or not isinstance(k, int)):
         raise InvalidInputError(f"k must be a whole number, not {k!r}")
     fields = {**defaults, **obj, "k": k}
-    return check_request(SearchRequest(**fields))
+    return SearchRequest(**fields)
 
 
 def parse_queries(content: str | Iterable[str], source: str, defaults: Mapping[str, Any]) -> list[SearchRequest]:

@@ -7,8 +7,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from memsearch.arguments import check_scope
 from memsearch.choices import GRANULARITIES, MODES
 from memsearch.errors import InvalidInputError
+from memsearch.models import check_text, shown
 from memsearch.operations import MAX_K, REQUEST_FIELDS, REQUEST_NAMES, SCOPE_FIELDS, SCOPE_NAMES, SEARCH
 from memsearch.store.base import EVERYTHING, Scope
 from memsearch.timeutil import parse_moment, to_iso, utc_now
@@ -82,6 +84,7 @@ class SearchRequest:
     min_score: float | None = None  # results must score (final score) at least this; None: no floor
 
     def __post_init__(self) -> None:
+        """A request that exists is valid: every stage (and `Memsearch.search_many`) relies on it."""
         if not isinstance(self.query, str) or not self.query.strip():
             raise InvalidInputError("the query is empty; say what to search for")
         for name in ("k", "mode", "max_tokens", "granularity", "rerank", "max_ms", "tau_days", "min_score"):
@@ -97,6 +100,12 @@ class SearchRequest:
 
             if not isinstance(self.profile, Profile):
                 raise InvalidInputError(f"must be a profile or its name, not {self.profile!r}", field="profile")
+        SEARCH.field("query").check(check_text("query", self.query))  # its length limit, as every front end's
+        check_scope(self.scope)
+        if not isinstance(self.boosts, tuple | list) or not all(isinstance(b, Boost) for b in self.boosts):
+            raise InvalidInputError(f"must be a tuple of Boost, not {shown(self.boosts)}", field="boost")
+        for boost in self.boosts:
+            check_text("boost", boost.value)
 
     @property
     def records_access(self) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import replace
 
 from memsearch.retrieval.candidates import Candidate
@@ -25,12 +26,9 @@ def apply_order(ranked: Sequence[Candidate], order: Sequence[int], method: str) 
     return moved + tail
 
 
-def coverage_order(query: str, texts: Sequence[str]) -> list[int]:
+def coverage_order(words: AbstractSet[str], texts: Sequence[str]) -> list[int]:
     """siftcoder's deterministic re-ranker slot: by the share of the query's distinct content
-    words each text contains, ties kept in their old order."""
-    from memsearch.text import STOPWORDS
-
-    words = {w for w in re.findall(r"\w+", query.lower()) if w not in STOPWORDS}
+    `words` (ParsedQuery.content_words) each text contains, ties kept in their old order."""
     if not words:
         return list(range(len(texts)))
     shares = [len(words & set(re.findall(r"\w+", text.lower()))) / len(words) for text in texts]

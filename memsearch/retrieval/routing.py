@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from memsearch.text import STOPWORDS, symbols
+from memsearch.text import STOPWORDS, WORD, symbols
 
 INTENT_PATTERNS: dict[str, tuple[str, ...]] = {
     "preference": (
@@ -63,6 +63,16 @@ class Route:
     exact_tokens: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True)
+class RouteFeatures:
+    """What routing reads of a query's first ROUTE_CHARS characters (see route_features)."""
+
+    intents: tuple[str, ...]
+    exact_tokens: tuple[str, ...]
+    distinctive: bool  # a word that is not a stop word
+    symbols: tuple[str, ...]  # emoji and the like, which the lexical leg matches
+
+
 def detect_intents(query: str) -> tuple[str, ...]:
     return tuple(intent for intent, pattern in _INTENT_RES.items() if pattern.search(query))
 
@@ -75,19 +85,27 @@ def exact_tokens(query: str) -> tuple[str, ...]:
     return tuple(found)
 
 
-def route_query(query: str) -> Route:
-    """The strategy for `query`, decided on its first ROUTE_CHARS characters."""
-    query = query[:ROUTE_CHARS]
-    intents = detect_intents(query)
-    tokens = exact_tokens(query)
+def route_features(query: str) -> RouteFeatures:
+    """The query's route features, read from its first ROUTE_CHARS characters (once a query, by
+    retrieval.query.parse_query)."""
+    head = query[:ROUTE_CHARS]
+    words = WORD.findall(head.lower())
+    distinctive = any(word not in STOPWORDS for word in words)
+    return RouteFeatures(detect_intents(head), exact_tokens(head), distinctive, tuple(symbols(head)))
+
+
+def route_query(features: RouteFeatures) -> Route:
+    """The strategy for a query with these features."""
+    intents, tokens = features.intents, features.exact_tokens
     if tokens:
         shown = ", ".join(tokens[:3]) + (", …" if len(tokens) > 3 else "")
         return Route("hybrid", f"exact tokens ({shown}) need the lexical leg", intents, tokens)
     if intents:
         return Route("hybrid", f"{' and '.join(intents)} question: both legs", intents)
-    words = re.findall(r"\w+", query.lower())
-    if not any(word not in STOPWORDS for word in words):
-        if found := symbols(query):  # an emoji is an exact token to the full-text index, and means little to the model
-            return Route("hybrid", f"symbols ({' '.join(found[:3])}) need the lexical leg", intents, tuple(found))
+    if not features.distinctive:
+        if (
+            found := features.symbols
+        ):  # an emoji is an exact token to the full-text index, and means little to the model
+            return Route("hybrid", f"symbols ({' '.join(found[:3])}) need the lexical leg", intents, found)
         return Route("vector", "no distinctive words for full-text search", intents)
     return Route("hybrid", "plain query: both legs, fused", intents)

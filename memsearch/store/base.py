@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from memsearch.models import EmbeddingModelInfo, Memory, NewMemory
+from memsearch.text import LexicalQuery
 
 if TYPE_CHECKING:
     import numpy as np
@@ -149,11 +150,12 @@ class SearchBackend(Protocol):
         """The distinct roles (speakers) of the memories in scope."""
         ...
 
-    def lexical_search(self, query: str, scope: Scope, limit: int, view: str | None = None) -> LexicalHits:
+    def lexical_search(self, query: LexicalQuery, scope: Scope, limit: int, view: str | None = None) -> LexicalHits:
         """BM25 over the memories' text and tags (or one full-text view: `context`, `prev`) for
-        the words of the plain-text `query`, any of them; higher scores are better. A query with
-        no words finds nothing. A large store may read only part of long posting lists (`engine`
-        `bounded`: each score exact, the top k not proven)."""
+        the words, quoted phrases and gram terms of `query` (read from the query's text once, see
+        text.LexicalQuery), any of them; higher scores are better. A query with no words finds
+        nothing. A large store may read only part of long posting lists (`engine` `bounded`: each
+        score exact, the top k not proven)."""
         ...
 
     def document_frequency(self, word: str, scope: Scope, at_most: int) -> int:

@@ -1,4 +1,4 @@
-"""Turning any user query into a safe FTS5 MATCH expression.
+"""Turning any user query (its LexicalQuery) into a safe FTS5 MATCH expression.
 
 Every word becomes a double-quoted FTS5 string, so operators (AND, NEAR, column filters,
 `*`, `^`, `-`) in the query are searched as words instead of parsed as syntax.
@@ -6,11 +6,10 @@ Every word becomes a double-quoted FTS5 string, so operators (AND, NEAR, column 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 
 from memsearch.models import LEXICAL_VIEWS, default_view_text
-from memsearch.text import WORD, gram_terms, query_grams, query_terms
+from memsearch.text import LexicalQuery, gram_terms
 
 # The full-text tokenizer of both stores (SQLite's FTS5 table; the PostgreSQL store tokenizes with it too).
 TOKENIZER = "porter unicode61 remove_diacritics 2"
@@ -21,23 +20,10 @@ GRAM_COLUMNS: dict[str | None, str] = {None: "grams", **{view: f"{view}_grams" f
 # The full-text columns, in the stores' order: text, tags, the lexical views, their gram columns.
 FTS_COLUMNS = ("text", "tags", *LEXICAL_VIEWS, *GRAM_COLUMNS.values())
 
-_QUOTED_PHRASE = re.compile(r'"([^"]+)"')
 
-
-def match_phrases(query: str) -> list[str]:
-    """The query's words, then its quoted phrases of several words: the phrases FTS5 is asked for,
-    in order (the PostgreSQL store ranks the same phrases)."""
-    phrases = list(query_terms(query))
-    for phrase in _QUOTED_PHRASE.findall(query):
-        words = WORD.findall(phrase)
-        if len(words) > 1:
-            phrases.append(" ".join(words).lower())
-    return phrases
-
-
-def match_expression(query: str) -> str | None:
+def match_expression(query: LexicalQuery) -> str | None:
     """An OR of the query's words (and of its quoted phrases, as phrases); None if it has no words."""
-    terms = [f'"{phrase}"' for phrase in match_phrases(query)]
+    terms = [f'"{phrase}"' for phrase in query.match_phrases]
     return " OR ".join(terms) if terms else None
 
 
@@ -54,7 +40,7 @@ def gram_text(text: str, tags: str = "") -> str:
     return " ".join(gram_terms(f"{text} {tags}" if tags else text))
 
 
-def gram_expression(query: str) -> str | None:
+def gram_expression(query: LexicalQuery) -> str | None:
     """An OR of the query's gram terms (CJK bigrams, symbols), for the `grams` column; None if it has none."""
-    terms = [f'"{term}"' for term in query_grams(query)]
+    terms = [f'"{term}"' for term in query.grams]
     return " OR ".join(terms) if terms else None

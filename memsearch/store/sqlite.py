@@ -31,7 +31,6 @@ from memsearch.models import (
 from memsearch.paths import make_private_dirs, read_only_requested
 from memsearch.store.ann import AnnIndex, ann_threshold, index_library_available
 from memsearch.store.base import (
-    EVERYTHING,
     INDEX_STATE_KEY,
     ExportedMemory,
     Hits,
@@ -41,7 +40,7 @@ from memsearch.store.base import (
 )
 from memsearch.store.fts import fts_row, gram_text
 from memsearch.store.migrations import MIGRATIONS, SCHEMA_VERSION
-from memsearch.store.sql import MEMORY_COLUMNS, REFERS, SQLITE, SQLITE_INT_MAX, NewBatch, SQLStore
+from memsearch.store.sql import MEMORY_COLUMNS, REFERS, SQLITE, NewBatch, SQLStore
 from memsearch.store.sqlite_errors import (
     ACCESS_TIMEOUT_MS,
     BUSY_TIMEOUT_MS,
@@ -53,6 +52,7 @@ from memsearch.store.sqlite_errors import (
     store_error,
 )
 from memsearch.store.sqlite_fts import LEXICAL_VIEWS_STATE, Fts5Index
+from memsearch.store.sqlite_reads import SQLiteReads, fits_sqlite
 from memsearch.store.sqlite_vectors import InProcessVectors
 from memsearch.store.vectors import VectorIndex
 from memsearch.timeutil import to_iso
@@ -72,11 +72,6 @@ _row_to_memory = SQLITE.row_to_memory
 log = logging.getLogger(__name__)
 
 
-def _fits(number: int) -> bool:
-    """Whether SQLite can hold `number` (a larger one would raise OverflowError when bound)."""
-    return -SQLITE_INT_MAX - 1 <= number <= SQLITE_INT_MAX
-
-
 def _create_private_file(path: Path) -> bool:
     """Create the store file (and its folders) readable by the owner only; another process
     creating it at the same moment is fine. Whether this call created it."""
@@ -89,7 +84,7 @@ def _create_private_file(path: Path) -> bool:
     return True
 
 
-class SQLiteStore(Fts5Index, InProcessVectors, SQLStore):
+class SQLiteStore(Fts5Index, InProcessVectors, SQLiteReads, SQLStore):
     """One memsearch store file. Open with `SQLiteStore.open`; close when done.
 
     Each thread gets its own connection (SQLite connections are not to be shared by threads that
@@ -354,7 +349,7 @@ class SQLiteStore(Fts5Index, InProcessVectors, SQLStore):
         """Delete all of the memories and apply the rewrites or, if any id is unknown, do nothing."""
         with self.transaction():
             for memory_id in ids:
-                if not _fits(memory_id):
+                if not fits_sqlite(memory_id):
                     raise MemoryNotFoundError(f"no memory with id {memory_id}; nothing was deleted")
                 self._delete_views(memory_id)
                 if self._db.execute("DELETE FROM memories WHERE id = ?", (memory_id,)).rowcount == 0:
@@ -512,58 +507,6 @@ class SQLiteStore(Fts5Index, InProcessVectors, SQLStore):
             self._db.executemany(f"UPDATE memories SET {sets} WHERE id = ?", links)
             self._bump_generation()
         return written
-
-    # -- reads ----------------------------------------------------------------------------
-
-    def get(self, memory_id: int) -> Memory:
-        if not _fits(memory_id):  # an id SQLite cannot hold names no memory
-            raise MemoryNotFoundError(f"no memory with id {memory_id}")
-        return super().get(memory_id)
-
-    def get_many(self, ids: Sequence[int]) -> dict[int, Memory]:
-        found: dict[int, Memory] = {}
-        unique = [i for i in dict.fromkeys(int(i) for i in ids) if _fits(i)]
-        for start in range(0, len(unique), 500):
-            chunk = unique[start : start + 500]
-            marks = ",".join("?" * len(chunk))
-            for row in self._db.execute(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id IN ({marks})", chunk):
-                found[row[0]] = _row_to_memory(row)
-        return found
-
-    def iter_texts(self) -> Iterator[tuple[int, str]]:
-        yield from self._db.execute("SELECT id, text FROM memories ORDER BY id")
-
-    def count(self, scope: Scope = EVERYTHING) -> int:
-        if scope.is_everything:
-            return int(self._db.execute("SELECT count(*) FROM memories").fetchone()[0])
-        if scope.only_kinds:
-            return self.count() - len(self._ids_of_other_kinds(scope.kinds))
-        where, params = SQLITE.where(scope)
-        return int(self._db.execute(f"SELECT count(*) FROM memories m WHERE {where}", params).fetchone()[0])
-
-    def _scoped_ids(self, scope: Scope) -> builtins.list[int]:
-        where, params = SQLITE.where(scope)
-        return [row[0] for row in self._db.execute(f"SELECT m.id FROM memories m WHERE {where}", params)]
-
-    def roles(self, scope: Scope) -> builtins.list[str]:
-        """The speakers in scope; kept until the next write (every search asks, and finding them
-        reads every memory: ~1 ms at 10k memories, far more at a million)."""
-        generation = self.generation()
-        known = self._roles_memo.get(scope)
-        if known is not None and known[0] == generation:
-            return list(known[1])
-        where, params = SQLITE.where(scope)
-        sql = f"SELECT DISTINCT m.role FROM memories m WHERE m.role IS NOT NULL AND {where} ORDER BY 1"
-        found = [row[0] for row in self._db.execute(sql, params)]
-        if len(self._roles_memo) >= 64:
-            self._roles_memo.clear()
-        self._roles_memo[scope] = (generation, found)
-        return list(found)
-
-    def _ids_of_other_kinds(self, kinds: Sequence[str]) -> builtins.list[int]:
-        """The memories whose kind is not one of `kinds` (through the kind index: cheap when few)."""
-        marks = ",".join("?" * len(kinds))
-        return [row[0] for row in self._db.execute(f"SELECT id FROM memories WHERE kind NOT IN ({marks})", kinds)]
 
     def _store_id(self) -> str | None:
         """The store's id, which names its vector cache files; None for a store only read here (or

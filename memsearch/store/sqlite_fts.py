@@ -9,11 +9,12 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from memsearch.errors import StoreUnavailableError
-from memsearch.models import LEXICAL_VIEWS, Memory, check_text
+from memsearch.models import LEXICAL_VIEWS, Memory
 from memsearch.store.base import Hits, LexicalHits, Scope
 from memsearch.store.fts import FTS_COLUMNS, GRAM_COLUMNS, fts_row, gram_expression, match_expression
 from memsearch.store.sql import SQLITE
 from memsearch.store.sqlite_errors import ACCESS_TIMEOUT_MS
+from memsearch.text import LexicalQuery
 
 # Meta key: "same" while every memory's lexical views hold the same text, "differ" once one does not.
 LEXICAL_VIEWS_STATE = "lexical_views"
@@ -87,10 +88,9 @@ class Fts5Index:
         row = fts_row(text, memory.tags if tags is None else tags, memory.kind, {**kept, **named})
         self._index_text(memory_id, row)
 
-    def lexical_search(self, query: str, scope: Scope, limit: int, view: str | None = None) -> LexicalHits:
+    def lexical_search(self, query: LexicalQuery, scope: Scope, limit: int, view: str | None = None) -> LexicalHits:
         """FTS5 BM25, best first, as (id, score) with higher scores better: over text and tags, or
         over one view's column (`context`, `prev`) only. Always exact."""
-        check_text("the query", query)  # SQLite binds only valid Unicode
         if view is not None and view not in LEXICAL_VIEWS:
             raise ValueError(f"no full-text view {view!r}")
         if view is not None and self._lexical_views_alike():
@@ -105,7 +105,7 @@ class Fts5Index:
             return LexicalHits(hits)
         return LexicalHits(self._lexical_query(query, scope, limit, view))
 
-    def _lexical_query(self, query: str, scope: Scope, limit: int, view: str | None) -> Hits:
+    def _lexical_query(self, query: LexicalQuery, scope: Scope, limit: int, view: str | None) -> Hits:
         match = match_expression(query)
         grams = gram_expression(query)
         if match is None and grams is None:

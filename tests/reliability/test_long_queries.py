@@ -57,12 +57,12 @@ def test_every_token_pattern_is_linear_on_a_megabyte(name: str) -> None:
 def test_route_query_reads_a_bounded_head(name: str) -> None:
     text = HOSTILE[name]
     floor = _floor(text)
-    elapsed = _seconds(lambda: routing.route_query(text))
+    elapsed = _seconds(lambda: routing.route_query(routing.route_features(text)))
     assert elapsed < 10 * floor + 0.5, (elapsed, floor)
 
 
 def test_routing_still_finds_the_tokens_it_found() -> None:
-    route = routing.route_query("why does ~/src/app/main.py raise ENOENT in parse_config()")
+    route = routing.route_query(routing.route_features("why does ~/src/app/main.py raise ENOENT in parse_config()"))
     assert route.exact_tokens[:1] == ("~/src/app/main.py",)
     assert {"ENOENT", "parse_config"} <= set(route.exact_tokens)
 

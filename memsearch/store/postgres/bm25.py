@@ -14,10 +14,10 @@ from psycopg.pq import Format
 
 from memsearch.models import LEXICAL_VIEWS
 from memsearch.store.base import LexicalHits, Scope
-from memsearch.store.fts import FTS_COLUMNS, GRAM_COLUMNS, match_phrases
+from memsearch.store.fts import FTS_COLUMNS, GRAM_COLUMNS
 from memsearch.store.postgres.text import FTS_TOKENIZER, K1, B, idf, phrase_count
 from memsearch.store.sql import POSTGRES
-from memsearch.text import query_grams
+from memsearch.text import LexicalQuery
 
 if TYPE_CHECKING:
     from psycopg import Connection
@@ -92,13 +92,13 @@ def columns_of(view: str | None) -> builtins.list[int]:
     raise ValueError(f"no full-text view {view!r}")
 
 
-def query_phrases(query: str, view: str | None) -> Phrases:
+def query_phrases(query: LexicalQuery, view: str | None) -> Phrases:
     """The query's phrases, each with the columns it is searched in: its words in text and tags (or
     the view), its CJK bigrams and symbols (none in plain English) in the gram column."""
     columns = columns_of(view)
-    phrases = [(tokens, columns) for tokens in (FTS_TOKENIZER.phrase(p) for p in match_phrases(query)) if tokens]
+    phrases = [(tokens, columns) for tokens in (FTS_TOKENIZER.phrase(p) for p in query.match_phrases) if tokens]
     grams = [FTS_COLUMNS.index(GRAM_COLUMNS[view])]
-    return phrases + [(tokens, grams) for tokens in (FTS_TOKENIZER.phrase(t) for t in query_grams(query)) if tokens]
+    return phrases + [(tokens, grams) for tokens in (FTS_TOKENIZER.phrase(t) for t in query.grams) if tokens]
 
 
 class Bm25:

@@ -57,6 +57,7 @@ from memsearch.store.postgres.schema import (
 from memsearch.store.postgres.text import FTS_TOKENIZER
 from memsearch.store.postgres.vectors import PgVectorSearch, f32
 from memsearch.store.sql import MEMORY_COLUMNS, NEW_COLUMNS, POSTGRES, REFERS, RESTORED, NewBatch, SQLStore
+from memsearch.text import LexicalQuery
 
 if TYPE_CHECKING:
     from psycopg import Connection
@@ -527,7 +528,7 @@ class PostgresStore(PgVectorSearch, SQLStore):
         return [row[0] for row in self._db.execute(sql, params)]
 
     # -- lexical: FTS5's bm25() in SQL ------------------------------------------------------
-    def lexical_search(self, query: str, scope: Scope, limit: int, view: str | None = None) -> LexicalHits:
+    def lexical_search(self, query: LexicalQuery, scope: Scope, limit: int, view: str | None = None) -> LexicalHits:
         """FTS5's BM25 (see Bm25), best first, ties to the smaller id: over text and tags, or over
         one view's column only. The statistics and the ranking are read in one snapshot, so
         concurrent writers cannot make them disagree."""

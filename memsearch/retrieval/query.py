@@ -1,0 +1,93 @@
+"""A query read once: `parse_query` scans the text for everything the stages need (the route's
+features, the lexical legs' words and phrases, whether it asks when or for a name, its content
+words and its words' places; the dates it names on first use), and every stage reads the
+ParsedQuery instead of scanning the text again."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import date
+from functools import cached_property
+
+from memsearch.retrieval.answers import asks_name
+from memsearch.retrieval.dates import NamedDates, asks_when, named_dates
+from memsearch.retrieval.routing import RouteFeatures, route_features
+from memsearch.text import STOPWORDS, WORD, LexicalQuery
+
+# A word with its possessive ("Ana's"): the word is what a speaker's name is compared with.
+_WORD_WITH_POSSESSIVE = re.compile(r"\b(\w+)(?:'s)?\b")
+
+
+@dataclass(frozen=True)
+class WordSpan:
+    """Where a word (with its possessive 's, if any) stands in the query, and the word lower-cased."""
+
+    start: int
+    end: int
+    word: str
+
+
+@dataclass(frozen=True)
+class ParsedQuery:
+    """A query's text and what the stages read of it (see parse_query)."""
+
+    text: str
+    route: RouteFeatures  # intents, exact tokens, distinctive words, symbols (routing)
+    lexical: LexicalQuery  # words, quoted phrases, gram terms (the lexical legs, in the store)
+    asks_when: bool  # the `when` adjustment
+    asks_name: bool  # the `names` adjustment
+    content_words: frozenset[str]  # lower-cased words but stop words (the deterministic re-ranker)
+    word_spans: tuple[WordSpan, ...]  # each word and its possessive (the speaker names the vector leg leaves out)
+
+    @property
+    def intents(self) -> tuple[str, ...]:
+        return self.route.intents
+
+    @cached_property
+    def dates(self) -> NamedDates:
+        """The dates it names (the time leg's): read on first use, so a search without a time leg
+        neither compiles nor runs the date patterns."""
+        return named_dates(self.text)
+
+    def date_ranges(self, today: date | None) -> list[tuple[date, date]]:
+        """The dates named, with `today` months named without a year too (see NamedDates)."""
+        return self.dates.ranges(today)
+
+    def names(self, speakers: Sequence[str]) -> tuple[str, ...]:
+        """The speakers the query names (whole words, any case), in the order given: who speaks is
+        known only once the candidates are."""
+        return tuple(s for s in speakers if re.search(rf"\b{re.escape(s)}\b", self.text, re.IGNORECASE))
+
+    @property
+    def name_words(self) -> frozenset[str]:
+        """The query's words (possessives without their 's), lower-cased, but stop words."""
+        return frozenset(span.word for span in self.word_spans) - STOPWORDS
+
+    def without(self, words: frozenset[str]) -> str:
+        """The text with these (lower-cased) words and their possessives left out, runs of white
+        space made one space; the whole text when no word would remain."""
+        pieces, last = [], 0
+        for span in self.word_spans:
+            if span.word in words:
+                pieces.append(self.text[last : span.start])
+                last = span.end
+        pieces.append(self.text[last:])
+        kept = " ".join("".join(pieces).split())
+        return kept if WORD.search(kept) else self.text
+
+
+def parse_query(text: str) -> ParsedQuery:
+    """Read the query's text once for every stage of a search."""
+    return ParsedQuery(
+        text=text,
+        route=route_features(text),
+        lexical=LexicalQuery.of(text),
+        asks_when=asks_when(text),
+        asks_name=asks_name(text),
+        content_words=frozenset(word for word in WORD.findall(text.lower()) if word not in STOPWORDS),
+        word_spans=tuple(
+            WordSpan(m.start(), m.end(), m.group(1).lower()) for m in _WORD_WITH_POSSESSIVE.finditer(text)
+        ),
+    )
