@@ -219,9 +219,11 @@ RESULT_FIELDS = tuple(sorted((f for f in MEMORY_FIELDS if f.spec.result), key=la
 # Fields of a JSONL import line (and of `memsearch export`'s lines).
 IMPORT_FIELDS = frozenset({*(f.name for f in GIVEN_FIELDS), "parent_key", "views"})
 # What a read command prints beside a memory's fields: `to_dict`'s memory_score_set, a search
-# result's rank, score, context_of and explain (retrieval.explain), a raw candidate's dropped, an
-# ndjson hit's query, a timeline row's current.
-READ_EXTRA_FIELDS = ("memory_score_set", "rank", "score", "context_of", "explain", "matches", "dropped", "query", "current")
+# result's rank, score, context_of, explain (retrieval.explain) and matches, a raw candidate's
+# dropped, an ndjson hit's query, a timeline row's current.
+READ_EXTRA_FIELDS = (
+    "memory_score_set", "rank", "score", "context_of", "explain", "matches", "dropped", "query", "current",
+)  # fmt: skip
 # The fields of read commands' records (`list`, `get`, `search`, `timeline`) that an import takes
 # no value from: the store's own (ids, use, consolidation marks) and the search's. An import of
 # those records ignores them (and names them), so they store the memories again.

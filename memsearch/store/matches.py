@@ -21,7 +21,7 @@ import unicodedata
 from collections.abc import Sequence
 
 from memsearch.store.fts import TOKENIZER, match_expression
-from memsearch.text import query_grams
+from memsearch.text import LexicalQuery
 
 Span = tuple[int, int]
 
@@ -37,9 +37,10 @@ _MARKER_CODES = (range(0xFDD0, 0xFDF0), range(0xF0000, 0xFFFFE), range(0x100000,
 
 def match_offsets(query: str, texts: Sequence[str]) -> list[list[Span]]:
     """For each text, the sorted, disjoint [start, end) offsets of the words the query matches."""
-    expression = match_expression(query)
+    lexical = LexicalQuery.of(query)
+    expression = match_expression(lexical)
     found = _fts_offsets(expression, texts) if expression is not None and texts else [[] for _ in texts]
-    grams = [term if not term.isascii() else chr(int(term[1:], 16)) for term in query_grams(query)]
+    grams = [term if not term.isascii() else chr(int(term[1:], 16)) for term in lexical.grams]
     if grams:
         found = [_merged([*spans, *_literal_offsets(text, grams)]) for spans, text in zip(found, texts, strict=True)]
     return found
