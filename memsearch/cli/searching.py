@@ -102,7 +102,6 @@ def search(
 ) -> None:
     """Search memories (through a running `memsearch serve` of the same store when there is one)."""
     from memsearch.cli.results import render_search
-    from memsearch.operations import MAX_QUERY_CHARS
     from memsearch.retrieval.request import request_from_fields
 
     if (query is None) == (queries is None):
@@ -124,8 +123,8 @@ def search(
         tau_days=tau,
         **filters.fields,
     )
-    sendable = query is not None and len(query) <= MAX_QUERY_CHARS
-    remote = server_for(db, server, model, no_server=no_server, writes=False) if sendable else None
+    # The request refused a query over the limit: a single query may go to a server as it is.
+    remote = server_for(db, server, model, no_server=no_server, writes=False) if query is not None else None
     if remote is not None:
         body = {**template.to_fields(), "raw": raw, "explain": True}
         document = through(remote, "/search", body)
