@@ -31,7 +31,7 @@ TEXT = "The deploy key lives in the vault; Deploys [bold]keys[/bold] \x1b[31m an
 
 
 def shown(text: str, query: str) -> list[str]:
-    return [text[start:end] for start, end in match_offsets(query, [text])[0]]
+    return [text[start:end] for start, end in match_offsets(LexicalQuery.of(query), [text])[0]]
 
 
 def test_the_query_words_are_found_as_the_lexical_leg_matches_them() -> None:
@@ -40,7 +40,7 @@ def test_the_query_words_are_found_as_the_lexical_leg_matches_them() -> None:
     assert shown("A café in Zürich", "cafe zurich") == ["café", "Zürich"]  # diacritics, as FTS5 folds them
     assert shown("the cat sat", "the") == ["the"]  # a query of stop words only searches them
     assert shown("nothing to see", "deploy") == []
-    assert match_offsets("deploy", []) == []
+    assert match_offsets(LexicalQuery.of("deploy"), []) == []
 
 
 def test_adjacent_words_are_separate_matches() -> None:
@@ -49,7 +49,8 @@ def test_adjacent_words_are_separate_matches() -> None:
 
 def test_offsets_are_code_points_of_the_text() -> None:
     text = "😀 \x00 naïve 東京 deploy"
-    assert match_offsets("deploy", [text])[0] == [(len(text) - 6, len(text))]  # after an emoji and a NUL
+    # After an emoji and a NUL:
+    assert match_offsets(LexicalQuery.of("deploy"), [text])[0] == [(len(text) - 6, len(text))]
     assert shown("私は東京に行った ✓ done", "東京都 ✓") == ["東京", "✓"]  # CJK bigrams and symbols, as the grams column
 
 
@@ -68,7 +69,7 @@ def test_every_occurrence_of_a_query_word_is_found_and_nothing_else(
     parts: list[tuple[str, str, str]], query_words: list[str]
 ) -> None:
     text = "".join(getattr(word, case)() + separator for word, case, separator in parts)
-    spans = match_offsets(" ".join(query_words), [text])[0]
+    spans = match_offsets(LexicalQuery.of(" ".join(query_words)), [text])[0]
     assert [text[start:end].lower() for start, end in spans] == [word for word, _, _ in parts if word in query_words]
 
 
@@ -81,7 +82,7 @@ def test_offsets_lie_in_the_text_and_each_slice_matches_the_query(text: str, dat
     query = data.draw(
         st.one_of(st.text(max_size=40), st.builds(" ".join, st.lists(st.sampled_from(pieces), max_size=4)))
     )
-    spans = match_offsets(query, [text])[0]
+    spans = match_offsets(LexicalQuery.of(query), [text])[0]
     asked = {word for phrase in LexicalQuery.of(query).match_phrases for word in FTS_TOKENIZER.phrase(phrase)}
     assert spans == sorted(spans)
     for (start, end), (following, _) in zip(spans, [*spans[1:], (len(text), 0)], strict=False):

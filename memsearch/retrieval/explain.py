@@ -13,6 +13,7 @@ from memsearch.retrieval.candidates import Candidate
 from memsearch.retrieval.request import SearchRequest
 from memsearch.retrieval.routing import Route
 from memsearch.store.matches import match_offsets
+from memsearch.text import LexicalQuery
 from memsearch.timeutil import to_iso
 
 SCHEMA_VERSION = 1
@@ -38,6 +39,7 @@ class SearchOutcome:
     profile: Profile
     now: datetime
     candidates: list[Candidate]  # every candidate, results first in order, each dropped or not
+    lexical: LexicalQuery  # the query's words, phrases and grams as the lexical legs read them
     embedded_query: str | None = None  # the text embedded for the vector legs (None: not embedded)
     stages: list[dict[str, Any]] = field(default_factory=list)  # the LLM stages' trace (stage_runner.StageTrace)
     expansions: list[Expansion] = field(default_factory=list)
@@ -55,7 +57,7 @@ class SearchOutcome:
         """Where the query's words occur in each candidate's text, by memory id: [start, end)
         offsets in code points, the words as the lexical leg matches them (see
         memsearch.store.matches); what the front ends highlight."""
-        offsets = match_offsets(self.request.query, [candidate.memory.text for candidate in candidates])
+        offsets = match_offsets(self.lexical, [candidate.memory.text for candidate in candidates])
         return {candidate.id: spans for candidate, spans in zip(candidates, offsets, strict=True)}
 
     def to_dict(self, *, raw: bool = False, explain: bool = True) -> dict[str, Any]:

@@ -126,7 +126,7 @@ class SearchRun:
         profile = self.fused_profile[-1] if self.fused_profile else self.profile
         candidates = keep_min_score(candidates, self.request.min_score)  # on the scores as finally shown
         return SearchOutcome(
-            self.request, self.route, profile, self.now, candidates, self.embedded_query(),
+            self.request, self.route, profile, self.now, candidates, self.query.lexical, self.embedded_query(),
             stages=[t.to_dict() for t in self.stages.trace], expansions=list(self.expansions),
             vector_engines=self.engines(lexical=False), lexical_engines=self.engines(lexical=True),
         )  # fmt: skip

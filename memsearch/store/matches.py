@@ -35,9 +35,8 @@ _SEPARATOR_CATEGORIES = ("Z", "P", "S", "Cc", "Cf", "Cs", "Cn")
 _MARKER_CODES = (range(0xFDD0, 0xFDF0), range(0xF0000, 0xFFFFE), range(0x100000, 0x10FFFE))
 
 
-def match_offsets(query: str, texts: Sequence[str]) -> list[list[Span]]:
+def match_offsets(lexical: LexicalQuery, texts: Sequence[str]) -> list[list[Span]]:
     """For each text, the sorted, disjoint [start, end) offsets of the words the query matches."""
-    lexical = LexicalQuery.of(query)
     expression = match_expression(lexical)
     found = _fts_offsets(expression, texts) if expression is not None and texts else [[] for _ in texts]
     grams = [term if not term.isascii() else chr(int(term[1:], 16)) for term in lexical.grams]
