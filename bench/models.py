@@ -264,10 +264,18 @@ class RoleEncoder:
 
     def __init__(self) -> None:
         self.calls = {"query": 0, "document": 0}
+        self._queries: dict[str, np.ndarray] = {}  # the auto and vector runs embed each question once
 
     def encode(self, texts: Sequence[str], *, progress: Any = _QUERY) -> np.ndarray:
         query = progress is _QUERY
         self.calls["query" if query else "document"] += 1
+        if query and len(texts) == 1:
+            if texts[0] not in self._queries:
+                self._queries[texts[0]] = self._encode(texts, query=True, progress=None)
+            return self._queries[texts[0]]
+        return self._encode(texts, query=query, progress=progress)
+
+    def _encode(self, texts: Sequence[str], *, query: bool, progress: Any) -> np.ndarray:
         vectors = np.zeros((0, self.info.dim), np.float32)
         if texts:
             vectors = np.asarray(self.embed(list(texts), query=query), dtype=np.float32).reshape(len(texts), -1)
@@ -433,6 +441,11 @@ def recall_run(
         },
         # the same profile's vector legs alone (mode vector): the model's own share of the recall
         "vector_only": {f"R@{k}": vector.mean(f"recall@{k}") for k in (5, 10)},
+        # per search in process, the query embedding included (moves with the machine's load)
+        "search_p50_ms": {
+            mode: found.latency_ms.p50 if found.latency_ms else None
+            for mode, found in (("auto", row), ("vector", vector))
+        },
         "eval_seconds": time.perf_counter() - tick,
         "ingest_seconds": report.timing["ingest"],
         "embed_calls": dict(encoder.calls),
@@ -585,23 +598,40 @@ def fusion_table(fusions: Mapping[str, Mapping[str, Any]], base: Mapping[str, An
 
 
 def combine(outputs: Sequence[Path], target: Path, base: str = "minilm") -> dict[str, Any]:
-    """One report from several runs' outputs (and their rankings files): every model's row, and
-    every ordered pair's fusions chosen leave-one-conversation-out (`loco_fusion`)."""
+    """One report from several runs' outputs (and their rankings files; a model may be measured in
+    several runs, one conversation each): every model's figures from its rankings, and every
+    ordered pair's fusions chosen leave-one-conversation-out (`loco_fusion`) on the questions both
+    were measured on."""
     document: dict[str, Any] = {"sources": [str(p) for p in outputs], "models": {}, "fusions": {}}
-    rankings: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    rankings: dict[str, dict[str, dict[str, dict[str, Any]]]] = {}  # model, mode, question id
     for path in outputs:
         run = json.loads(path.read_text())  # a later output's fields win (say, a quieter speed run)
         for key, row in run["models"].items():
             document["models"][key] = {**document["models"].get(key, {}), **row}
         rankings_file = path.with_name(f"{path.stem}-rankings.json")
-        if rankings_file.is_file():
-            rankings.update(json.loads(rankings_file.read_text()))
-    document["models"] = {k: v for k, v in document["models"].items() if "recall" in v}
-    rankings = {k: v for k, v in rankings.items() if k in document["models"]}
-    for key, ranking in rankings.items():  # the saved rankings give the run's own figures back
-        again = single_summary(ranking["auto"])["overall"]["R@5"]
-        assert abs(again - document["models"][key]["recall"]["overall"]["R@5"]) < 1e-9, key
-    add_fusions(document["fusions"], rankings)
+        for key, modes in (json.loads(rankings_file.read_text()) if rankings_file.is_file() else {}).items():
+            for mode, questions in modes.items():
+                rankings.setdefault(key, {}).setdefault(mode, {}).update({q["question_id"]: q for q in questions})
+    for key, modes in rankings.items():
+        row = document["models"][key]
+        row["recall"] = {
+            **row.get("recall", {}),
+            **single_summary(list(modes["auto"].values())),
+            "vector_only": single_summary(list(modes["vector"].values()))["overall"],
+            "conversations": sorted({conversation_of(q) for q in modes["auto"]}),
+        }
+    document["models"] = {k: v for k, v in document["models"].items() if k in rankings}
+    for a in rankings:
+        for b in rankings:
+            if a == b:
+                continue
+            both = [q for q in rankings[a]["auto"] if q in rankings[b]["auto"]]
+            first = [rankings[a]["auto"][q] for q in both]
+            document["fusions"][f"{a} + vector({b})"] = loco_fusion(first, [rankings[b]["vector"][q] for q in both])
+            document["fusions"][f"{a} + {b}"] = loco_fusion(first, [rankings[b]["auto"][q] for q in both])
+            if len(both) < len(rankings[a]["auto"]):  # the first model alone on the same questions, to compare with
+                alone = f"{a} on {b}'s conversations"
+                document["fusions"][alone] = {**single_summary(first), "chosen": {}}
     target.write_text(json.dumps(document, indent=2))
     base_recall = document["models"].get(base, {}).get("recall")
     markdown = table(document["models"]) + "\n\n" + fusion_table(document["fusions"], base_recall) + "\n"
@@ -619,6 +649,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-speed", action="store_true", help="skip the latency and throughput children")
     parser.add_argument("--output", type=Path, default=OUT / "models.json")
     parser.add_argument("--merge", action="store_true", help="keep the rows of an earlier run on the same subset")
+    parser.add_argument("--conversation", action="append", help="only this dev conversation (repeatable)")
     parser.add_argument("--speed-only", action="store_true", help="only the latency and throughput children")
     parser.add_argument(
         "--combine", type=Path, nargs="+", metavar="OUTPUT", help="report on earlier runs' outputs, with fusions"
@@ -638,10 +669,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown model(s) {', '.join(unknown)}; choose from {', '.join(MODELS)}")
     conversations = args.conversations or None
+    if args.conversation:  # these conversations only, from a copy of the dataset that holds them
+        wanted = set(args.conversation)
+        chosen = [c for c in json.loads(args.dataset.read_text()) if c.get("sample_id") in wanted]
+        if len(chosen) != len(wanted):
+            parser.error(f"{args.dataset} lacks {', '.join(sorted(wanted - {c['sample_id'] for c in chosen}))}")
+        subset = Path(tempfile.mkdtemp(prefix="models-subset-")) / "locomo.json"
+        subset.write_text(json.dumps(chosen))
+        args.dataset, conversations = subset, None
     document: dict[str, Any] = {
         "dataset": str(args.dataset),
         "protocol": "LoCoMo turn-level evidence recall, profile default, mode auto (memsearch eval)",
-        "conversations": conversations or "all",
+        "conversations": sorted(args.conversation) if args.conversation else conversations or "all",
         "load_before": machine_load(),
         "models": {},
     }
