@@ -564,7 +564,8 @@ def table(rows: Mapping[str, Mapping[str, Any]]) -> str:
             lines.append(f"| {name} | skipped: {row['skipped']} |")
             continue
         recall = row["recall"]
-        cells = [name, cell(recall["overall"]["R@5"]), cell(recall["overall"]["R@10"])]
+        measured = f"{name} ({len(recall['conversations'])} conv.)" if "conversations" in recall else name
+        cells = [measured, cell(recall["overall"]["R@5"]), cell(recall["overall"]["R@10"])]
         cells += [f"{cell(c['R@5'])}/{cell(c['R@10'])}" for c in recall["by_category"].values()]
         vector = recall.get("vector_only", {})
         cells.append(f"{cell(vector.get('R@5'))}/{cell(vector.get('R@10'))}")
@@ -586,7 +587,7 @@ def fusion_table(fusions: Mapping[str, Mapping[str, Any]], base: Mapping[str, An
     head = ["fusion (held-out)", "R@5", "R@10", *[f"{label} R@5/R@10" for label in CATEGORIES.values()], "chosen k/w"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for name, fused in fusions.items():
-        ref = base or {}
+        ref = fused.get("reference") or base or {}
         cells = [name]
         cells += [cell(fused["overall"][m], ref.get("overall", {}).get(m)) for m in ("R@5", "R@10")]
         for label, figures in fused["by_category"].items():
@@ -632,9 +633,15 @@ def combine(outputs: Sequence[Path], target: Path, base: str = "minilm") -> dict
             if len(both) < len(rankings[a]["auto"]):  # the first model alone on the same questions, to compare with
                 alone = f"{a} on {b}'s conversations"
                 document["fusions"][alone] = {**single_summary(first), "chosen": {}}
+            if base in rankings:  # what each category is compared with: the base model on the same questions
+                reference = single_summary([rankings[base]["auto"][q] for q in both if q in rankings[base]["auto"]])
+                for name in (f"{a} + vector({b})", f"{a} + {b}", f"{a} on {b}'s conversations"):
+                    if name in document["fusions"]:
+                        document["fusions"][name]["reference"] = reference
     target.write_text(json.dumps(document, indent=2))
     base_recall = document["models"].get(base, {}).get("recall")
     markdown = table(document["models"]) + "\n\n" + fusion_table(document["fusions"], base_recall) + "\n"
+    markdown += f"\n▼: below {base}'s hybrid on the same questions.\n"
     target.with_suffix(".md").write_text(markdown)
     return document
 
