@@ -563,6 +563,8 @@ def table(rows: Mapping[str, Mapping[str, Any]]) -> str:
         if "skipped" in row:
             lines.append(f"| {name} | skipped: {row['skipped']} |")
             continue
+        if "recall" not in row:  # a --speed-only run
+            continue
         recall = row["recall"]
         measured = f"{name} ({len(recall['conversations'])} conv.)" if "conversations" in recall else name
         cells = [measured, cell(recall["overall"]["R@5"]), cell(recall["overall"]["R@10"])]
