@@ -264,10 +264,18 @@ class RoleEncoder:
 
     def __init__(self) -> None:
         self.calls = {"query": 0, "document": 0}
+        self._queries: dict[str, np.ndarray] = {}  # the auto and vector runs embed each question once
 
     def encode(self, texts: Sequence[str], *, progress: Any = _QUERY) -> np.ndarray:
         query = progress is _QUERY
         self.calls["query" if query else "document"] += 1
+        if query and len(texts) == 1:
+            if texts[0] not in self._queries:
+                self._queries[texts[0]] = self._encode(texts, query=True, progress=None)
+            return self._queries[texts[0]]
+        return self._encode(texts, query=query, progress=progress)
+
+    def _encode(self, texts: Sequence[str], *, query: bool, progress: Any) -> np.ndarray:
         vectors = np.zeros((0, self.info.dim), np.float32)
         if texts:
             vectors = np.asarray(self.embed(list(texts), query=query), dtype=np.float32).reshape(len(texts), -1)
@@ -416,7 +424,7 @@ def speed_in_child(key: str, cache: Path, dataset: Path, *, one_thread: bool) ->
 
 def recall_run(
     encoder: RoleEncoder, dataset: Path, conversations: int | None
-) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+) -> tuple[dict[str, Any], dict[str, list[dict[str, Any]]]]:
     from memsearch.eval.runner import run_eval
 
     tick = time.perf_counter()
@@ -433,48 +441,108 @@ def recall_run(
         },
         # the same profile's vector legs alone (mode vector): the model's own share of the recall
         "vector_only": {f"R@{k}": vector.mean(f"recall@{k}") for k in (5, 10)},
+        # per search in process, the query embedding included (moves with the machine's load)
+        "search_p50_ms": {
+            mode: found.latency_ms.p50 if found.latency_ms else None
+            for mode, found in (("auto", row), ("vector", vector))
+        },
         "eval_seconds": time.perf_counter() - tick,
         "ingest_seconds": report.timing["ingest"],
         "embed_calls": dict(encoder.calls),
     }
-    return result, [outcome.to_dict() for outcome in row.results]
+    rankings = {
+        mode: [{k: o[k] for k in ("question_id", "category", "ranked", "gold")} for o in map(_outcome, found.results)]
+        for mode, found in (("auto", row), ("vector", vector))
+    }
+    return result, rankings
 
 
-def rrf(rankings: Sequence[Sequence[str]], k: int = RRF_K) -> list[str]:
-    """Reciprocal rank fusion: keys by the sum of 1 / (k + rank) over the rankings, ties by first seen."""
+def _outcome(outcome: Any) -> dict[str, Any]:
+    return dict(outcome.to_dict())
+
+
+def conversation_of(question_id: str) -> str:
+    return question_id.rsplit(":", 1)[0]  # LoCoMo question ids are "<sample_id>:q<n>"
+
+
+def weighted_rrf(rankings: Sequence[Sequence[str]], weights: Sequence[float], k: int) -> list[str]:
+    """Reciprocal rank fusion: keys by the sum of weight / (k + rank) over the rankings, ties by first seen."""
     scores: dict[str, float] = {}
-    for ranking in rankings:
+    for ranking, weight in zip(rankings, weights, strict=True):
         for rank, key in enumerate(ranking, 1):
-            scores[key] = scores.get(key, 0.0) + 1.0 / (k + rank)
+            scores[key] = scores.get(key, 0.0) + weight / (k + rank)
     return sorted(scores, key=lambda key: -scores[key])
 
 
-def fused_recall(first: Sequence[Mapping[str, Any]], second: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """R@5 / R@10 of the RRF of two runs' per-question turn rankings (same questions, same order)."""
+def rrf(rankings: Sequence[Sequence[str]], k: int = RRF_K) -> list[str]:
+    return weighted_rrf(rankings, [1.0] * len(rankings), k)
+
+
+# The fusion settings leave-one-conversation-out chooses from: (RRF k, the second ranking's weight).
+# Weight 0 is the first ranking alone, so "no fusion" is a choice the held-out folds can make.
+FUSION_GRID = tuple((k, weight) for k in (10, 60) for weight in (0.0, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0))
+
+
+def recalls(ranked: Sequence[str], gold: Sequence[str]) -> tuple[float, float]:
     from memsearch.eval.metrics import recall_at_k
 
-    per_question: list[tuple[Any, dict[int, float]]] = []
-    for a, b in zip(first, second, strict=True):
-        assert a["question_id"] == b["question_id"]
-        ranked = rrf([a["ranked"], b["ranked"]])
-        per_question.append((a["category"], {k: recall_at_k(ranked, a["gold"], k) for k in (5, 10)}))
+    return recall_at_k(ranked, gold, 5), recall_at_k(ranked, gold, 10)
 
-    def means(rows: Sequence[tuple[Any, dict[int, float]]]) -> dict[str, float | None]:
-        return {f"R@{k}": statistics.fmean(r[k] for _, r in rows) if rows else None for k in (5, 10)}
+
+def summary(rows: Sequence[tuple[Any, float, float]]) -> dict[str, Any]:
+    """R@5 / R@10 overall and per category of (category, R@5, R@10) rows."""
+
+    def means(chosen: Sequence[tuple[Any, float, float]]) -> dict[str, float | None]:
+        if not chosen:
+            return {"R@5": None, "R@10": None}
+        return {"R@5": statistics.fmean(r[1] for r in chosen), "R@10": statistics.fmean(r[2] for r in chosen)}
 
     return {
-        "questions": len(per_question),
-        "overall": means(per_question),
-        "by_category": {label: means([p for p in per_question if p[0] == n]) for n, label in CATEGORIES.items()},
+        "questions": len(rows),
+        "overall": means(rows),
+        "by_category": {label: means([r for r in rows if r[0] == n]) for n, label in CATEGORIES.items()},
     }
 
 
-def add_fusion(rows: dict[str, Any], rankings: Mapping[str, Sequence[Mapping[str, Any]]]) -> None:
-    """The row of RRF(MiniLM, the other model with the best R@5 whose rankings are at hand)."""
-    others = [k for k in rankings if k != "minilm" and "recall" in rows.get(k, {})]
-    if "minilm" in rankings and others:
-        best = max(others, key=lambda k: rows[k]["recall"]["overall"]["R@5"])
-        rows[f"rrf(minilm, {best})"] = {"recall": fused_recall(rankings["minilm"], rankings[best])}
+def loco_fusion(first: Sequence[Mapping[str, Any]], second: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """RRF of two per-question rankings (same questions, same order), its setting (FUSION_GRID) chosen
+    leave-one-conversation-out: for each conversation, the setting with the best mean of R@5 and
+    R@10 over the other conversations' questions (the lighter second weight on a tie) is scored on
+    this one's. Returns the pooled held-out figures and each fold's choice."""
+    for a, b in zip(first, second, strict=True):
+        assert a["question_id"] == b["question_id"]
+    scored = {
+        (k, weight): [recalls(weighted_rrf([a["ranked"], b["ranked"]], [1.0, weight], k), a["gold"]) for a, b in
+                      zip(first, second, strict=True)]
+        for k, weight in FUSION_GRID
+    }  # fmt: skip
+    conversations = [conversation_of(q["question_id"]) for q in first]
+    held_out: list[tuple[Any, float, float]] = []
+    chosen: dict[str, dict[str, float]] = {}
+    for conversation in sorted(set(conversations)):
+        train = [i for i, c in enumerate(conversations) if c != conversation]
+
+        def objective(setting: tuple[int, float], train: list[int] = train) -> tuple[float, float]:
+            return statistics.fmean(sum(scored[setting][i]) / 2 for i in train), -setting[1]
+
+        best = max(FUSION_GRID, key=objective)
+        chosen[conversation] = {"rrf_k": best[0], "weight": best[1]}
+        held_out += [(first[i]["category"], *scored[best][i]) for i, c in enumerate(conversations) if c == conversation]
+    return {**summary(held_out), "chosen": chosen}
+
+
+def single_summary(ranking: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    return summary([(q["category"], *recalls(q["ranked"], q["gold"])) for q in ranking])
+
+
+def add_fusions(fusions: dict[str, Any], rankings: Mapping[str, Mapping[str, Sequence[Mapping[str, Any]]]]) -> None:
+    """For each ordered pair (A, B) of measured models: A's hybrid fused with B's vector legs alone
+    ("A + vector(B)": a stand-in for a second model's vector legs), and with B's hybrid ("A + B")."""
+    for a in rankings:
+        for b in rankings:
+            if a != b:
+                fusions[f"{a} + vector({b})"] = loco_fusion(rankings[a]["auto"], rankings[b]["vector"])
+                fusions[f"{a} + {b}"] = loco_fusion(rankings[a]["auto"], rankings[b]["auto"])
 
 
 def machine_load() -> dict[str, Any]:
@@ -495,8 +563,11 @@ def table(rows: Mapping[str, Mapping[str, Any]]) -> str:
         if "skipped" in row:
             lines.append(f"| {name} | skipped: {row['skipped']} |")
             continue
+        if "recall" not in row:  # a --speed-only run
+            continue
         recall = row["recall"]
-        cells = [name, cell(recall["overall"]["R@5"]), cell(recall["overall"]["R@10"])]
+        measured = f"{name} ({len(recall['conversations'])} conv.)" if "conversations" in recall else name
+        cells = [measured, cell(recall["overall"]["R@5"]), cell(recall["overall"]["R@10"])]
         cells += [f"{cell(c['R@5'])}/{cell(c['R@10'])}" for c in recall["by_category"].values()]
         vector = recall.get("vector_only", {})
         cells.append(f"{cell(vector.get('R@5'))}/{cell(vector.get('R@10'))}")
@@ -505,6 +576,76 @@ def table(rows: Mapping[str, Mapping[str, Any]]) -> str:
         cells += [cell(many and many["docs_per_s"], 0), str(row.get("bytes_per_vector", "-"))]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def fusion_table(fusions: Mapping[str, Mapping[str, Any]], base: Mapping[str, Any] | None) -> str:
+    """The fusions' held-out figures; a category below the base model's (MiniLM's hybrid) is marked ▼."""
+
+    def cell(value: float | None, reference: float | None) -> str:
+        if value is None:
+            return "-"
+        return f"{value:.3f}" + ("▼" if reference is not None and value < reference - 5e-4 else "")
+
+    head = ["fusion (held-out)", "R@5", "R@10", *[f"{label} R@5/R@10" for label in CATEGORIES.values()], "chosen k/w"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for name, fused in fusions.items():
+        ref = fused.get("reference") or base or {}
+        cells = [name]
+        cells += [cell(fused["overall"][m], ref.get("overall", {}).get(m)) for m in ("R@5", "R@10")]
+        for label, figures in fused["by_category"].items():
+            reference = ref.get("by_category", {}).get(label, {})
+            cells.append("/".join(cell(figures[m], reference.get(m)) for m in ("R@5", "R@10")))
+        cells.append(" ".join(f"{c['rrf_k']}/{c['weight']:g}" for c in fused["chosen"].values()))
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def combine(outputs: Sequence[Path], target: Path, base: str = "minilm") -> dict[str, Any]:
+    """One report from several runs' outputs (and their rankings files; a model may be measured in
+    several runs, one conversation each): every model's figures from its rankings, and every
+    ordered pair's fusions chosen leave-one-conversation-out (`loco_fusion`) on the questions both
+    were measured on."""
+    document: dict[str, Any] = {"sources": [str(p) for p in outputs], "models": {}, "fusions": {}}
+    rankings: dict[str, dict[str, dict[str, dict[str, Any]]]] = {}  # model, mode, question id
+    for path in outputs:
+        run = json.loads(path.read_text())  # a later output's fields win (say, a quieter speed run)
+        for key, row in run["models"].items():
+            document["models"][key] = {**document["models"].get(key, {}), **row}
+        rankings_file = path.with_name(f"{path.stem}-rankings.json")
+        for key, modes in (json.loads(rankings_file.read_text()) if rankings_file.is_file() else {}).items():
+            for mode, questions in modes.items():
+                rankings.setdefault(key, {}).setdefault(mode, {}).update({q["question_id"]: q for q in questions})
+    for key, modes in rankings.items():
+        row = document["models"][key]
+        row["recall"] = {
+            **row.get("recall", {}),
+            **single_summary(list(modes["auto"].values())),
+            "vector_only": single_summary(list(modes["vector"].values()))["overall"],
+            "conversations": sorted({conversation_of(q) for q in modes["auto"]}),
+        }
+    document["models"] = {k: v for k, v in document["models"].items() if k in rankings}
+    for a in rankings:
+        for b in rankings:
+            if a == b:
+                continue
+            both = [q for q in rankings[a]["auto"] if q in rankings[b]["auto"]]
+            first = [rankings[a]["auto"][q] for q in both]
+            document["fusions"][f"{a} + vector({b})"] = loco_fusion(first, [rankings[b]["vector"][q] for q in both])
+            document["fusions"][f"{a} + {b}"] = loco_fusion(first, [rankings[b]["auto"][q] for q in both])
+            if len(both) < len(rankings[a]["auto"]):  # the first model alone on the same questions, to compare with
+                alone = f"{a} on {b}'s conversations"
+                document["fusions"][alone] = {**single_summary(first), "chosen": {}}
+            if base in rankings:  # what each category is compared with: the base model on the same questions
+                reference = single_summary([rankings[base]["auto"][q] for q in both if q in rankings[base]["auto"]])
+                for name in (f"{a} + vector({b})", f"{a} + {b}", f"{a} on {b}'s conversations"):
+                    if name in document["fusions"]:
+                        document["fusions"][name]["reference"] = reference
+    target.write_text(json.dumps(document, indent=2))
+    base_recall = document["models"].get(base, {}).get("recall")
+    markdown = table(document["models"]) + "\n\n" + fusion_table(document["fusions"], base_recall) + "\n"
+    markdown += f"\n▼: below {base}'s hybrid on the same questions.\n"
+    target.with_suffix(".md").write_text(markdown)
+    return document
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -517,25 +658,42 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-speed", action="store_true", help="skip the latency and throughput children")
     parser.add_argument("--output", type=Path, default=OUT / "models.json")
     parser.add_argument("--merge", action="store_true", help="keep the rows of an earlier run on the same subset")
+    parser.add_argument("--conversation", action="append", help="only this dev conversation (repeatable)")
+    parser.add_argument("--speed-only", action="store_true", help="only the latency and throughput children")
+    parser.add_argument(
+        "--combine", type=Path, nargs="+", metavar="OUTPUT", help="report on earlier runs' outputs, with fusions"
+    )
     parser.add_argument("--speed-child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     args.cache.mkdir(parents=True, exist_ok=True)
     if args.speed_child:
         print(json.dumps(speed(args.speed_child, args.cache, args.dataset)))
         return 0
+    if args.combine:
+        combined = combine(args.combine, args.output)
+        print(args.output.with_suffix(".md").read_text())
+        return 0 if combined["models"] else 1
     keys = [key.strip() for key in args.models.split(",") if key.strip()]
     unknown = [key for key in keys if key not in MODELS]
     if unknown:
         parser.error(f"unknown model(s) {', '.join(unknown)}; choose from {', '.join(MODELS)}")
     conversations = args.conversations or None
+    if args.conversation:  # these conversations only, from a copy of the dataset that holds them
+        wanted = set(args.conversation)
+        chosen = [c for c in json.loads(args.dataset.read_text()) if c.get("sample_id") in wanted]
+        if len(chosen) != len(wanted):
+            parser.error(f"{args.dataset} lacks {', '.join(sorted(wanted - {c['sample_id'] for c in chosen}))}")
+        subset = Path(tempfile.mkdtemp(prefix="models-subset-")) / "locomo.json"
+        subset.write_text(json.dumps(chosen))
+        args.dataset, conversations = subset, None
     document: dict[str, Any] = {
         "dataset": str(args.dataset),
         "protocol": "LoCoMo turn-level evidence recall, profile default, mode auto (memsearch eval)",
-        "conversations": conversations or "all",
+        "conversations": sorted(args.conversation) if args.conversation else conversations or "all",
         "load_before": machine_load(),
         "models": {},
     }
-    rankings: dict[str, list[dict[str, Any]]] = {}
+    rankings: dict[str, dict[str, list[dict[str, Any]]]] = {}
     rankings_file = args.output.with_name(f"{args.output.stem}-rankings.json")
     if args.merge and args.output.is_file():
         earlier = json.loads(args.output.read_text())
@@ -561,9 +719,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             continue
         row["dim"] = encoder.info.dim
         row["bytes_per_vector"] = encoder.info.dim * 4  # float32; a LoCoMo turn stores two (own, context)
-        print(f"[{time.strftime('%H:%M:%S')}] {key}: recall", file=sys.stderr)
-        row["recall"], rankings[key] = recall_run(encoder, args.dataset, conversations)
-        row["load_after_recall"] = machine_load()
+        if not args.speed_only:
+            print(f"[{time.strftime('%H:%M:%S')}] {key}: recall", file=sys.stderr)
+            row["recall"], rankings[key] = recall_run(encoder, args.dataset, conversations)
+            row["load_after_recall"] = machine_load()
         del encoder
         if not args.no_speed:
             print(f"[{time.strftime('%H:%M:%S')}] {key}: speed", file=sys.stderr)
@@ -574,7 +733,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.output.write_text(json.dumps(document, indent=2))  # after each model: a partial run keeps its rows
         rankings_file.write_text(json.dumps(rankings))
         if args.fusion:
-            add_fusion(document["models"], rankings)
+            add_fusions(document.setdefault("fusions", {}), rankings)
     document["load_after"] = machine_load()
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(document, indent=2))

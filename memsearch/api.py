@@ -7,6 +7,7 @@ delete, consolidate, reindex), retrieval (search), doctor. What they return is i
 from __future__ import annotations
 
 import builtins
+import contextlib
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
@@ -27,7 +28,7 @@ from memsearch.arguments import (
     check_whole,
 )
 from memsearch.choices import IMPORT_FORMATS
-from memsearch.embedding import Encoder, Progress, load_encoder, resolve_model
+from memsearch.embedding import Encoder, Progress, load_encoder, store_model
 from memsearch.embedding.loading import EncoderLoader
 from memsearch.errors import InvalidInputError, StoreNotFoundError
 from memsearch.ingest import importing
@@ -77,7 +78,7 @@ class Memsearch:
     ) -> None:
         self.path: Path | str = resolve_db_path(None if db is None else check_location("db", db))
         self._model = check_name("model", model)
-        self._encoder = EncoderLoader(encoder_factory or (lambda: load_encoder(resolve_model(self._model))), encoder)
+        self._encoder = EncoderLoader(encoder_factory or self._load_store_model, encoder)
         self._opened: Store | None = None
         self._llm = llm
 
@@ -98,6 +99,15 @@ class Memsearch:
 
     def encoder(self) -> Encoder:
         return self._encoder.get()
+
+    def _load_store_model(self) -> Encoder:
+        """The model chosen (`model`, `MEMSEARCH_MODEL`), else the one the store recorded with its
+        vectors, else (no store yet, or no vectors) the bundled one."""
+        recorded = None
+        if not (self._model or os.environ.get("MEMSEARCH_MODEL")):
+            with contextlib.suppress(StoreNotFoundError):  # no store yet: the bundled model
+                recorded = self.store().embedding_model()
+        return load_encoder(store_model(self._model, recorded))
 
     def close(self) -> None:
         if self._opened is not None:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from memsearch.errors import MemsearchError
+from memsearch.models import EmbeddingModelInfo
 from memsearch.paths import shown_location
 from memsearch.store.base import Store, StoreHealth
 
@@ -44,6 +45,11 @@ class ModelState:
     dim: int | None  # known once exported
     export_path: str
     exported: bool
+    version: str | None = None
+    location: str | None = None  # a folder given by path
+
+    def makes_vectors_of(self, stored: EmbeddingModelInfo) -> bool:
+        return EmbeddingModelInfo(self.name, self.dim or stored.dim, self.version, self.location).is_same_model(stored)
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "dim": self.dim, "export_path": self.export_path, "exported": self.exported}
@@ -113,7 +119,7 @@ def store_findings(health: StoreHealth, model: ModelState | None) -> list[Findin
     else:
         findings.append(Finding("schema", OK, f"version {health.schema_version}"))
     if model is not None and health.model is not None:
-        if health.model.name != model.name or (model.dim is not None and health.model.dim != model.dim):
+        if not model.makes_vectors_of(health.model):
             findings.append(
                 Finding(
                     "model",
@@ -169,7 +175,8 @@ def store_findings(health: StoreHealth, model: ModelState | None) -> list[Findin
 
 def model_findings(model: ModelState) -> list[Finding]:
     if model.exported:
-        return [Finding("model export", OK, f"cached in {model.export_path}")]
+        where = f"cached in {model.export_path}" if model.export_path else "none needed (a route of its own)"
+        return [Finding("model export", OK, where)]
     return [
         Finding(
             "model export",
@@ -184,7 +191,7 @@ def diagnose(location: Path | str, model: str | None, store: Callable[[], Store]
     loaded). Reads only: a missing store is reported, not created; one that cannot be read is a
     problem found, not an error raised."""
     findings: list[Finding] = []
-    state = model_state(model, findings)
+    state = model_state(model, _recorded_model(location, store), findings)
     if state is not None:
         findings += model_findings(state)
     shown = shown_location(location)
@@ -206,22 +213,35 @@ def diagnose(location: Path | str, model: str | None, store: Callable[[], Store]
     return DoctorReport(store().location, True, health, state, store_findings(health, state) + findings)
 
 
-def model_state(model: str | None, findings: list[Finding]) -> ModelState | None:
-    """The model searches would use, resolved without loading it; a bad one is a finding."""
+def _recorded_model(location: Path | str, store: Callable[[], Store]) -> EmbeddingModelInfo | None:
+    """The model the store recorded, if there is a store that can be read (else diagnose says why)."""
+    if isinstance(location, Path) and not location.exists():
+        return None
+    try:
+        return store().embedding_model()
+    except Exception:  # reported by diagnose when it reads the store's health
+        return None
+
+
+def model_state(model: str | None, recorded: EmbeddingModelInfo | None, findings: list[Finding]) -> ModelState | None:
+    """The model searches would use (`model`, else the store's), resolved without loading it; a bad one is a finding."""
     import json
 
-    from memsearch.embedding import resolve_model
+    from memsearch.embedding import store_model
     from memsearch.embedding.onnx import cache_problem, export_dir
 
     try:
-        spec = resolve_model(model)
+        spec = store_model(model, recorded)
     except MemsearchError as error:
         findings.append(Finding("model", PROBLEM, str(error)))
         return None
+    location = str(spec.path) if spec.by_path else None
+    if spec.backend is not None:  # a route of its own: no ONNX export to make
+        return ModelState(spec.name, None, "", True, spec.version, location)
     folder = export_dir(spec)
     if (problem := cache_problem(folder)) is not None:
         detail = f"{problem}: searches refuse it; remove it, or set MEMSEARCH_CACHE_DIR to a folder of your own"
         findings.append(Finding("model cache", PROBLEM, detail))
     manifest = folder / "manifest.json"
     dim = json.loads(manifest.read_text(encoding="utf-8"))["dim"] if manifest.is_file() else None
-    return ModelState(spec.name, dim, str(folder), manifest.is_file())
+    return ModelState(spec.name, dim, str(folder), manifest.is_file(), spec.version, location)

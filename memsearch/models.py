@@ -25,10 +25,24 @@ _STRING_FIELDS = ("key", "project", "namespace", "session", "role", "conversatio
 
 @dataclass(frozen=True)
 class EmbeddingModelInfo:
-    """The model that made a store's vectors: its name and their dimension."""
+    """The model that made a store's vectors: its name, their dimension, the version of its
+    weights (a content hash, or its package's version) and, for a model folder given by path,
+    where it was last seen (a hint to find it again, not part of what the model is)."""
 
     name: str
     dim: int
+    version: str | None = None
+    location: str | None = field(default=None, compare=False)
+
+    def is_same_model(self, other: EmbeddingModelInfo) -> bool:
+        """Whether the two make the same vectors: when both know their version, the versions
+        decide (a moved or renamed model folder is the same model); else the names do, a name
+        recorded as a folder's path (before versions) matching the model found there."""
+        if self.dim != other.dim:
+            return False
+        if self.version and other.version:
+            return self.version == other.version
+        return other.name in (self.name, self.location) or self.name == other.location
 
 
 # Views: extra texts a memory is searched by (a turn's neighbourhood, its facets). The lexical

@@ -94,3 +94,31 @@ def test_rrf_ranks_every_key_once_by_summed_reciprocal_rank(rankings: list[list[
 
 def test_rrf_puts_a_key_both_rank_second_above_keys_each_ranks_first() -> None:
     assert models.rrf([["a", "c"], ["b", "c"]], k=1)[0] == "c"
+
+
+def question(conversation: str, n: int, ranked: list[str], gold: list[str]) -> dict[str, object]:
+    return {"question_id": f"{conversation}:q{n}", "category": 1, "ranked": ranked, "gold": gold}
+
+
+def test_loco_fusion_takes_a_second_ranking_that_pays_and_leaves_one_that_does_not() -> None:
+    filler = [f"x{n}" for n in range(30)]
+    first = [question(c, n, [*filler, "gold"], ["gold"]) for c in ("conv-1", "conv-2") for n in range(3)]
+    helpful = [question(c, n, ["gold", *filler], ["gold"]) for c in ("conv-1", "conv-2") for n in range(3)]
+    fused = models.loco_fusion(first, helpful)
+    assert fused["overall"] == {"R@5": 1.0, "R@10": 1.0} and fused["questions"] == 6
+    assert all(choice["weight"] > 0 for choice in fused["chosen"].values())
+    harmful = [question(c, n, list(reversed(filler)), ["gold"]) for c in ("conv-1", "conv-2") for n in range(3)]
+    alone = models.loco_fusion(helpful, harmful)
+    assert alone["overall"] == {"R@5": 1.0, "R@10": 1.0}
+    assert [choice["weight"] for choice in alone["chosen"].values()] == [0.0, 0.0]  # no fusion: the first alone
+
+
+def test_loco_fusion_scores_each_conversation_with_the_setting_the_others_chose() -> None:
+    """Each conversation alone would pick its best setting and find its gold; chosen on the other, each misses."""
+    filler = [f"x{n}" for n in range(30)]
+    first = [question("conv-1", 0, [*filler, "g"], ["g"]), question("conv-2", 0, ["g", *filler], ["g"])]
+    second = [question("conv-1", 0, ["g", *filler], ["g"]), question("conv-2", 0, filler, ["g"])]
+    fused = models.loco_fusion(first, second)
+    assert fused["chosen"]["conv-1"]["weight"] == 0.0  # chosen on conv-2, where the second ranking has no gold
+    assert fused["chosen"]["conv-2"]["weight"] > 0  # chosen on conv-1, where the second ranking has the gold
+    assert fused["overall"]["R@10"] == 0.0

@@ -36,7 +36,7 @@ def path(db: DbOption = None) -> None:
 
 
 def reindex(db: DbOption = None, model: ModelOption = None) -> None:
-    """Re-embed every memory with the current model (after changing --model)."""
+    """Re-embed every memory with --model (which becomes the store's model), else with the store's own."""
     with open_memsearch(db, model) as ms, ProgressBar("re-embedding") as progress:
         count = ms.reindex(progress=progress)
         model_name = ms.model_name

@@ -69,7 +69,10 @@ ModelOption = Annotated[
     str | None,
     typer.Option(
         "--model",
-        help="A sentence-transformers model directory. Default: $MEMSEARCH_MODEL, else the bundled all-MiniLM-L6-v2.",
+        help=(
+            "A model by name (minilm, e5-small, mpnet, gemma) or a sentence-transformers model directory. "
+            "Default: $MEMSEARCH_MODEL, else the store's own model, else the bundled all-MiniLM-L6-v2 (minilm)."
+        ),
     ),
 ]
 ProfileOption = Annotated[

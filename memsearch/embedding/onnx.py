@@ -27,9 +27,9 @@ from typing import Any
 
 import numpy as np
 
-from memsearch.embedding.base import ModelSpec, Progress
+from memsearch.embedding.base import INT8_VERSION_SUFFIX, QUANTIZED_SUFFIX, ModelSpec, Progress
 from memsearch.errors import EmbeddingError
-from memsearch.models import EmbeddingModelInfo, check_text
+from memsearch.models import check_text
 from memsearch.paths import (
     folder_problem,
     home_model_cache_dir,
@@ -64,7 +64,6 @@ _UNLOCKED_STAGING_AGE_S = 3600
 # 0.99), so its stores carry their own model name and refuse the fp32 route, and vice versa.
 QUANTIZED_FILE = "model-int8.onnx"
 OPTIMIZED_PREFIX = "optimized-"  # + model + onnxruntime version: the folder of a model's optimised copy
-QUANTIZED_SUFFIX = " (int8)"
 
 
 def model_fingerprint(spec: ModelSpec) -> str:
@@ -319,8 +318,8 @@ class OnnxEncoder:
         folder = ensure_export(spec)
         model_file = ensure_quantized(folder) if quantized else folder / "model.onnx"
         manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
-        name = spec.name + QUANTIZED_SUFFIX if quantized else spec.name
-        self.info = EmbeddingModelInfo(name, int(manifest["dim"]))
+        suffixes = {"name_suffix": QUANTIZED_SUFFIX, "version_suffix": INT8_VERSION_SUFFIX} if quantized else {}
+        self.info = spec.info(int(manifest["dim"]), **suffixes)
         self._lower = bool(manifest["do_lower_case"])
         self._pad_id = int(manifest["pad_token_id"])
         self._inputs: list[str] = list(manifest["inputs"])

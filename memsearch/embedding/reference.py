@@ -10,7 +10,6 @@ import numpy as np
 
 from memsearch.embedding.base import ModelSpec, Progress
 from memsearch.errors import EmbeddingError
-from memsearch.models import EmbeddingModelInfo
 
 BATCH_SIZE = 64
 
@@ -39,7 +38,7 @@ def embedding_dimension(model: Any) -> int:
 class SentenceTransformerEncoder:
     def __init__(self, spec: ModelSpec) -> None:
         self._model = load_sentence_transformer(spec)
-        self.info = EmbeddingModelInfo(spec.name, embedding_dimension(self._model))
+        self.info = spec.info(embedding_dimension(self._model))
 
     def encode(self, texts: Sequence[str], *, progress: Progress | None = None) -> np.ndarray:
         done = 0

@@ -15,7 +15,7 @@ from datetime import datetime
 import numpy as np
 
 from memsearch.choices import GRANULARITIES, MODES
-from memsearch.embedding import Encoder
+from memsearch.embedding import Encoder, encode_queries
 from memsearch.errors import InvalidInputError
 from memsearch.llm import LLM
 from memsearch.operations import MAX_K
@@ -379,7 +379,7 @@ def encoder_query_vector(encoder_factory: Callable[[], Encoder], store: SearchBa
             encoder = encoder_factory()
             store.check_model(encoder.info)
             cache["encoder"] = encoder
-        vector: np.ndarray = cache["encoder"].encode([query])[0]
+        vector: np.ndarray = encode_queries(cache["encoder"], [query])[0]  # with the model's query prefix
         return vector
 
     return embed

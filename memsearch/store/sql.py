@@ -42,8 +42,18 @@ REFERS = tuple(f.name for f in MEMORY_FIELDS if f.spec.refers)
 RESTORED = tuple(f for f in MEMORY_FIELDS if not f.spec.refers)  # the fields a restore writes first
 _CREATED_AT = FIELDS_BY_NAME["created_at"]
 T = TypeVar("T")
+
+
+def described(model: EmbeddingModelInfo) -> str:
+    version = f", version {model.version[:12]}" if model.version else ""
+    return f"{model.name} ({model.dim}-d{version})"
+
+
 log = logging.getLogger(__name__)
 SQLITE_INT_MAX = 2**63 - 1  # the largest integer SQLite holds
+# The meta rows that record the vectors' model (models.EmbeddingModelInfo), in its field order.
+# Stores written before versions have the first two only.
+MODEL_META = ("embedding_model", "embedding_dim", "embedding_version", "embedding_location")
 Codecs = Mapping[str, Callable[[Any], Any]]
 
 
@@ -236,7 +246,31 @@ class SQLStore:
         raise NotImplementedError
 
     def embedding_model(self) -> EmbeddingModelInfo | None:
-        raise NotImplementedError
+        """The model recorded with the vectors (see MODEL_META), or None before the first."""
+        rows = self._db.execute(
+            f"SELECT key, value FROM meta WHERE key IN ({self.dialect.marks(len(MODEL_META))})", MODEL_META
+        ).fetchall()
+        meta = dict(rows)
+        name, dim = meta.get("embedding_model"), meta.get("embedding_dim")
+        if not name or not dim:
+            return None
+        return EmbeddingModelInfo(name, int(dim), meta.get("embedding_version"), meta.get("embedding_location"))
+
+    def _write_model_meta(self, db: Any, model: EmbeddingModelInfo) -> None:
+        """Record `model` in the meta rows of MODEL_META (a version or location it lacks is removed);
+        a row that holds its value already is not written, so writers do not queue on its lock."""
+        mark = self.dialect.mark
+        for key, value in zip(MODEL_META, (model.name, str(model.dim), model.version, model.location), strict=True):
+            if self._meta(key) == value:
+                continue
+            if value is None:
+                db.execute(f"DELETE FROM meta WHERE key = {mark}", (key,))
+            else:
+                db.execute(
+                    f"INSERT INTO meta (key, value) VALUES ({mark}, {mark}) "
+                    "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                    (key, value),
+                )
 
     def close(self) -> None:
         with self._lock:
@@ -258,10 +292,9 @@ class SQLStore:
     def check_model(self, model: EmbeddingModelInfo) -> None:
         """Refuse to mix vectors of two models in one store."""
         stored = self.embedding_model()
-        if stored is not None and stored != model and self.vector_count():
+        if stored is not None and not stored.is_same_model(model) and self.vector_count():
             raise ModelMismatchError(
-                f"this store's vectors come from {stored.name} ({stored.dim}-d) but the model in use is "
-                f"{model.name} ({model.dim}-d)"
+                f"this store's vectors come from {described(stored)} but the model in use is {described(model)}"
             )
 
     # -- writes ---------------------------------------------------------------------------

@@ -305,15 +305,10 @@ class SQLiteStore(Fts5Index, InProcessVectors, SQLiteReads, SQLStore):
     def generation(self) -> int:
         return int(self._meta("generation") or 0)
 
-    def embedding_model(self) -> EmbeddingModelInfo | None:
-        name, dim = self._meta("embedding_model"), self._meta("embedding_dim")
-        return EmbeddingModelInfo(name, int(dim)) if name and dim else None
-
     # -- writes: what an insert does in SQLite (SQLStore.insert) ---------------------------
 
     def _record_model(self, db: sqlite3.Connection, model: EmbeddingModelInfo) -> None:
-        self._set_meta("embedding_model", model.name)
-        self._set_meta("embedding_dim", str(model.dim))
+        self._write_model_meta(db, model)
 
     def _insert_row(self, db: sqlite3.Connection, columns: Sequence[str], values: Sequence[Any]) -> int:
         sql = f"INSERT INTO memories ({', '.join(columns)}, last_accessed_at) VALUES ({SQLITE.marks(len(values))})"
@@ -480,8 +475,7 @@ class SQLiteStore(Fts5Index, InProcessVectors, SQLiteReads, SQLStore):
             if self._db.execute("SELECT 1 FROM memories LIMIT 1").fetchone() is not None:
                 raise InvalidInputError(f"{self.path} holds memories already; copy needs an empty store")
             if model is not None:
-                self._set_meta("embedding_model", model.name)
-                self._set_meta("embedding_dim", str(model.dim))
+                self._write_model_meta(self._db, model)
             for exported in memories:
                 m = exported.memory
                 self._db.execute(

@@ -182,11 +182,6 @@ class PostgresStore(PgVectorSearch, SQLStore):
             (key, value),
         )
 
-    def embedding_model(self) -> EmbeddingModelInfo | None:
-        rows = dict(self._db.execute("SELECT key, value FROM meta WHERE key IN ('embedding_model', 'embedding_dim')"))
-        name, dim = rows.get("embedding_model"), rows.get("embedding_dim")
-        return EmbeddingModelInfo(name, int(dim)) if name and dim else None
-
     def _search_model(self) -> EmbeddingModelInfo | None:
         """The model, read once per store object for searches (its dimension types the index
         scan); writes always read it afresh through check_model."""
@@ -196,8 +191,7 @@ class PostgresStore(PgVectorSearch, SQLStore):
 
     def _record_model(self, db: Connection[Any], model: EmbeddingModelInfo) -> None:
         """Record the model and make the HNSW indexes for its dimension (once per dimension)."""
-        self._set_meta(db, "embedding_model", model.name)
-        self._set_meta(db, "embedding_dim", str(model.dim))
+        self._write_model_meta(db, model)
         self._cached_model = None
         if self._indexed_dim == model.dim:
             return
