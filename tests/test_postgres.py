@@ -108,7 +108,7 @@ def test_document_frequency_and_vector_search_equal_sqlite(twin_stores) -> None:
 def test_hnsw_search_keeps_recall_under_a_filter(pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Through the index (forced by a low threshold), a narrow filter still finds its top 10."""
     import memsearch.store.postgres.vectors as vectors_module
-    from memsearch.store.sql import POSTGRES
+    from memsearch.store.dialects import POSTGRES
 
     store = open_store(pg_url, create=True)
     n = 3000

@@ -38,9 +38,10 @@ from memsearch.store.base import (
     Scope,
     VectorHits,
 )
+from memsearch.store.dialects import SQLITE
 from memsearch.store.fts import fts_row, gram_text
 from memsearch.store.migrations import MIGRATIONS, SCHEMA_VERSION
-from memsearch.store.sql import MEMORY_COLUMNS, REFERS, SQLITE, NewBatch, SQLStore
+from memsearch.store.sql import MEMORY_COLUMNS, REFERS, NewBatch, SQLStore
 from memsearch.store.sqlite_errors import (
     ACCESS_TIMEOUT_MS,
     BUSY_TIMEOUT_MS,

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 from memsearch.errors import StoreUnavailableError
 from memsearch.models import LEXICAL_VIEWS, Memory
 from memsearch.store.base import Hits, LexicalHits, Scope
+from memsearch.store.dialects import SQLITE
 from memsearch.store.fts import FTS_COLUMNS, GRAM_COLUMNS, fts_row, gram_expression, match_expression
-from memsearch.store.sql import SQLITE
 from memsearch.store.sqlite_errors import ACCESS_TIMEOUT_MS
 from memsearch.text import LexicalQuery
 

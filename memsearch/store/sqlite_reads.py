@@ -10,7 +10,8 @@ from typing import TYPE_CHECKING
 from memsearch.errors import MemoryNotFoundError
 from memsearch.models import Memory
 from memsearch.store.base import EVERYTHING, Scope
-from memsearch.store.sql import MEMORY_COLUMNS, SQLITE, SQLITE_INT_MAX, SQLStore
+from memsearch.store.dialects import SQLITE, SQLITE_INT_MAX
+from memsearch.store.sql import MEMORY_COLUMNS, SQLStore
 
 _row_to_memory = SQLITE.row_to_memory
 

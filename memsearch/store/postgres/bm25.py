@@ -14,9 +14,9 @@ from psycopg.pq import Format
 
 from memsearch.models import LEXICAL_VIEWS
 from memsearch.store.base import LexicalHits, Scope
+from memsearch.store.dialects import POSTGRES
 from memsearch.store.fts import FTS_COLUMNS, GRAM_COLUMNS
 from memsearch.store.postgres.text import FTS_TOKENIZER, K1, B, idf, phrase_count
-from memsearch.store.sql import POSTGRES
 from memsearch.text import LexicalQuery
 
 if TYPE_CHECKING:

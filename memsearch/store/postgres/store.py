@@ -44,6 +44,7 @@ from memsearch.store.base import (
     Rewrite,
     Scope,
 )
+from memsearch.store.dialects import POSTGRES
 from memsearch.store.fts import FTS_COLUMNS, GRAM_COLUMNS, fts_row
 from memsearch.store.postgres.bm25 import Bm25, query_phrases
 from memsearch.store.postgres.schema import (
@@ -56,7 +57,7 @@ from memsearch.store.postgres.schema import (
 )
 from memsearch.store.postgres.text import FTS_TOKENIZER
 from memsearch.store.postgres.vectors import PgVectorSearch, f32
-from memsearch.store.sql import MEMORY_COLUMNS, NEW_COLUMNS, POSTGRES, REFERS, RESTORED, NewBatch, SQLStore
+from memsearch.store.sql import MEMORY_COLUMNS, NEW_COLUMNS, REFERS, RESTORED, NewBatch, SQLStore
 from memsearch.text import LexicalQuery
 
 if TYPE_CHECKING:

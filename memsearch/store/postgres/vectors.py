@@ -14,8 +14,8 @@ import numpy as np
 
 from memsearch.models import OWN_TEXT_VIEWS, VECTOR_VIEWS, EmbeddingModelInfo
 from memsearch.store.base import EVERYTHING, Hits, Scope, VectorHits
+from memsearch.store.dialects import POSTGRES
 from memsearch.store.postgres.schema import CHUNK_VIEWS_SQL, HNSW_EF_CONSTRUCTION
-from memsearch.store.sql import POSTGRES
 
 if TYPE_CHECKING:
     from psycopg import Connection
