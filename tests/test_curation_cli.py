@@ -158,6 +158,8 @@ def test_edit_replaces_the_text_through_the_editor(filled: None, tmp_path: Path)
         ("open(path, 'w').write('the deploy key lives in the vault\\n')\n", 0, "the text is unchanged"),
         ("open(path, 'w').write('  \\n')\n", 0, "the text is empty; nothing changed"),
         ("open(path, 'w').write('half-written')\nsys.exit(3)\n", 1, "exited with status 3; nothing changed"),
+        ("open(path, 'wb').write('caf\\xe9'.encode('latin-1'))\n", 1, "cannot read the edited text"),
+        ("os.remove(path)\n", 1, "cannot read the edited text"),
     ],
 )
 def test_edit_changes_nothing_unless_the_editor_saves_a_new_text(

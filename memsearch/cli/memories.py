@@ -342,7 +342,10 @@ def _edited(text: str, name: str) -> str:
             raise MemsearchError(f"cannot run the editor {editor!r}: {reason}; nothing changed") from None
         if finished.returncode != 0:
             raise MemsearchError(f"the editor {editor!r} exited with status {finished.returncode}; nothing changed")
-        edited = path.read_text(encoding="utf-8")
+        try:
+            edited = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as error:  # the editor removed it, or saved another encoding
+            raise MemsearchError(f"cannot read the edited text: {error}; nothing changed") from None
     for ending in ("\r\n", "\n"):
         if edited.endswith(ending) and not text.endswith(ending):
             return edited.removesuffix(ending)
