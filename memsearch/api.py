@@ -28,7 +28,7 @@ from memsearch.arguments import (
     check_whole,
 )
 from memsearch.choices import IMPORT_FORMATS
-from memsearch.embedding import Encoder, Progress, load_encoder, store_model
+from memsearch.embedding import Encoder, Progress, chosen_model, load_encoder, store_model
 from memsearch.embedding.loading import EncoderLoader
 from memsearch.errors import InvalidInputError, StoreNotFoundError
 from memsearch.ingest import importing
@@ -104,7 +104,7 @@ class Memsearch:
         """The model chosen (`model`, `MEMSEARCH_MODEL`), else the one the store recorded with its
         vectors, else (no store yet, or no vectors) the bundled one."""
         recorded = None
-        if not (self._model or os.environ.get("MEMSEARCH_MODEL")):
+        if not chosen_model(self._model):
             with contextlib.suppress(StoreNotFoundError):  # no store yet: the bundled model
                 recorded = self.store().embedding_model()
         return load_encoder(store_model(self._model, recorded))

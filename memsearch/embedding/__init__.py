@@ -37,6 +37,7 @@ __all__ = [
     "Encoder",
     "ModelSpec",
     "Progress",
+    "chosen_model",
     "encode_queries",
     "load_encoder",
     "resolve_model",
@@ -48,10 +49,15 @@ def bundled_model_path() -> Path:
     return registered_spec(BUNDLED).path
 
 
+def chosen_model(model: str | None) -> str | None:
+    """The model the user chose: `model` (the `--model` option), else `MEMSEARCH_MODEL`, else none."""
+    return model or os.environ.get("MEMSEARCH_MODEL") or None
+
+
 def resolve_model(model: str | None = None) -> ModelSpec:
-    """`model` (the `--model` option) > `MEMSEARCH_MODEL` > the bundled all-MiniLM-L6-v2: a name of
-    the registry or a sentence-transformers model directory."""
-    chosen = model or os.environ.get("MEMSEARCH_MODEL") or BUNDLED_MODEL_NAME
+    """The chosen model (see chosen_model), else the bundled all-MiniLM-L6-v2: a name of the
+    registry or a sentence-transformers model directory."""
+    chosen = chosen_model(model) or BUNDLED_MODEL_NAME
     entry = find_registered(chosen)
     if entry is not None:
         return registered_spec(entry)
@@ -61,7 +67,7 @@ def resolve_model(model: str | None = None) -> ModelSpec:
 def store_model(model: str | None, recorded: EmbeddingModelInfo | None) -> ModelSpec:
     """The model to use with a store: the one chosen (`--model`, `MEMSEARCH_MODEL`), else the one
     the store recorded with its vectors, else the bundled one."""
-    if model or os.environ.get("MEMSEARCH_MODEL") or recorded is None:
+    if chosen_model(model) or recorded is None:
         return resolve_model(model)
     return recorded_spec(recorded)
 
