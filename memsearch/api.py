@@ -30,7 +30,7 @@ from memsearch.arguments import (
 from memsearch.choices import IMPORT_FORMATS
 from memsearch.embedding import Encoder, Progress, chosen_model, load_encoder, store_model
 from memsearch.embedding.loading import EncoderLoader
-from memsearch.errors import InvalidInputError, StoreNotFoundError
+from memsearch.errors import InvalidInputError, MixedDeleteTargetsError, NoDeleteTargetError, StoreNotFoundError
 from memsearch.ingest import importing
 from memsearch.ingest.embed import embed_memories, near_duplicates
 from memsearch.models import Memory, NewMemory, check_changes, check_text, shown
@@ -202,20 +202,35 @@ class Memsearch:
         delete_memories(self, builtins.list(memories.values()))
         return builtins.list(memories)
 
-    def delete_in_scope(
-        self, scope: Scope, *, everything: bool = False, dry_run: bool = False
+    def delete_matching(
+        self,
+        refs: Sequence[int | str] | None = None,
+        scope: Scope | None = None,
+        *,
+        by_key: bool = False,
+        everything: bool = False,
+        dry_run: bool = False,
     ) -> builtins.list[Memory]:
-        """Delete every memory in `scope` as `delete` does, and return them (as `list` shows
-        them: newest first); with `dry_run`, only return them. A scope with no filter is every
-        memory: refused unless `everything`."""
+        """The memories `refs` names (ids, or keys as `get_many` reads them; all, or none if any is
+        not found), or every memory in `scope` (newest first, as `list` shows them), deleted as
+        `delete` does; returns them. With `dry_run`, only returns them. Names both memories and a
+        filter (or `everything`): MixedDeleteTargetsError; neither, and no `everything`:
+        NoDeleteTargetError (a scope with no filter is every memory, only with `everything`)."""
         from memsearch.curation import delete_memories
 
-        check_scope(scope)
-        check_flag("everything", everything)
-        check_flag("dry_run", dry_run)
-        if scope.is_everything and not everything:
-            raise InvalidInputError("has no filter: it would delete every memory (say everything=True)", field="scope")
-        memories = self.store().list(scope)
+        for name, flag in (("by_key", by_key), ("everything", everything), ("dry_run", dry_run)):
+            check_flag(name, flag)
+        if scope is not None:
+            check_scope(scope)
+        filtered = scope is not None and not scope.is_everything
+        if refs is not None and (filtered or everything):
+            raise MixedDeleteTargetsError()
+        if refs is None and not filtered and not everything:
+            raise NoDeleteTargetError()
+        if refs is not None:
+            memories = builtins.list({m.id: m for m in self.get_many(refs, by_key=by_key)}.values())
+        else:
+            memories = self.store().list(scope or EVERYTHING)
         if memories and not dry_run:
             delete_memories(self, memories)
         return memories

@@ -87,5 +87,19 @@ class ConfigError(MemsearchError):
     """The config file or a MEMSEARCH_* variable holds something memsearch cannot use."""
 
 
+class MixedDeleteTargetsError(InvalidInputError):
+    """A delete names memories and also filters (or everything): it must be one or the other."""
+
+    def __init__(self) -> None:
+        super().__init__("and filters (or everything) cannot be given together", field="refs")
+
+
+class NoDeleteTargetError(InvalidInputError):
+    """A delete names no memory and no filter, and does not say everything: nothing to delete."""
+
+    def __init__(self) -> None:
+        super().__init__("are missing: give refs, filters, or everything to delete every memory", field="refs")
+
+
 class TextTooLongError(InvalidInputError):
     """A memory's text is over models.MAX_TEXT_CHARS; nothing was stored."""

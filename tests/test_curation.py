@@ -12,7 +12,13 @@ import pytest
 from memsearch.api import Memsearch
 from memsearch.choices import GRANULARITIES, MODES
 from memsearch.embedding import Encoder
-from memsearch.errors import InvalidInputError, TextTooLongError
+from memsearch.errors import (
+    InvalidInputError,
+    MemoryNotFoundError,
+    MixedDeleteTargetsError,
+    NoDeleteTargetError,
+    TextTooLongError,
+)
 from memsearch.models import NewMemory
 from memsearch.operations import MAX_TEXT_CHARS
 from memsearch.retrieval.request import SearchRequest
@@ -47,30 +53,49 @@ def test_tags_count_the_memories_in_scope(store_location: Path | str, encoder: E
         assert ms.tags(Scope(kinds=("turn",))) == {}
 
 
-def test_delete_in_scope_deletes_what_list_shows(store_location: Path | str, encoder: Encoder) -> None:
+def test_delete_matching_deletes_what_list_shows(store_location: Path | str, encoder: Encoder) -> None:
     with Memsearch(store_location, encoder=encoder) as ms:
         ids = notes(ms)
         scope = Scope(tags=("ops",))
         listed = ms.list(scope)
-        assert ms.delete_in_scope(scope, dry_run=True) == listed
+        assert ms.delete_matching(scope=scope, dry_run=True) == listed
         assert ms.count() == 5  # a dry run deletes nothing
-        assert ms.delete_in_scope(scope) == listed
+        assert ms.delete_matching(scope=scope) == listed
         assert {m.id for m in ms.list()} == {ids["lunch"], ids["milk"], ids["untagged"]}
         assert ms.tags() == {"people": 2, "food": 1}
-        assert ms.delete_in_scope(scope) == []  # nothing matches any more: nothing to do
-        with pytest.raises(InvalidInputError) as refused:
-            ms.delete_in_scope(Scope())
-        assert refused.value.field == "scope"
+        assert ms.delete_matching(scope=scope) == []  # nothing matches any more: nothing to do
+        for unfiltered in (None, Scope()):  # no filter is every memory: only when said
+            with pytest.raises(NoDeleteTargetError):
+                ms.delete_matching(scope=unfiltered)
+        with pytest.raises(MixedDeleteTargetsError):
+            ms.delete_matching([ids["lunch"]], Scope(tags=("food",)))
+        with pytest.raises(MixedDeleteTargetsError):
+            ms.delete_matching([ids["lunch"]], everything=True)
         assert ms.count() == 3
-        assert len(ms.delete_in_scope(Scope(), everything=True)) == 3
+        assert len(ms.delete_matching(everything=True)) == 3
         assert ms.count() == 0
 
 
-def test_delete_in_scope_rebuilds_the_sessions_of_deleted_turns(store_location: Path | str, encoder: Encoder) -> None:
+def test_delete_matching_by_refs_is_all_or_none_and_names_each_memory_once(
+    store_location: Path | str, encoder: Encoder
+) -> None:
+    with Memsearch(store_location, encoder=encoder) as ms:
+        ids = notes(ms)
+        lunch = ms.get(ids["lunch"])
+        assert ms.delete_matching([ids["lunch"]], dry_run=True) == [lunch]
+        assert ms.count() == 5
+        with pytest.raises(MemoryNotFoundError):
+            ms.delete_matching([ids["lunch"], 999_999])
+        assert ms.count() == 5  # one not found: none deleted
+        assert ms.delete_matching([ids["lunch"], ids["lunch"]]) == [lunch]
+        assert ms.count() == 4
+
+
+def test_delete_matching_rebuilds_the_sessions_of_deleted_turns(store_location: Path | str, encoder: Encoder) -> None:
     with Memsearch(store_location, encoder=encoder) as ms:
         ms.store(create=True)
         ms.import_text(chat_jsonl(), source="offsite.jsonl", fmt="chat")
-        gone = ms.delete_in_scope(Scope(sessions=("s2",), kinds=("turn",)))
+        gone = ms.delete_matching(scope=Scope(sessions=("s2",), kinds=("turn",)))
         assert [m.session for m in gone] == ["s2"]
         assert not [m for m in ms.list() if m.session == "s2"], "the emptied session's chunk went too"
         assert ms.count(Scope(sessions=("s1",))) == 6  # s1's chunk and five turns are untouched

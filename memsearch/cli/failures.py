@@ -127,8 +127,17 @@ HINT_OF_ERROR = {
 }
 
 
+# Errors the CLI words in its own terms (ids, keys and options rather than the API's fields).
+MESSAGE_OF_ERROR = {
+    "MixedDeleteTargetsError": "give ids or keys, or filters (or --all), not both",
+    "NoDeleteTargetError": "nothing to delete: give ids or keys, filters such as --tag, or --all for every memory",
+}
+
+
 def cli_message(error: MemsearchError) -> str:
     """The library's message with the CLI's option for the field at fault and its hint."""
+    if (own := MESSAGE_OF_ERROR.get(type(error).__name__)) is not None:
+        return own
     message = f"{OPTION_OF_FIELD[error.field]} {error.problem}" if error.field in OPTION_OF_FIELD else str(error)
     hint = HINT_OF_ERROR.get(type(error).__name__)
     return f"{message}; {hint}" if hint else message

@@ -228,19 +228,11 @@ def delete(
     is not found. A turn's session is rebuilt without it."""
     from memsearch.cli.render import render_memories
 
-    if refs and (filters.given or every):
-        raise InvalidInputError("give ids or keys, or filters (or --all), not both")
-    if not refs and not filters.given and not every:
-        raise InvalidInputError("nothing to delete: give ids or keys, filters such as --tag, or --all for every memory")
     with open_memsearch(db) as ms:
-        if refs and dry_run:
-            memories = ms.get_many(refs, by_key=key)
-        elif refs:
-            ids = ms.delete([ms.resolve(ref, by_key=key) for ref in refs])
-        else:
-            memories = ms.delete_in_scope(filters.scope(), everything=every, dry_run=dry_run)
-    if not refs or dry_run:
-        ids = [memory.id for memory in memories]
+        memories = ms.delete_matching(
+            refs or None, filters.scope() if filters.given else None, by_key=key, everything=every, dry_run=dry_run
+        )
+    ids = [memory.id for memory in memories]
     count = f"{len(ids):,} {'memory' if len(ids) == 1 else 'memories'}"
     if dry_run:
         render_memories(memories, str(fmt))

@@ -38,24 +38,14 @@ def new_memory(fields: Mapping[str, Any]) -> NewMemory:
 
 
 def delete_by_fields(ms: Memsearch, fields: dict[str, Any]) -> dict[str, Any]:
-    """The delete operation's checked fields (memsearch.operations.DELETE) as one library call:
-    the memories `refs` names, or every one the filters match (every memory only with
-    `everything`); `{"deleted": [ids]}`, or with `dry_run` `{"would_delete": [ids]}`."""
+    """The delete operation's checked fields (memsearch.operations.DELETE) as one library call
+    (`Memsearch.delete_matching`): `{"deleted": [ids]}`, or with `dry_run` `{"would_delete": [ids]}`."""
     from memsearch.retrieval.request import scope_from_fields
 
     refs, everything, dry_run = fields.pop("refs", None), fields.pop("everything", False), fields.pop("dry_run", False)
-    if refs is not None and (fields or everything):
-        raise InvalidInputError("and filters (or everything) cannot be given together", field="refs")
-    if refs is not None and dry_run:
-        return {"would_delete": [memory.id for memory in ms.get_many(refs)]}
-    if refs is not None:
-        return {"deleted": ms.delete(refs)}
-    if not fields and not everything:
-        raise InvalidInputError("are missing: give refs, filters, or everything to delete every memory", field="refs")
-    gone = [
-        memory.id for memory in ms.delete_in_scope(scope_from_fields(**fields), everything=everything, dry_run=dry_run)
-    ]
-    return {"would_delete" if dry_run else "deleted": gone}
+    scope = scope_from_fields(**fields) if fields else None
+    gone = ms.delete_matching(refs, scope, everything=everything, dry_run=dry_run)
+    return {"would_delete" if dry_run else "deleted": [memory.id for memory in gone]}
 
 
 class WarmService:
