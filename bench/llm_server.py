@@ -112,8 +112,11 @@ def build_app(model: GreedyModel, name: str, log: Path | None) -> Any:
             "object": "chat.completion",
             "model": name,
             "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                      "total_tokens": prompt_tokens + completion_tokens},  # fmt: skip
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
+            },
         }
 
     async def completions(request: Request) -> JSONResponse:
