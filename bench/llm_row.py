@@ -9,8 +9,10 @@ pinned below). ik-llama-cpp-python (a prebuilt wheel) runs it, installed into th
 `pip install --target`; bench/llm_server.py serves it on loopback with the OpenAI protocol, and
 memsearch reaches it the way a user's would: MEMSEARCH_LLM_URL / MEMSEARCH_LLM_MODEL.
 
-Per question, three rows on the same store and questions (turn granularity, mode auto):
-`default` (no LLM), `cems` with no LLM (its offline lists) and `cems` with the LLM. Nothing is
+Per question, rows on the same store and questions (turn granularity, mode auto): `default`
+(no LLM), and each --llm-profile with the LLM and without it: `cems` (its offline lists; the
+default) and `default-llm` (memsearch's default profile with the CEMS LLM stages; offline it is
+`default`). Nothing is
 tuned on the data, so there is nothing to hold out; the sample is drawn before anything runs
 (seeded), the same number per category, spread over the conversations in proportion.
 
@@ -60,7 +62,20 @@ QWEN = ModelEntry(
     ),
 )
 SERVED_NAME = "qwen2.5-coder-1.5b-instruct"
-ROWS = (("default", False), ("cems", False), ("cems", True))  # (profile, with the LLM)
+# `default-llm`: memsearch's own profile with the CEMS LLM stages (query synthesis, HyDE, re-rank of
+# the top 40), written into a bench-only MEMSEARCH_HOME: what `-p default` gains from a local model.
+BENCH_PROFILES = {
+    "default-llm": (
+        'extends = "default"\n'
+        'summary = "default, with the CEMS LLM stages: query synthesis, HyDE, re-rank of the top 40"\n'
+        "[expand]\n"
+        'stages = ["synthesis", "hyde"]\n'
+        "weight = 1.0\n"
+        "[rerank]\n"
+        'method = "llm"\n'
+        "limit = 40\n"
+    )
+}
 STAGE_OF_PROMPT = {  # the first words of each stage's system prompt (memsearch/retrieval/llm_prompts.py)
     "You analyse": "intent",
     "You expand": "synthesis",
@@ -253,18 +268,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=23)
     parser.add_argument("--conversation", action="append", help="only this dev conversation (repeatable)")
     parser.add_argument("--output", type=Path, default=BENCH / "results" / "llm-row-dev-loco.json")
+    parser.add_argument(
+        "--llm-profile", action="append", choices=["cems", *BENCH_PROFILES], help="run with the LLM (default: cems)"
+    )
     args = parser.parse_args(argv)
+    llm_profiles = args.llm_profile or ["cems"]
+    offline = ["default", *(p for p in llm_profiles if p not in ("default", *BENCH_PROFILES))]
+    if any(p in BENCH_PROFILES for p in llm_profiles):
+        home = Path(tempfile.mkdtemp(prefix="llm-row-home-"))
+        (home / "profiles").mkdir()
+        for name, text in BENCH_PROFILES.items():
+            (home / "profiles" / f"{name}.toml").write_text(text)
+        os.environ["MEMSEARCH_HOME"] = str(home)
     sample = stratified_sample(args.dataset, args.per_category, args.seed, args.conversation)
     document: dict[str, Any] = {
         "dataset": str(args.dataset),
         "protocol": "LoCoMo turn-level evidence recall, granularity turn, mode auto (memsearch eval)",
         "model": {"name": QWEN.name, "licence": QWEN.licence, "sha256": QWEN.source.sha256 if QWEN.source else None},
         "sample": {"per_category": args.per_category, "seed": args.seed, "questions": sample},
+        "llm_profiles": llm_profiles,
         "conversations": {},
     }
     if args.output.is_file():
         earlier = json.loads(args.output.read_text())
-        if earlier["sample"] != document["sample"]:
+        if earlier["sample"] != document["sample"] or earlier.get("llm_profiles", ["cems"]) != llm_profiles:
             parser.error(f"{args.output} holds another sample; move it away or pass the same options")
         document["conversations"] = earlier["conversations"]
     run_folder = args.output.parent / f"{args.output.stem}-run"
@@ -284,8 +311,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"[{time.strftime('%H:%M:%S')}] {conversation}: {len(indices)} questions", file=sys.stderr)
             with tempfile.TemporaryDirectory(prefix="llm-row-") as folder:
                 subset = subset_file(args.dataset, conversation, indices, Path(folder))
-                rows = {row_name(p, False): o for p, o in run_rows(subset, None, ["default", "cems"]).items()}
-                rows |= {row_name(p, True): o for p, o in run_rows(subset, url, ["cems"]).items()}
+                rows = {row_name(p, False): o for p, o in run_rows(subset, None, offline).items()}
+                rows |= {row_name(p, True): o for p, o in run_rows(subset, url, llm_profiles).items()}
             document["conversations"][conversation] = {
                 "rows": rows,
                 "calls": stage_calls(log, started),
