@@ -28,7 +28,7 @@ from memsearch.arguments import (
     check_whole,
 )
 from memsearch.choices import IMPORT_FORMATS
-from memsearch.embedding import Encoder, Progress, chosen_model, load_encoder, resolve_model, store_model
+from memsearch.embedding import Encoder, Progress, chosen_model, load_encoder, other_model, store_model
 from memsearch.embedding.loading import EncoderLoader
 from memsearch.embedding.registry import model_key
 from memsearch.errors import InvalidInputError, ModelMismatchError, StoreNotFoundError
@@ -254,7 +254,7 @@ class Memsearch:
         that name it (`vector(NAME)`) search its vectors. Returns the model recorded."""
         from memsearch.curation import add_model
 
-        spec = resolve_model(str(check_name("name", name, optional=False)))
+        spec = other_model(str(check_name("name", name, optional=False)))
         check_progress(progress)
         own = None
         with contextlib.suppress(StoreNotFoundError):  # no store yet: its model will be the chosen one

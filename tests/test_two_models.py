@@ -17,8 +17,9 @@ from typer.testing import CliRunner
 
 from memsearch.api import Memsearch
 from memsearch.cli.app import app
-from memsearch.embedding import bundled_model_path, encode_queries, load_encoder, resolve_model
+from memsearch.embedding import Encoder, bundled_model_path, encode_queries, load_encoder, resolve_model
 from memsearch.errors import EmbeddingError, InvalidInputError, ModelVectorsMissingError
+from memsearch.eval.runner import run_eval
 from memsearch.models import NewMemory
 from memsearch.profiles import LegSpec
 from memsearch.retrieval.request import SearchRequest
@@ -218,3 +219,23 @@ def test_doctor_checks_the_second_model_is_there(db_path: Path, small_model: Pat
         found = {f.name: f for f in ms.doctor().findings}
     second = found[f"model {SECOND}"]
     assert second.level != "ok" and "not where the store last saw it" in second.detail
+
+
+# -- eval ------------------------------------------------------------------------------------------
+
+
+def test_eval_adds_the_models_its_profiles_name(
+    small_model: Path, isolated_home: Path, monkeypatch: pytest.MonkeyPatch, encoder: Encoder
+) -> None:
+    models = isolated_home / "models"
+    models.mkdir(parents=True)
+    (models / SECOND).symlink_to(small_model)  # a model folder in the models folder, named by its name
+    monkeypatch.setenv("MEMSEARCH_MODELS_DIR", str(models))
+    write_profile(isolated_home, "two", {"vector": "vector", "second": f"vector({SECOND})"})
+    data = Path(__file__).parent / "data" / "locomo_tiny.json"
+    report = run_eval(
+        data, fmt="locomo", profiles=["two"], modes=["vector"], granularities=["turn"], baselines=False,
+        encoder=encoder,
+    )  # fmt: skip
+    (row,) = report.rows
+    assert row.questions and row.mean("recall@10") is not None

@@ -64,6 +64,11 @@ def leg_kind(spec: str) -> str:
     return LegSpec.parse(spec).kind
 
 
+def leg_models(legs: Mapping[str, str]) -> list[str]:
+    """The other models the legs name (`vector(gemma)`), in leg order, each once."""
+    return list(dict.fromkeys(m for spec in legs.values() if (m := LegSpec.parse(spec).model) is not None))
+
+
 DECAY_SHAPES = ("exponential", "floor", "hyperbolic")
 DECAY_CLOCKS = ("created_at", "last_accessed_at")
 

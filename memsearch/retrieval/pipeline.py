@@ -21,7 +21,7 @@ from memsearch.errors import InvalidInputError, ModelVectorsMissingError
 from memsearch.llm import LLM
 from memsearch.models import EmbeddingModelInfo
 from memsearch.operations import MAX_K
-from memsearch.profiles import LegSpec, Profile, leg_kind, load_profile, with_environment
+from memsearch.profiles import Profile, leg_kind, leg_models, load_profile, with_environment
 from memsearch.retrieval import llm_prompts, rerank
 from memsearch.retrieval.candidates import Candidate, LegHit, rank_hits
 from memsearch.retrieval.explain import SCHEMA_VERSION, Expansion, SearchOutcome
@@ -404,14 +404,9 @@ def encoder_query_vector(encoder_factory: Callable[[], Encoder], store: SearchBa
     return embed
 
 
-def profile_models(profile: Profile) -> list[str]:
-    """The other models the profile's legs name (`vector(gemma)`), in leg order."""
-    return list(dict.fromkeys(m for spec in profile.legs.values() if (m := LegSpec.parse(spec).model) is not None))
-
-
 def check_models_held(store: SearchBackend, profile: Profile) -> None:
     """Refuse a profile whose legs name a model whose vectors the store does not hold."""
-    if needed := profile_models(profile):
+    if needed := leg_models(profile.legs):
         held = store.extra_models()
         for model in needed:
             if held_model(held, model) is None:
