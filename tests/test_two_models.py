@@ -206,7 +206,7 @@ def test_reindex_add_and_drop_model_on_the_command_line(db_path: Path, small_mod
 
 
 def test_doctor_checks_the_second_model_is_there(db_path: Path, small_model: Path, tmp_path: Path) -> None:
-    moved = tmp_path / "second"
+    moved = tmp_path / "elsewhere" / SECOND
     shutil.copytree(small_model, moved)
     filled(db_path)
     with Memsearch(db_path) as ms:
