@@ -31,7 +31,7 @@ from memsearch.choices import IMPORT_FORMATS
 from memsearch.embedding import Encoder, Progress, chosen_model, load_encoder, other_model, store_model
 from memsearch.embedding.loading import EncoderLoader
 from memsearch.embedding.registry import model_key
-from memsearch.errors import InvalidInputError, ModelMismatchError, StoreNotFoundError
+from memsearch.errors import EmbeddingError, InvalidInputError, StoreNotFoundError
 from memsearch.ingest import importing
 from memsearch.ingest.embed import embed_memories, near_duplicates
 from memsearch.models import EmbeddingModelInfo, Memory, NewMemory, check_changes, check_text, shown
@@ -126,7 +126,7 @@ class Memsearch:
 
     def model_encoder(self, model: EmbeddingModelInfo) -> Encoder:
         """The encoder of one of the store's other models (see `add_model`), loaded on first use
-        and kept; one whose files are no longer that model's is refused (ModelMismatchError)."""
+        and kept; one whose files are no longer that model's is refused (EmbeddingError)."""
         from memsearch.embedding.registry import recorded_spec
         from memsearch.store.sql import described
 
@@ -134,7 +134,7 @@ class Memsearch:
         if key not in self._model_encoders:
             encoder = load_encoder(recorded_spec(model))
             if not encoder.info.is_same_model(model):
-                raise ModelMismatchError(
+                raise EmbeddingError(
                     f"this store's {key} vectors come from {described(model)} but the model found is "
                     f"{described(encoder.info)}; add the model again to re-embed them"
                 )

@@ -140,6 +140,23 @@ def test_add_model_refuses_the_stores_own_an_unknown_one_and_a_missing_one(
         assert store.extra_models() == []
 
 
+def test_a_write_refuses_a_second_model_whose_files_changed(
+    db_path: Path, small_model: Path, isolated_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    models = isolated_home / "models"
+    shutil.copytree(small_model, models / "mpnet")  # a registered name, found in the models folder
+    monkeypatch.setenv("MEMSEARCH_MODELS_DIR", str(models))
+    filled(db_path)
+    with Memsearch(db_path) as ms:
+        assert ms.add_model("mpnet").version == resolve_model(str(small_model)).version
+    shutil.rmtree(models / "mpnet")
+    shutil.copytree(bundled_model_path(), models / "mpnet")  # other weights under the same name
+    with Memsearch(db_path) as ms, pytest.raises(EmbeddingError, match="this store's mpnet vectors come from"):
+        ms.add(NewMemory(text="the cat sleeps on the sofa"))
+    with Memsearch(db_path) as ms:
+        assert ms.count() == len(NOTES)  # nothing was stored
+
+
 # -- profile legs of the second model ---------------------------------------------------------------
 
 

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from memsearch.embedding.registry import model_key
-from memsearch.errors import ModelMismatchError
+from memsearch.errors import ModelMismatchError, StoreUnavailableError
 from memsearch.models import EmbeddingModelInfo
 from memsearch.store.base import Rewrite, Scope, VectorHits
 from memsearch.store.dialects import Dialect
@@ -68,13 +68,13 @@ class ExtraModelVectors:
     def add_model_vectors(self, model: EmbeddingModelInfo, ids: Sequence[int], vectors: np.ndarray) -> None:
         """Record `model` among the store's other models (replacing one of its name) with the
         vectors of the memories `ids` (rows of `vectors`), in one transaction; every stored memory
-        must be among `ids` (else ModelMismatchError, nothing changed: a write came in between)."""
+        must be among `ids` (else StoreUnavailableError, nothing changed: a write came in between)."""
         key = model_key(model.name)
 
         def work(db: Any) -> None:
             (count,) = db.execute("SELECT count(*) FROM memories").fetchone()
             if int(count) != len(set(ids)):
-                raise ModelMismatchError(
+                raise StoreUnavailableError(
                     f"the store changed while {key} embedded its memories; nothing was added, run it again"
                 )
             db.execute(f"DELETE FROM model_vectors WHERE model = {self.dialect.mark}", (key,))
@@ -109,7 +109,7 @@ class ExtraModelVectors:
         for model in self.extra_models():
             key = model_key(model.name)
             if key not in given:
-                raise ModelMismatchError(
+                raise StoreUnavailableError(
                     f"this store also holds {key}'s vectors, and they were not made for the new text; "
                     "nothing was stored, run it again"
                 )
