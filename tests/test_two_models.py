@@ -256,3 +256,18 @@ def test_eval_adds_the_models_its_profiles_name(
     )  # fmt: skip
     (row,) = report.rows
     assert row.questions and row.mean("recall@10") is not None
+
+
+def test_a_copy_keeps_the_second_models_vectors(db_path: Path, pg_url: str, small_model: Path) -> None:
+    filled(db_path)
+    with Memsearch(db_path) as ms:
+        ms.add_model(str(small_model))
+        assert ms.copy_to(pg_url) == len(NOTES)
+    second = load_encoder(resolve_model(str(small_model)))
+    query = encode_queries(second, ["when does the train leave?"])[0]
+    with closing(open_store(db_path)) as source, closing(open_store(pg_url)) as copied:
+        assert copied.extra_models() == source.extra_models()
+        mine, theirs = (s.vector_search(query, EVERYTHING, None, model=SECOND) for s in (source, copied))
+        assert [i for i, _ in theirs] == [i for i, _ in mine] and np.allclose(
+            [s for _, s in theirs], [s for _, s in mine]
+        )

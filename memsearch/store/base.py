@@ -234,6 +234,10 @@ class Store(SearchBackend, Protocol):
         """Forget another model and its vectors, in one transaction."""
         ...
 
+    def all_model_vectors(self, model: str) -> tuple[np.ndarray, np.ndarray]:
+        """Every vector of one of the other models: sorted memory ids and the matching rows."""
+        ...
+
     def model_vector_counts(self) -> dict[str, int]:
         """How many vectors each of the other models has, by name."""
         ...

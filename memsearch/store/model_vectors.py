@@ -148,6 +148,20 @@ class ExtraModelVectors:
             order = order[:limit]
         return VectorHits([(int(ids[i]), float(scores[i])) for i in order])
 
+    def all_model_vectors(self, model: str) -> tuple[np.ndarray, np.ndarray]:
+        """Every vector of one of the other models: sorted memory ids and the matching rows."""
+        import numpy as np
+
+        column = self.dialect.vector_column
+        rows = self._db.execute(
+            f"SELECT memory_id, {column} FROM model_vectors WHERE model = {self.dialect.mark} ORDER BY memory_id",
+            (model_key(model),),
+        ).fetchall()
+        ids = np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
+        if not rows:
+            return ids, np.zeros((0, 0), np.float32)
+        return ids, np.stack([self.dialect.read_vector(row[1]) for row in rows])
+
     def model_vector_counts(self) -> dict[str, int]:
         """How many vectors each of the other models has, by model key."""
         rows = self._db.execute("SELECT model, count(*) FROM model_vectors GROUP BY model")
