@@ -24,6 +24,7 @@ from memsearch.models import NewMemory
 from memsearch.profiles import LegSpec
 from memsearch.retrieval.request import SearchRequest
 from memsearch.store import EVERYTHING, open_store
+from tests.serving import Served
 
 NOTES = ["the deploy key lives in the vault", "water the roses on Sunday", "the train leaves at nine"]
 SECOND = "minilm-two-layers"
@@ -271,3 +272,10 @@ def test_a_copy_keeps_the_second_models_vectors(db_path: Path, pg_url: str, smal
         assert [i for i, _ in theirs] == [i for i, _ in mine] and np.allclose(
             [s for _, s in theirs], [s for _, s in mine]
         )
+
+
+def test_the_http_api_says_409_for_a_profile_the_store_lacks_the_vectors_of(served: Served) -> None:
+    assert served.request("POST", "/add", {"text": NOTES[0]}).status == 200
+    refused = served.request("POST", "/search", {"query": "deploy key", "profile": "quality"})
+    assert refused.status == 409, refused.body
+    assert "profile quality needs gemma's vectors in this store" in refused.body.decode()
