@@ -279,3 +279,13 @@ def test_the_http_api_says_409_for_a_profile_the_store_lacks_the_vectors_of(serv
     refused = served.request("POST", "/search", {"query": "deploy key", "profile": "quality"})
     assert refused.status == 409, refused.body
     assert "profile quality needs gemma's vectors in this store" in refused.body.decode()
+
+
+def test_eval_of_a_profile_whose_model_is_missing_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, encoder: Encoder
+) -> None:
+    monkeypatch.setenv("MEMSEARCH_MODELS_DIR", str(tmp_path / "no-models"))
+    data = Path(__file__).parent / "data" / "locomo_tiny.json"
+    with pytest.raises(EmbeddingError, match="model gemma is not in") as error:
+        run_eval(data, fmt="locomo", profiles=["quality"], modes=["auto"], granularities=["turn"], encoder=encoder)
+    assert "\n" not in str(error.value)

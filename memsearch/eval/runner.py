@@ -35,7 +35,7 @@ from typing import Any
 
 from memsearch.api import Memsearch
 from memsearch.choices import BENCHMARK_FORMATS, GRANULARITIES, MODES
-from memsearch.embedding import Encoder
+from memsearch.embedding import Encoder, other_model
 from memsearch.errors import InvalidInputError
 from memsearch.eval.baseline import BM25Baseline, longmemeval_bm25
 from memsearch.eval.datasets import Question, iter_longmemeval_questions, load_locomo
@@ -438,6 +438,8 @@ def run_eval(
         encoder = load_encoder(resolve_model(model))  # `model`: as the CLI's --model
     facets = any("facet_" in spec for profile in chosen for spec in profile.legs.values())
     models = list(dict.fromkeys(name for profile in chosen for name in leg_models(profile.legs)))
+    for name in models:  # a model that is not there is said before any work
+        other_model(name)
 
     rows: dict[tuple[str, str | None, str], _Row] = {}
     for granularity in granularities:
