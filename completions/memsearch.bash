@@ -5,7 +5,7 @@ _memsearch_reply() { mapfile -t COMPREPLY < <(compgen "$@" -- "$cur"); }
 _memsearch_paths() { compopt -o filenames 2>/dev/null; _memsearch_reply "$@"; }
 # The profiles: the shipped ones and the user's (*.toml in the profiles folder).
 __memsearch_complete_profiles() {
-    local dir file names=(cems default memsense mnemosyne pgvector siftcoder)
+    local dir file names=(cems default memsense mnemosyne pgvector quality siftcoder)
     if [[ -n ${MEMSEARCH_HOME:-} ]]; then dir=${MEMSEARCH_HOME/#\~/$HOME}/profiles
     elif [[ $OSTYPE == darwin* ]]; then dir="$HOME/Library/Application Support/memsearch/profiles"
     else dir=${XDG_CONFIG_HOME:-$HOME/.config}/memsearch/profiles; fi
@@ -111,8 +111,9 @@ _memsearch_reindex() {
     case $prev in
         --db) _memsearch_paths -f; return ;;
         --model) _memsearch_paths -d; return ;;
+        --add-model|--drop-model) return ;;
     esac
-    _memsearch_reply -W '--db --model -h --help'
+    _memsearch_reply -W '--db --model --add-model --drop-model -h --help'
 }
 
 _memsearch_index() {

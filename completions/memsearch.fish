@@ -32,7 +32,7 @@ function __fish_memsearch_profiles
     else
         set dir "$HOME/.config/memsearch/profiles"
     end
-    set -l names cems default memsense mnemosyne pgvector siftcoder
+    set -l names cems default memsense mnemosyne pgvector quality siftcoder
     for file in $dir/*.toml
         set -l name (string replace -r '.*/(.*)\.toml$' '$1' -- $file)
         contains -- $name $names; or set -a names $name
@@ -195,6 +195,8 @@ complete -c memsearch -n '__fish_memsearch_using path' -s h -l help -d 'Show thi
 
 complete -c memsearch -n '__fish_memsearch_using reindex' -l db -r -F -d 'Store file, or a postgresql://user@host/db URL. Default: $MEMSEARCH_DB, else db in config.toml, else $MEMSEARCH_HOME/memsearch.db, else the user data dir.'
 complete -c memsearch -n '__fish_memsearch_using reindex' -l model -x -a '(__fish_complete_directories)' -d 'A model by name (minilm, e5-small, mpnet, gemma) or a sentence-transformers model directory. Default: $MEMSEARCH_MODEL, else the store\'s own model, else the bundled all-MiniLM-L6-v2 (minilm).'
+complete -c memsearch -n '__fish_memsearch_using reindex' -l add-model -x -d 'Keep this model\'s vectors too, beside the store\'s own: for profile legs that name it, as vector(gemma). A name or a model folder, as --model takes.'
+complete -c memsearch -n '__fish_memsearch_using reindex' -l drop-model -x -d 'Remove a model added with --add-model, and its vectors.'
 complete -c memsearch -n '__fish_memsearch_using reindex' -s h -l help -d 'Show this message and exit.'
 
 complete -c memsearch -n '__fish_memsearch_using index' -l include -x -d 'Index only files matching this glob (gitignore syntax, repeatable). Default: markdown, .txt.'

@@ -28,12 +28,19 @@ from memsearch.arguments import (
     check_whole,
 )
 from memsearch.choices import IMPORT_FORMATS
-from memsearch.embedding import Encoder, Progress, chosen_model, load_encoder, store_model
+from memsearch.embedding import Encoder, Progress, chosen_model, load_encoder, other_model, store_model
 from memsearch.embedding.loading import EncoderLoader
-from memsearch.errors import InvalidInputError, MixedDeleteTargetsError, NoDeleteTargetError, StoreNotFoundError
+from memsearch.embedding.registry import model_key
+from memsearch.errors import (
+    EmbeddingError,
+    InvalidInputError,
+    MixedDeleteTargetsError,
+    NoDeleteTargetError,
+    StoreNotFoundError,
+)
 from memsearch.ingest import importing
 from memsearch.ingest.embed import embed_memories, near_duplicates
-from memsearch.models import Memory, NewMemory, check_changes, check_text, shown
+from memsearch.models import EmbeddingModelInfo, Memory, NewMemory, check_changes, check_text, shown
 from memsearch.outcomes import KIND_NAMES, AddOutcome, Consolidation, ImportOutcome, ProfileInfo, Timeline
 from memsearch.paths import resolve_db_path, shown_location
 from memsearch.store import EVERYTHING, Scope, Store, open_store
@@ -79,6 +86,7 @@ class Memsearch:
         self.path: Path | str = resolve_db_path(None if db is None else check_location("db", db))
         self._model = check_name("model", model)
         self._encoder = EncoderLoader(encoder_factory or self._load_store_model, encoder)
+        self._model_encoders: dict[str, Encoder] = {}  # the store's other models', by name, once loaded
         self._opened: Store | None = None
         self._llm = llm
 
@@ -121,6 +129,23 @@ class Memsearch:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+    def model_encoder(self, model: EmbeddingModelInfo) -> Encoder:
+        """The encoder of one of the store's other models (see `add_model`), loaded on first use
+        and kept; one whose files are no longer that model's is refused (EmbeddingError)."""
+        from memsearch.embedding.registry import recorded_spec
+        from memsearch.store.sql import described
+
+        key = model_key(model.name)
+        if key not in self._model_encoders:
+            encoder = load_encoder(recorded_spec(model))
+            if not encoder.info.is_same_model(model):
+                raise EmbeddingError(
+                    f"this store's {key} vectors come from {described(model)} but the model found is "
+                    f"{described(encoder.info)}; add the model again to re-embed them"
+                )
+            self._model_encoders[key] = encoder
+        return self._model_encoders[key]
 
     @property
     def model_name(self) -> str:
@@ -242,6 +267,30 @@ class Memsearch:
         check_progress(progress)
         return reembed(self.store(), self.encoder(), progress)
 
+    def add_model(self, name: str, progress: Progress | None = None) -> EmbeddingModelInfo:
+        """Make the store hold the vectors of a second model (a registered name or a model folder,
+        as `model` takes) beside its own: every memory's text is embedded with it and the model
+        recorded, in one transaction (a failure leaves the store as it was; a model held already
+        is embedded afresh). From then on every write embeds with it too, and the profile legs
+        that name it (`vector(NAME)`) search its vectors. Returns the model recorded."""
+        from memsearch.curation import add_model
+
+        spec = other_model(str(check_name("name", name, optional=False)))
+        check_progress(progress)
+        own = None
+        with contextlib.suppress(StoreNotFoundError):  # no store yet: its model will be the chosen one
+            own = self.store().embedding_model()
+        if own is None:
+            chosen = store_model(self._model, None)
+            own = EmbeddingModelInfo(chosen.name, 0, chosen.version)
+        return add_model(self, spec, own, progress)
+
+    def drop_model(self, name: str) -> EmbeddingModelInfo:
+        """Remove one of the store's other models (see `add_model`) with its vectors; returns it."""
+        from memsearch.curation import drop_model
+
+        return drop_model(self.store(), str(check_name("name", name, optional=False)))
+
     # -- reads ----------------------------------------------------------------------------
 
     @staticmethod
@@ -351,7 +400,7 @@ class Memsearch:
             self._encoder.load_meanwhile()  # while the pipeline is imported and the lexical legs run
         from memsearch.retrieval.pipeline import run_searches
 
-        return run_searches(store, requests, self.encoder, self.llm)
+        return run_searches(store, requests, self.encoder, self.llm, self.model_encoder)
 
     @staticmethod
     def parse_queries(content: str, *, source: str, **defaults: Any) -> builtins.list[SearchRequest]:

@@ -8,14 +8,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from memsearch.embedding.registry import held_model, model_key
 from memsearch.errors import InvalidInputError
-from memsearch.ingest.embed import embed_memories, with_chunks
-from memsearch.models import FACETS, LEXICAL_VIEWS, Memory, NewMemory
+from memsearch.ingest.embed import embed_memories, other_model_vectors, with_chunks
+from memsearch.models import FACETS, LEXICAL_VIEWS, EmbeddingModelInfo, Memory, NewMemory
 from memsearch.outcomes import Consolidation
 from memsearch.store.base import Rewrite
 
 if TYPE_CHECKING:
-    from memsearch.embedding.base import Encoder, Progress
+    from memsearch.embedding.base import Encoder, ModelSpec, Progress
     from memsearch.ingest import Library
     from memsearch.store.base import Store
 
@@ -114,6 +115,7 @@ def _rewrites(
     encoder = target.encoder()
     store.check_model(encoder.info)
     vectors, view_vectors = embed_memories(encoder, [new for _, new, _ in rebuilt])
+    others = other_model_vectors(target, store, [memory.text for memory, _, _ in rebuilt])
     return [
         Rewrite(
             memory.id,
@@ -121,9 +123,39 @@ def _rewrites(
             memory.metadata,
             vectors[i],
             {view: None if text is None else (text, view_vectors.get(i, {}).get(view)) for view, text in named.items()},
+            {name: model_vectors[i] for name, model_vectors in others.items()},
         )
         for i, (memory, _, named) in enumerate(rebuilt)
     ]
+
+
+def add_model(
+    target: Library, spec: ModelSpec, own: EmbeddingModelInfo | None, progress: Progress | None
+) -> EmbeddingModelInfo:
+    """Embed every memory with the model of `spec` and record it among the store's other models,
+    in one transaction (see `Memsearch.add_model`); `own` is the store's own model, refused here."""
+    import numpy as np
+
+    from memsearch.embedding import load_encoder
+
+    if own is not None and EmbeddingModelInfo(spec.name, own.dim, spec.version).is_same_model(own):
+        raise InvalidInputError(f"model {model_key(spec.name)} is this store's own model: its vectors are there")
+    store = target.store(create=True)
+    encoder = load_encoder(spec)
+    rows = list(store.iter_texts())
+    texts = [text for _, text in rows]
+    vectors = encoder.encode(texts, progress=progress) if texts else np.zeros((0, encoder.info.dim), np.float32)
+    store.add_model_vectors(encoder.info, [memory_id for memory_id, _ in rows], vectors)
+    return encoder.info
+
+
+def drop_model(store: Store, name: str) -> EmbeddingModelInfo:
+    """Forget one of the store's other models with its vectors; the one it was."""
+    model = held_model(store.extra_models(), name)
+    if model is None:
+        raise InvalidInputError(f"this store holds no vectors of {name}")
+    store.drop_model_vectors(model_key(model.name))
+    return model
 
 
 def consolidate(store: Store, duplicate: float, related: float, dry_run: bool) -> Consolidation:

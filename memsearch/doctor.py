@@ -6,11 +6,12 @@ so each is tested without a broken store.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from memsearch.embedding.base import INT8_VERSION_SUFFIX
 from memsearch.errors import MemsearchError
 from memsearch.models import EmbeddingModelInfo
 from memsearch.paths import shown_location
@@ -82,6 +83,7 @@ class DoctorReport:
                 "latest_schema_version": health.latest_schema_version,
                 "embedding_model": health.model.name if health.model else None,
                 "embedding_dim": health.model.dim if health.model else None,
+                "extra_models": [model.name for model in health.extra_models],
                 "memories": dict(health.memories_by_kind),
                 "vectors": health.vectors,
                 "without_vector": health.without_vector,
@@ -210,7 +212,30 @@ def diagnose(location: Path | str, model: str | None, store: Callable[[], Store]
         detail = str(known or f"{type(error).__name__}: {error}").strip().splitlines() or [""]
         findings.insert(0, Finding("store", PROBLEM, detail[0]))
         return DoctorReport(shown, True, None, state, findings)
-    return DoctorReport(store().location, True, health, state, store_findings(health, state) + findings)
+    findings = store_findings(health, state) + findings + extra_model_findings(health.extra_models)
+    return DoctorReport(store().location, True, health, state, findings)
+
+
+def extra_model_findings(models: Sequence[EmbeddingModelInfo]) -> list[Finding]:
+    """Whether each of the store's other models (Memsearch.add_model) is there, as the version
+    that made its vectors: without it, searches of the profiles that name it and every write fail."""
+    from memsearch.embedding.registry import model_key, recorded_spec
+
+    findings = []
+    for model in models:
+        name = f"model {model_key(model.name)}"
+        try:
+            spec = recorded_spec(model)
+        except MemsearchError as error:
+            detail = f"{error}; until then writes fail, and so do the searches of profiles that name it"
+            findings.append(Finding(name, PROBLEM, detail))
+            continue
+        if model.version and spec.version and spec.version != model.version.removesuffix(INT8_VERSION_SUFFIX):
+            detail = f"the {model.name} found is another version than the one that made its vectors: add it again"
+            findings.append(Finding(name, PROBLEM, detail))
+        else:
+            findings.append(Finding(name, OK, f"{model.name} is there, as the version that made its vectors"))
+    return findings
 
 
 def _recorded_model(location: Path | str, store: Callable[[], Store]) -> EmbeddingModelInfo | None:

@@ -103,3 +103,13 @@ class NoDeleteTargetError(InvalidInputError):
 
 class TextTooLongError(InvalidInputError):
     """A memory's text is over models.MAX_TEXT_CHARS; nothing was stored."""
+
+
+class ModelVectorsMissingError(MemsearchError):
+    """A profile's leg searches the vectors of a model the store does not hold (see
+    `Memsearch.add_model`); nothing was searched."""
+
+    def __init__(self, profile: str, model: str) -> None:
+        super().__init__(f"profile {profile} needs {model}'s vectors in this store")
+        self.profile = profile
+        self.model = model

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from memsearch.api import Memsearch
+from memsearch.embedding.registry import REGISTRY
 from memsearch.models import EmbeddingModelInfo, Memory, NewMemory, content_hash
 from memsearch.profiles import available, load_profile
 from memsearch.retrieval.pipeline import GRANULARITIES, MODES, SearchRequest, run_search
@@ -34,6 +35,11 @@ def hashed_vector(text: str) -> np.ndarray:
         vector[zlib.crc32(word.encode()) % DIM] += 1.0
     norm = float(np.linalg.norm(vector))
     return vector / norm if norm else vector
+
+
+def other_model(model: str, text: str) -> np.ndarray:
+    """A query's vector of another model the fake store holds: made as its own (hashed)."""
+    return hashed_vector(text)
 
 
 class FakeBackend:
@@ -83,9 +89,11 @@ class FakeBackend:
         found = sum(word.lower() in query_terms(self._text(m, None) or "") for m in self._in(scope))
         return min(found, at_most)
 
-    def vector_search(self, vector: np.ndarray, scope: Scope, limit: int | None, view: str | None = None) -> VectorHits:
+    def vector_search(
+        self, vector: np.ndarray, scope: Scope, limit: int | None, view: str | None = None, *, model: str | None = None
+    ) -> VectorHits:
         hits = []
-        for memory in self._in(scope):
+        for memory in self._in(scope):  # another model's vectors: made as the store's own (hashed)
             text = self._text(memory, view) if view else memory.text
             if text is not None:
                 hits.append((memory.id, float(hashed_vector(text) @ vector)))
@@ -115,6 +123,10 @@ class FakeBackend:
 
     def check_model(self, model: EmbeddingModelInfo) -> None:
         pass
+
+    def extra_models(self) -> list[EmbeddingModelInfo]:
+        """Every registered model's vectors (a shipped profile may name any)."""
+        return [EmbeddingModelInfo(entry.name, 64) for entry in REGISTRY]
 
 
 def memory(memory_id: int, text: str, days_old: float, **fields: Any) -> Memory:
@@ -160,7 +172,7 @@ def test_every_profile_runs_on_a_backend_without_sql(backend: FakeBackend, profi
             request = SearchRequest("where is the deploy key", k=3, mode=mode, as_of=T0, granularity=granularity)
             if mode == "lexical" and not any(spec.startswith("lexical") for spec in chosen.legs.values()):
                 continue
-            outcome = run_search(backend, request, hashed_vector, chosen)
+            outcome = run_search(backend, request, hashed_vector, chosen, embed_with=other_model)
             document = outcome.to_dict(raw=True)
             assert document["results"], (mode, granularity)
             if granularity == "turn":
@@ -184,9 +196,11 @@ def test_legs_run_in_two_threads_answer_as_in_one(backend: FakeBackend, profile:
     for query in ("where is the deploy key", "what did Bob say about coffee on 3 May 2024"):
         for granularity in GRANULARITIES:
             request = SearchRequest(query, k=3, mode="hybrid", as_of=T0, granularity=granularity)
-            alone = run_search(backend, request, hashed_vector, load_profile(profile)).to_dict(raw=True)
-            together = run_search(parallel, request, hashed_vector, load_profile(profile)).to_dict(raw=True)
-            assert together == alone
+            alone = run_search(backend, request, hashed_vector, load_profile(profile), None, other_model).to_dict(
+                raw=True
+            )
+            together = run_search(parallel, request, hashed_vector, load_profile(profile), None, other_model)
+            assert together.to_dict(raw=True) == alone
     lexical = any(spec.startswith("lexical") for spec in load_profile(profile).legs.values())
     assert (threads and threading.current_thread().name not in threads) or not lexical
 

@@ -35,8 +35,40 @@ def path(db: DbOption = None) -> None:
     typer.echo(shown_location(resolve_db_path(db)))
 
 
-def reindex(db: DbOption = None, model: ModelOption = None) -> None:
-    """Re-embed every memory with --model (which becomes the store's model), else with the store's own."""
+def reindex(
+    db: DbOption = None,
+    model: ModelOption = None,
+    add_model: Annotated[
+        str | None,
+        typer.Option(
+            "--add-model",
+            metavar="NAME",
+            help="Keep this model's vectors too, beside the store's own: for profile legs that name it, "
+            "as vector(gemma). A name or a model folder, as --model takes.",
+        ),
+    ] = None,
+    drop_model: Annotated[
+        str | None,
+        typer.Option("--drop-model", metavar="NAME", help="Remove a model added with --add-model, and its vectors."),
+    ] = None,
+) -> None:
+    """Re-embed every memory with --model (which becomes the store's model), else with the store's own;
+    or embed every memory with a second model kept beside it (--add-model), or remove one (--drop-model)."""
+    from memsearch.errors import InvalidInputError
+
+    if sum(option is not None for option in (model, add_model, drop_model)) > 1:
+        raise InvalidInputError("takes one of --model, --add-model and --drop-model")
+    if drop_model is not None:
+        with open_memsearch(db) as ms:
+            dropped = ms.drop_model(drop_model)
+        messages().print(f"dropped {dropped.name}'s vectors", markup=False)
+        return
+    if add_model is not None:
+        with open_memsearch(db) as ms, ProgressBar("embedding") as progress:
+            added = ms.add_model(add_model, progress=progress)
+            count = ms.count()
+        messages().print(f"embedded {count} memories with {added.name}, kept beside the store's own", markup=False)
+        return
     with open_memsearch(db, model) as ms, ProgressBar("re-embedding") as progress:
         count = ms.reindex(progress=progress)
         model_name = ms.model_name

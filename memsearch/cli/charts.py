@@ -56,12 +56,23 @@ def growth_title(growth: Mapping[str, Any]) -> str:
 
 
 def _in_order(stats: Mapping[str, Any]) -> list[tuple[str, Any]]:
-    """The stats' items with the growth right after the newest memory's time, beside the span it draws."""
-    items = [(name, value) for name, value in stats.items() if name != "growth"]
+    """The stats' items with the growth right after the newest memory's time, beside the span it
+    draws; the store's other models one a line."""
+    items = [(name, _models(value) if name == "extra_models" else value) for name, value in stats.items()]
+    items = [(name, value) for name, value in items if name != "growth"]
     if "growth" in stats:
         after = next((i + 1 for i, (name, _) in enumerate(items) if name == "newest"), len(items))
         items.insert(after, ("growth", stats["growth"]))
     return items
+
+
+def _models(models: Sequence[Mapping[str, Any]]) -> str | None:
+    """The store's other models (stats' extra_models) as text: `gemma (768-d, version …, 812 vectors)`."""
+    shown = []
+    for model in models:
+        version = f", version {model['version'][:12]}" if model["version"] else ""
+        shown.append(f"{model['name']} ({model['dim']}-d{version}, {model['vectors']} vectors)")
+    return "; ".join(shown) or None
 
 
 def _bars(counts: Mapping[str, int]) -> list[tuple[str, int]]:

@@ -16,7 +16,7 @@ import typer
 
 from memsearch.cli.consoles import messages
 from memsearch.cli.literal import visible
-from memsearch.errors import ExitCode, MemsearchError
+from memsearch.errors import ExitCode, MemsearchError, ModelVectorsMissingError
 
 # Set by the root's --debug: failures print their traceback too.
 debugging = {"on": False}
@@ -138,6 +138,8 @@ def cli_message(error: MemsearchError) -> str:
     """The library's message with the CLI's option for the field at fault and its hint."""
     if (own := MESSAGE_OF_ERROR.get(type(error).__name__)) is not None:
         return own
+    if isinstance(error, ModelVectorsMissingError):
+        return f"{error}: run `memsearch reindex --add-model {error.model}`"
     message = f"{OPTION_OF_FIELD[error.field]} {error.problem}" if error.field in OPTION_OF_FIELD else str(error)
     hint = HINT_OF_ERROR.get(type(error).__name__)
     return f"{message}; {hint}" if hint else message

@@ -64,6 +64,17 @@ def resolve_model(model: str | None = None) -> ModelSpec:
     return folder_spec(Path(chosen).expanduser(), chosen)
 
 
+def other_model(name: str) -> ModelSpec:
+    """A model a store may hold beside its own (`Memsearch.add_model`, the models a profile's legs
+    name): as `resolve_model` finds it, or a model folder of that name in the models folder."""
+    from memsearch.embedding.registry import is_model_folder, models_dir
+
+    folder = models_dir() / name
+    if find_registered(name) is None and not Path(name).expanduser().exists() and is_model_folder(folder):
+        return folder_spec(folder, name)
+    return resolve_model(name)
+
+
 def store_model(model: str | None, recorded: EmbeddingModelInfo | None) -> ModelSpec:
     """The model to use with a store: the one chosen (`--model`, `MEMSEARCH_MODEL`), else the one
     the store recorded with its vectors, else the bundled one."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from importlib.util import find_spec
 from pathlib import Path
@@ -97,6 +98,23 @@ def find_registered(name: str) -> RegisteredModel | None:
     for entry in REGISTRY:
         if name in (entry.key, entry.name, *entry.aliases):
             return entry
+    return None
+
+
+def model_key(name: str) -> str:
+    """What one of a store's other models is called (in a leg spec, `vector(gemma)`, and where its
+    vectors are kept): a registered model's key, else its recorded name (a folder's)."""
+    entry = find_registered(name)
+    return entry.key if entry is not None else name
+
+
+def held_model(models: Sequence[EmbeddingModelInfo], name: str) -> EmbeddingModelInfo | None:
+    """The one of `models` that `name` names: by its key, its recorded name, or (a folder given by
+    path) where it was last seen."""
+    wanted = model_key(name)
+    for model in models:
+        if wanted in (model_key(model.name), model.location):
+            return model
     return None
 
 

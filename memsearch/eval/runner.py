@@ -35,7 +35,7 @@ from typing import Any
 
 from memsearch.api import Memsearch
 from memsearch.choices import BENCHMARK_FORMATS, GRANULARITIES, MODES
-from memsearch.embedding import Encoder
+from memsearch.embedding import Encoder, other_model
 from memsearch.errors import InvalidInputError
 from memsearch.eval.baseline import BM25Baseline, longmemeval_bm25
 from memsearch.eval.datasets import Question, iter_longmemeval_questions, load_locomo
@@ -56,7 +56,7 @@ from memsearch.eval.metrics import (
 from memsearch.ingest.conversations import conversation_memories, with_facets
 from memsearch.ingest.readers import Conversation, turn_text
 from memsearch.models import NewMemory
-from memsearch.profiles import Profile, load_profile
+from memsearch.profiles import Profile, leg_models, load_profile
 from memsearch.retrieval.candidates import Candidate
 from memsearch.retrieval.legs import choose_route
 from memsearch.retrieval.request import SearchRequest
@@ -437,6 +437,9 @@ def run_eval(
 
         encoder = load_encoder(resolve_model(model))  # `model`: as the CLI's --model
     facets = any("facet_" in spec for profile in chosen for spec in profile.legs.values())
+    models = list(dict.fromkeys(name for profile in chosen for name in leg_models(profile.legs)))
+    for name in models:  # a model that is not there is said before any work
+        other_model(name)
 
     rows: dict[tuple[str, str | None, str], _Row] = {}
     for granularity in granularities:
@@ -470,6 +473,8 @@ def run_eval(
             if db is not None and ms.store(create=True).count(EVERYTHING):
                 raise InvalidInputError("holds memories; eval needs an empty store", field="db")
             tick = time.perf_counter()
+            for name in models:  # the other models the profiles' legs name: embedded as memories are added
+                ms.add_model(name)
             memories = _memories_of(conversation, fmt)
             if facets and memories:
                 memories = with_facets(memories, encoder)

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from memsearch.embedding.base import Encoder
+    from memsearch.models import EmbeddingModelInfo
     from memsearch.store.base import Store
 
 
@@ -29,3 +30,7 @@ class Library(Protocol):
     def store(self, *, create: bool = False) -> Store: ...
 
     def encoder(self) -> Encoder: ...
+
+    def model_encoder(self, model: EmbeddingModelInfo) -> Encoder:
+        """The encoder of one of the store's other models (see `Store.extra_models`), loaded once."""
+        ...

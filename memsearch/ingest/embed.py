@@ -7,12 +7,15 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from memsearch.embedding.base import Encoder, Progress
+from memsearch.embedding.registry import model_key
 from memsearch.models import VECTOR_VIEWS, NewMemory, chunk_view, is_chunk_view
 from memsearch.store.base import Store
 from memsearch.text import embedding_chunks
 
 if TYPE_CHECKING:
     import numpy as np
+
+    from memsearch.ingest import Library
 
 
 def with_chunks(memory: NewMemory) -> NewMemory:
@@ -49,6 +52,19 @@ def embed_memories(
     for (i, view), text in view_texts.items():
         view_vectors.setdefault(i, {})[view] = encoded[row[text]]
     return encoded[[row[text] for text in texts]], view_vectors
+
+
+def other_model_vectors(target: Library, store: Store, texts: Sequence[str]) -> dict[str, np.ndarray]:
+    """The texts' vectors of each of the store's other models (by name; none when it has none),
+    each made by that model's encoder, with its document prefix: what every write of a text
+    stores beside the store's own vector."""
+    import numpy as np
+
+    found: dict[str, np.ndarray] = {}
+    for model in store.extra_models():
+        encoder = target.model_encoder(model)
+        found[model_key(model.name)] = encoder.encode(list(texts)) if texts else np.zeros((0, model.dim), np.float32)
+    return found
 
 
 def near_duplicates(

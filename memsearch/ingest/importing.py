@@ -17,7 +17,7 @@ from memsearch.choices import IMPORT_FORMATS
 from memsearch.embedding.base import Progress
 from memsearch.errors import DuplicateKeyError, ImportLineError, InvalidInputError, StoreNotFoundError
 from memsearch.ingest import Library
-from memsearch.ingest.embed import embed_memories, near_duplicates, with_chunks
+from memsearch.ingest.embed import embed_memories, near_duplicates, other_model_vectors, with_chunks
 from memsearch.models import NewMemory
 from memsearch.outcomes import KIND_NAMES, AddOutcome, ImportOutcome
 from memsearch.timeutil import utc_now
@@ -74,6 +74,7 @@ def add_memories(
         utc_now(),
         replace=replace,
         view_vectors=kept_view_vectors,
+        model_vectors=other_model_vectors(target, store, [memories[i].text for i in kept]),
     )
     new_ids = dict(zip(kept, stored, strict=True))
     outcomes = []

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from memsearch.embedding.base import Progress
 from memsearch.errors import InvalidInputError, MemsearchError, StoreNotFoundError
 from memsearch.ingest import Library
-from memsearch.ingest.embed import embed_memories, with_chunks
+from memsearch.ingest.embed import embed_memories, other_model_vectors, with_chunks
 from memsearch.ingest.note_files import FilePlan, FileState, FileStatus, IndexedFile, IndexPlan, plan, under_roots, walk
 from memsearch.models import NewMemory
 from memsearch.timeutil import utc_now
@@ -378,7 +378,11 @@ class _Apply:
         if memories:
             vectors, view_vectors = self._vectors(memories)
             encoder = self.ms.encoder()
-            self.store.insert(memories, vectors, encoder.info, utc_now(), replace=True, view_vectors=view_vectors)
+            others = other_model_vectors(self.ms, self.store, [memory.text for memory in memories])
+            self.store.insert(
+                memories, vectors, encoder.info, utc_now(), replace=True, view_vectors=view_vectors,
+                model_vectors=others,
+            )  # fmt: skip
             self.done += len(memories)
 
     def _vectors(self, memories: Sequence[NewMemory]) -> tuple[np.ndarray, dict[int, dict[str, np.ndarray]]]:

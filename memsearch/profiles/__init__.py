@@ -34,6 +34,7 @@ from memsearch.profiles.schema import (
     Rerank,
     Selection,
     leg_kind,
+    leg_models,
 )
 
 __all__ = [
@@ -56,6 +57,7 @@ __all__ = [
     "available",
     "check_types",
     "leg_kind",
+    "leg_models",
     "load_profile",
     "profile_dirs",
     "profile_toml",

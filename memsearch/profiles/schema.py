@@ -18,23 +18,31 @@ SIGNALS = ("vector", "lexical", "importance", "access_recency")
 ADJUSTMENTS = ("decay", "memory_score", "priority", "pinned", "project", "speaker", "when", "names", "about")
 
 LEG_KINDS = ("lexical", "vector", "time")
-LEG_SPEC_FORM = "lexical[@context|@prev], vector[@view][:role], time"
+LEG_SPEC_FORM = "lexical[@context|@prev], vector[(model)][@view][:role], time"
+_MODEL_NAMED = re.compile(r"vector\(([^()\s:@]+)\)")  # vector(gemma): the vectors of another model
 
 
 @dataclass(frozen=True)
 class LegSpec:
     """A leg (recall route): `lexical` (text and tags) or `lexical@<lexical view>`; `vector` (the
     memory's own vector) or `vector@<vector view>`, optionally `:<role>` to search that role's
-    memories only; `time`, the memories created within the dates a query names."""
+    memories only; `vector(<model>)`, the memory's own vector of another model the store holds
+    (`Memsearch.add_model`: a registered name such as `gemma`, or a model folder's name; no view,
+    as only the memories' own texts are embedded with it); `time`, the memories created within the
+    dates a query names."""
 
     kind: str
     view: str | None = None
     role: str | None = None
+    model: str | None = None
 
     @classmethod
     def parse(cls, spec: str) -> LegSpec:
         head, _, role = spec.partition(":")
         kind, _, view = head.partition("@")
+        model = None
+        if (named := _MODEL_NAMED.fullmatch(kind)) is not None:
+            kind, model = "vector", named[1]
         views = {"lexical": LEXICAL_VIEWS, "vector": VECTOR_VIEWS, "time": ()}.get(kind)
         if (
             views is None
@@ -43,12 +51,22 @@ class LegSpec:
             or (":" in spec and (kind != "vector" or not re.fullmatch(r"[^:@\s]+", role)))
         ):
             raise ValueError(f"{spec!r} is not a leg spec ({LEG_SPEC_FORM})")
-        return cls(kind, view or None, role or None)
+        if model is not None and view:
+            raise ValueError(
+                f"{spec!r}: views of another model's vectors are not stored (only the memories' own texts "
+                f"are embedded with {model}): use vector({model})"
+            )
+        return cls(kind, view or None, role or None, model)
 
 
 def leg_kind(spec: str) -> str:
     """`lexical`, `vector` or `time`: which modes a leg belongs to."""
     return LegSpec.parse(spec).kind
+
+
+def leg_models(legs: Mapping[str, str]) -> list[str]:
+    """The other models the legs name (`vector(gemma)`), in leg order, each once."""
+    return list(dict.fromkeys(m for spec in legs.values() if (m := LegSpec.parse(spec).model) is not None))
 
 
 DECAY_SHAPES = ("exponential", "floor", "hyperbolic")

@@ -50,10 +50,10 @@ def own_text_legs(legs: Mapping[str, str]) -> dict[str, str]:
     notes: they have no view texts of their own, see OWN_TEXT_VIEWS): a leg over such a view
     repeats the plain leg's list, so only the first leg of each kind and view is kept."""
     kept: dict[str, str] = {}
-    seen: set[tuple[str, str | None, str | None]] = set()
+    seen: set[tuple[str, str | None, str | None, str | None]] = set()
     for name, spec in legs.items():
         leg = LegSpec.parse(spec)
-        key = (leg.kind, None if leg.view in OWN_TEXT_VIEWS else leg.view, leg.role)
+        key = (leg.kind, None if leg.view in OWN_TEXT_VIEWS else leg.view, leg.role, leg.model)
         if key not in seen:
             seen.add(key)
             kept[name] = spec
@@ -87,10 +87,14 @@ def dense_query_text(store: SearchBackend, query: ParsedQuery, scope: Scope, sha
     return query.without(common)
 
 
+# Embeds a query with one of the store's other models (its name, the text): see run_searches.
+ModelQueryVector = Callable[[str, str], np.ndarray]
+
+
 @dataclass
 class Recall:
     """What the legs of one search share: the store, the scope, the pool, and the query vector
-    (embedded once, on first use)."""
+    (embedded once, on first use), and the query's vector of each other model a leg names."""
 
     store: SearchBackend
     query: ParsedQuery
@@ -102,17 +106,32 @@ class Recall:
     today: date | None = None  # resolves months named without a year
     embedded_text: str | None = None  # the text the query vector was made from, once made
     engines: dict[str, str] = field(default_factory=dict)  # leg spec → "exact", "index" or "bounded"
+    embed_with: ModelQueryVector | None = None  # for legs of another model (`vector(gemma)`)
     _vector: np.ndarray | None = None
+    _model_vectors: dict[str, np.ndarray] = field(default_factory=dict)
 
     @property
     def embedded(self) -> bool:
         return self._vector is not None
 
+    def dense_text(self) -> str:
+        """The text the query's vectors are made from (see dense_query_text), worked out once."""
+        if self.embedded_text is None:
+            self.embedded_text = dense_query_text(self.store, self.query, self.scope, self.profile.dense_common_share)
+        return self.embedded_text
+
     def vector(self) -> np.ndarray:
         if self._vector is None:
-            self.embedded_text = dense_query_text(self.store, self.query, self.scope, self.profile.dense_common_share)
-            self._vector = self.embed(self.embedded_text)
+            self._vector = self.embed(self.dense_text())
         return self._vector
+
+    def model_vector(self, model: str) -> np.ndarray:
+        """The query's vector of another model (with its query prefix), made once."""
+        if model not in self._model_vectors:
+            if self.embed_with is None:
+                raise InvalidInputError(f"leg vector({model}) needs that model's encoder; none was given")
+            self._model_vectors[model] = self.embed_with(model, self.dense_text())
+        return self._model_vectors[model]
 
     def legs(self, specs: Mapping[str, str]) -> dict[str, dict[int, LegHit]]:
         """Every leg by name. On a store with `parallel_reads` the lexical legs run in a second
@@ -140,6 +159,10 @@ class Recall:
         if leg.role and self.scope.roles and leg.role not in self.scope.roles:
             return {}  # a speaker's leg finds nothing in a scope of other speakers
         scope = replace(self.scope, roles=(leg.role,)) if leg.role else self.scope
+        if leg.model is not None:
+            of_model = self.store.vector_search(self.model_vector(leg.model), scope, self.pool, model=leg.model)
+            self.engines[spec] = of_model.engine
+            return rank_hits(of_model)
         exhaustive = self.profile.exhaustive and leg.view is None and leg.role is None
         ranking = self.store.vector_search(self.vector(), scope, None if exhaustive else self.pool, leg.view)
         self.engines[spec] = ranking.engine

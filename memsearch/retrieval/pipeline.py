@@ -16,15 +16,24 @@ import numpy as np
 
 from memsearch.choices import GRANULARITIES, MODES
 from memsearch.embedding import Encoder, encode_queries
-from memsearch.errors import InvalidInputError
+from memsearch.embedding.registry import held_model
+from memsearch.errors import InvalidInputError, ModelVectorsMissingError
 from memsearch.llm import LLM
+from memsearch.models import EmbeddingModelInfo
 from memsearch.operations import MAX_K
-from memsearch.profiles import Profile, leg_kind, load_profile, with_environment
+from memsearch.profiles import Profile, leg_kind, leg_models, load_profile, with_environment
 from memsearch.retrieval import llm_prompts, rerank
 from memsearch.retrieval.candidates import Candidate, LegHit, rank_hits
 from memsearch.retrieval.explain import SCHEMA_VERSION, Expansion, SearchOutcome
 from memsearch.retrieval.fusion import fuse
-from memsearch.retrieval.legs import Recall, build_candidates, choose_route, own_text_legs, request_route
+from memsearch.retrieval.legs import (
+    ModelQueryVector,
+    Recall,
+    build_candidates,
+    choose_route,
+    own_text_legs,
+    request_route,
+)
 from memsearch.retrieval.query import ParsedQuery, parse_query
 from memsearch.retrieval.request import SearchRequest
 from memsearch.retrieval.routing import Route
@@ -57,9 +66,13 @@ def run_search(
     query_vector: Callable[[str], np.ndarray],
     profile: Profile,
     llm: LLM | None = None,
+    embed_with: ModelQueryVector | None = None,
 ) -> SearchOutcome:
-    """Run one search. `query_vector` embeds the query; it is called only when a vector is needed.
-    `llm` (optional) runs the profile's LLM stages; without it they are skipped, with a note."""
+    """Run one search. `query_vector` embeds the query; it is called only when a vector is needed;
+    `embed_with` embeds it with another model, for the legs that name one (`vector(gemma)`), whose
+    vectors the store must hold (else ModelVectorsMissingError). `llm` (optional) runs the
+    profile's LLM stages; without it they are skipped, with a note."""
+    check_models_held(store, profile)
     stages = StageRunner(llm, llm_stages(request, profile), request.max_ms)
     stages.plan(
         lambda stage: stage == "intent" and llm is not None and llm.is_cached(llm_prompts.intent_prompt(request.query))
@@ -90,6 +103,7 @@ def run_search(
         project=request.scope.project if profile.project_boost else None,
         stages=stages,
         route=route,
+        embed_with=embed_with,
     )
     sessions_in_scope = not scope.kinds or "session" in scope.kinds
     if request.granularity == "session" and sessions_in_scope and store.count(replace(scope, kinds=("session",))):
@@ -118,6 +132,7 @@ class SearchRun:
     project: str | None
     stages: StageRunner
     route: Route
+    embed_with: ModelQueryVector | None = None
     recalls: list[Recall] = field(default_factory=list)  # in the order they ran
     expansions: list[Expansion] = field(default_factory=list)
     fused_profile: list[Profile] = field(default_factory=list)  # with the expansions' weights, once known
@@ -139,8 +154,9 @@ class SearchRun:
         self, scope: Scope, legs: Mapping[str, str] | None = None
     ) -> tuple[Recall, dict[str, dict[int, LegHit]]]:
         recall = Recall(
-            self.store, self.query, scope, self.pool, self.profile, self.query_vector, today=self.now.date()
-        )
+            self.store, self.query, scope, self.pool, self.profile, self.query_vector, today=self.now.date(),
+            embed_with=self.embed_with,
+        )  # fmt: skip
         self.recalls.append(recall)
         return recall, recall.legs(legs or self.legs_to_run)
 
@@ -251,7 +267,10 @@ class SearchRun:
                 for leg, spec in self.legs_to_run.items()
                 if leg_kind(spec) != "time" and (stage != "hyde" or leg_kind(spec) == "vector")
             }
-            recall = Recall(self.store, parse_query(text), scope, self.pool, self.profile, self.query_vector)
+            recall = Recall(
+                self.store, parse_query(text), scope, self.pool, self.profile, self.query_vector,
+                embed_with=self.embed_with,
+            )  # fmt: skip
             legs.update(recall.legs(specs))
             self.expansions.append(Expansion(name, stage, text, specs))
         return legs
@@ -385,17 +404,48 @@ def encoder_query_vector(encoder_factory: Callable[[], Encoder], store: SearchBa
     return embed
 
 
+def check_models_held(store: SearchBackend, profile: Profile) -> None:
+    """Refuse a profile whose legs name a model whose vectors the store does not hold."""
+    if needed := leg_models(profile.legs):
+        held = store.extra_models()
+        for model in needed:
+            if held_model(held, model) is None:
+                raise ModelVectorsMissingError(profile.name, model)
+
+
+def model_query_vector(
+    model_encoder: Callable[[EmbeddingModelInfo], Encoder], store: SearchBackend
+) -> ModelQueryVector:
+    """Embed queries with another model the store holds (by name), through the encoder
+    `model_encoder` gives for it (loaded once by its owner), with that model's query prefix."""
+    held: dict[str, EmbeddingModelInfo] = {}
+
+    def embed(model: str, query: str) -> np.ndarray:
+        if model not in held:
+            found = held_model(store.extra_models(), model)
+            if found is None:  # dropped since the profile was checked
+                raise ModelVectorsMissingError("in use", model)
+            held[model] = found
+        vector: np.ndarray = encode_queries(model_encoder(held[model]), [query])[0]
+        return vector
+
+    return embed
+
+
 def run_searches(
     store: Store,
     requests: Sequence[SearchRequest],
     encoder: Callable[[], Encoder],
     llm: Callable[[], LLM | None],
+    model_encoder: Callable[[EmbeddingModelInfo], Encoder] | None = None,
 ) -> list[SearchOutcome]:
     """Run the (checked) requests in order, each with its request's profile and time-decay constant
     (resolved once for the requests of a batch that share them), embedding queries with the encoder
-    `encoder` gives on first use and asking `llm` for one only when a request has LLM stages to run.
+    `encoder` gives on first use (and with the store's other models' encoders `model_encoder` gives,
+    for the legs that name them) and asking `llm` for one only when a request has LLM stages to run.
     A search records the access on the memories it returns unless its request says not to."""
     embed = encoder_query_vector(encoder, store)
+    embed_with = model_query_vector(model_encoder, store) if model_encoder is not None else None
     profiles: dict[tuple[int, float | None], Profile] = {}
     outcomes = []
     for request in requests:
@@ -404,7 +454,7 @@ def run_searches(
         if chosen is None:
             chosen = with_environment(with_tau(resolve_profile(request.profile), request.tau_days))
             profiles[chosen_key] = chosen
-        outcome = run_search(store, request, embed, chosen, llm() if llm_stages(request, chosen) else None)
+        outcome = run_search(store, request, embed, chosen, llm() if llm_stages(request, chosen) else None, embed_with)
         if request.records_access:
             store.touch([c.id for c in outcome.results], utc_now())
         outcomes.append(outcome)

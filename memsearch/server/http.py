@@ -34,6 +34,7 @@ from memsearch.errors import (
     MemoryNotFoundError,
     MemsearchError,
     ModelMismatchError,
+    ModelVectorsMissingError,
     StoreNotFoundError,
 )
 from memsearch.ingest.readers import DatasetError
@@ -64,6 +65,7 @@ STATUS_OF_ERROR: dict[type[MemsearchError], int] = {
     StoreNotFoundError: 404,
     DuplicateKeyError: 409,
     ModelMismatchError: 409,
+    ModelVectorsMissingError: 409,
 }
 
 

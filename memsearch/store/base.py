@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -103,6 +103,7 @@ class StoreHealth:
     ann_index: bool  # whether vector search is served by an approximate index (else exact, in memory)
     wal_bytes: int | None  # SQLite's write-ahead log; None for a server
     size_bytes: int
+    extra_models: tuple[EmbeddingModelInfo, ...] = ()  # the store's other models (see vector_search's `model`)
 
 
 @dataclass(frozen=True)
@@ -121,13 +122,15 @@ class Rewrite:
     """What a memory that stays derives from memories being deleted, rebuilt without them (a
     session chunk's text, its neighbours' views): its text, metadata and own vector, and the
     views named in `views`. A view maps to its text and its vector (None: the memory's own
-    vector stands for it), or to None to remove it; views not named are kept (facets)."""
+    vector stands for it), or to None to remove it; views not named are kept (facets).
+    `model_vectors` holds the text's vector of each of the store's other models, by name."""
 
     id: int
     text: str
     metadata: Mapping[str, Any]
     vector: np.ndarray
     views: Mapping[str, tuple[str, np.ndarray | None] | None]
+    model_vectors: Mapping[str, np.ndarray] = field(default_factory=dict)
 
 
 @runtime_checkable
@@ -163,10 +166,18 @@ class SearchBackend(Protocol):
         `at_most`."""
         ...
 
-    def vector_search(self, vector: np.ndarray, scope: Scope, limit: int | None, view: str | None = None) -> VectorHits:
+    def vector_search(
+        self, vector: np.ndarray, scope: Scope, limit: int | None, view: str | None = None, *, model: str | None = None
+    ) -> VectorHits:
         """The `limit` memories in scope whose vector (or whose `view`'s vector) is most cosine-
         similar to `vector`, best first, ties to the smaller id; `limit=None` ranks them all
-        (exactly). A large store may answer through an approximate index (`engine`)."""
+        (exactly). A large store may answer through an approximate index (`engine`). With
+        `model` (one of `extra_models`, by name), that model's vectors of the memories' own
+        texts are searched instead, exactly (no view)."""
+        ...
+
+    def extra_models(self) -> builtins.list[EmbeddingModelInfo]:
+        """The store's other models, whose vectors `vector_search(model=…)` searches."""
         ...
 
     def cosines(self, vector: np.ndarray, ids: Sequence[int]) -> dict[int, float]:
@@ -208,7 +219,28 @@ class Store(SearchBackend, Protocol):
         *,
         replace: bool = False,
         view_vectors: Mapping[int, Mapping[str, np.ndarray]] | None = None,
-    ) -> builtins.list[int]: ...
+        model_vectors: Mapping[str, np.ndarray] | None = None,
+    ) -> builtins.list[int]:
+        """`model_vectors` holds, for each of the store's other models (by name), the vectors
+        of the memories' texts (rows in batch order): required for every one of them."""
+        ...
+
+    def add_model_vectors(self, model: EmbeddingModelInfo, ids: Sequence[int], vectors: np.ndarray) -> None:
+        """Record another model with its vectors of every memory (`ids`, rows of `vectors`), in
+        one transaction."""
+        ...
+
+    def drop_model_vectors(self, name: str) -> None:
+        """Forget another model and its vectors, in one transaction."""
+        ...
+
+    def all_model_vectors(self, model: str) -> tuple[np.ndarray, np.ndarray]:
+        """Every vector of one of the other models: sorted memory ids and the matching rows."""
+        ...
+
+    def model_vector_counts(self) -> dict[str, int]:
+        """How many vectors each of the other models has, by name."""
+        ...
 
     def delete(self, ids: Sequence[int], rewrites: Sequence[Rewrite] = ()) -> None:
         """Delete the memories and apply `rewrites` to the ones that stay, in one transaction: all

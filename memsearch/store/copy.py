@@ -12,10 +12,15 @@ from memsearch.store.base import Store
 
 def copy_store(source: Store, destination: Store) -> int:
     """Copy everything in `source` into the empty `destination` in one transaction of the
-    destination (all or nothing); return how many memories were copied."""
+    destination (all or nothing), then each of its other models' vectors (Memsearch.add_model)
+    in one of its own; return how many memories were copied."""
     if source.location == destination.location:
         raise InvalidInputError("is the source store itself", field="destination")
-    return destination.restore(source.export(), source.embedding_model())
+    copied = destination.restore(source.export(), source.embedding_model())
+    for model in source.extra_models():
+        ids, vectors = source.all_model_vectors(model.name)
+        destination.add_model_vectors(model, ids.tolist(), vectors)
+    return copied
 
 
 def copy_between(source: str | os.PathLike[str], destination: str | os.PathLike[str]) -> int:

@@ -110,6 +110,10 @@ class Dialect:
         """A vector as this engine binds it."""
         raise NotImplementedError
 
+    def read_vector(self, stored: Any) -> np.ndarray:
+        """A stored vector (as a query returns it) as float32."""
+        raise NotImplementedError
+
     def _has_tags(self, column: str, tags: Sequence[str], clauses: list[str], params: list[Any]) -> None:
         raise NotImplementedError
 
@@ -137,6 +141,11 @@ class SQLiteDialect(Dialect):
     def vector_value(self, vector: np.ndarray) -> bytes:
         return vector.astype("<f4").tobytes()
 
+    def read_vector(self, stored: Any) -> np.ndarray:
+        import numpy as np
+
+        return np.frombuffer(stored, dtype="<f4").astype(np.float32)
+
     def page(self, limit: int | None, offset: int) -> tuple[Any, Any]:
         return -1 if limit is None else min(limit, SQLITE_INT_MAX), min(offset, SQLITE_INT_MAX)
 
@@ -159,6 +168,11 @@ class PostgresDialect(Dialect):
 
     def vector_value(self, vector: np.ndarray) -> np.ndarray:
         return vector.astype("float32", copy=False)
+
+    def read_vector(self, stored: Any) -> np.ndarray:
+        import numpy as np
+
+        return np.asarray(stored.to_numpy() if hasattr(stored, "to_numpy") else stored, dtype=np.float32)
 
     def _has_tags(self, column: str, tags: Sequence[str], clauses: list[str], params: list[Any]) -> None:
         clauses.append(f"{column} @> %s::text[]")

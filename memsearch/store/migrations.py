@@ -109,6 +109,17 @@ MIGRATIONS: tuple[str, ...] = (
     """
     INSERT INTO memories_fts (memories_fts) VALUES ('optimize');
     """,
+    # 7: the vectors of the store's other models (Memsearch.add_model), of each memory's own text,
+    # by model name (the models are recorded in meta: store.model_vectors.EXTRA_MODELS_KEY).
+    """
+    CREATE TABLE model_vectors (
+        model TEXT NOT NULL,
+        memory_id INTEGER NOT NULL REFERENCES memories (id) ON DELETE CASCADE,
+        vector BLOB NOT NULL,
+        PRIMARY KEY (model, memory_id)
+    );
+    CREATE INDEX model_vectors_memory ON model_vectors (memory_id);
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
 
+from memsearch.embedding.registry import model_key
 from memsearch.errors import DuplicateKeyError, MemoryNotFoundError, ModelMismatchError
 from memsearch.growth import added_per_period
 from memsearch.models import (
@@ -25,6 +26,7 @@ from memsearch.models import (
 )
 from memsearch.store.base import EVERYTHING, INDEX_STATE_KEY, Rewrite, Scope, StoreHealth
 from memsearch.store.dialects import Dialect
+from memsearch.store.model_vectors import ExtraModelVectors, extra_fields
 from memsearch.timeutil import to_iso
 
 if TYPE_CHECKING:
@@ -70,7 +72,7 @@ class NewBatch:
         self.replaced = False  # a memory was rewritten in place: its old text is to be forgotten
 
 
-class SQLStore:
+class SQLStore(ExtraModelVectors):
     """The store methods both SQL engines run alike. A store supplies its connection (`_db`, one
     per thread, whose `execute` returns a cursor), its dialect, its write transaction (`_write`)
     and the hooks below where its engine differs."""
@@ -160,11 +162,13 @@ class SQLStore:
         *,
         replace: bool = False,
         view_vectors: Mapping[int, Mapping[str, np.ndarray]] | None = None,
+        model_vectors: Mapping[str, np.ndarray] | None = None,
     ) -> builtins.list[int]:
         """Store the memories with their full-text rows and vectors in one transaction; return their ids.
 
         A key that exists already is an error unless `replace`, which rewrites that memory in place.
-        `view_vectors` maps a batch position to the vectors of its vector views (see VECTOR_VIEWS).
+        `view_vectors` maps a batch position to the vectors of its vector views (see VECTOR_VIEWS);
+        `model_vectors` the store's other models (by name) to their vectors of the texts.
         """
         if vectors is not None and model is None:
             raise ValueError("vectors need the model that made them")
@@ -197,6 +201,7 @@ class SQLStore:
                 self._index(db, memory_id, batch, index)
                 ids.append(memory_id)
             self._index_all(db, ids, batch)
+            self._write_model_vectors(db, ids, model_vectors)
             return ids
 
         return self._write(work)
@@ -429,6 +434,7 @@ class SQLStore:
             without_vector=int(without_vector),
             view_vectors=int(view_vectors),
             **self._engine_health(),
+            extra_models=tuple(self.extra_models()),
         )
 
     def _engine_health(self) -> dict[str, Any]:
@@ -453,6 +459,7 @@ class SQLStore:
             return None if moment is None else to_iso(self.dialect.read_time(moment))
 
         per_day = db.execute(f"SELECT {self.dialect.utc_day}, count(*) FROM memories GROUP BY 1").fetchall()
+        extra_counts = self.model_vector_counts()
 
         return {
             "path": self.location,
@@ -460,6 +467,11 @@ class SQLStore:
             "vectors": self.vector_count(),
             "embedding_model": model.name if model else None,
             "embedding_dim": model.dim if model else None,
+            "embedding_version": model.version if model else None,
+            "extra_models": [
+                {**extra_fields(extra), "vectors": extra_counts.get(model_key(extra.name), 0)}
+                for extra in self.extra_models()
+            ],
             "schema_version": self.schema_version,
             "oldest": shown(oldest),
             "newest": shown(newest),

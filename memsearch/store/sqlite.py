@@ -398,6 +398,7 @@ class SQLiteStore(Fts5Index, InProcessVectors, SQLiteReads, SQLStore):
             "ON CONFLICT (memory_id) DO UPDATE SET vector = excluded.vector",
             (rewrite.id, rewrite.vector.astype("<f4").tobytes()),
         )
+        self._rewrite_model_vectors(self._db, rewrite)
 
     def _delete_views(self, memory_id: int) -> None:
         self._db.execute("DELETE FROM views WHERE memory_id = ?", (memory_id,))

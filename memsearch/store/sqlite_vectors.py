@@ -54,6 +54,10 @@ class InProcessVectors:
 
         def _ids_of_other_kinds(self, kinds: Sequence[str]) -> builtins.list[int]: ...
 
+        def model_vector_search(
+            self, model: str, vector: np.ndarray, scope: Scope, limit: int | None
+        ) -> VectorHits: ...
+
     def vector_index(self, view: str | None = None) -> VectorIndex:
         """The stored vectors (of the memories' own texts, or of one view) as one matrix, cached
         until the store's next write: memory-mapped from the vector cache beside the store (see
@@ -178,11 +182,19 @@ class InProcessVectors:
             return ~np.isin(index.ids, np.asarray(self._ids_of_other_kinds(scope.kinds), np.int64))
         return np.isin(index.ids, np.asarray(self._scoped_ids(scope), np.int64))
 
-    def vector_search(self, vector: np.ndarray, scope: Scope, limit: int | None, view: str | None = None) -> VectorHits:
+    def vector_search(
+        self, vector: np.ndarray, scope: Scope, limit: int | None, view: str | None = None, *, model: str | None = None
+    ) -> VectorHits:
         """The query against the stored vectors of the view, in process: exactly, or, for a scope
         of at least `ann_threshold` memories, through the approximate index. A long note scores by
-        its best chunk where its own vector stands (the own-text views)."""
+        its best chunk where its own vector stands (the own-text views). Another model's vectors
+        (`model`) are searched exactly (store.model_vectors)."""
         import numpy as np
+
+        if model is not None:
+            if view is not None:
+                raise ValueError(f"no vector view {view!r} of another model")
+            return self.model_vector_search(model, vector, scope, limit)
 
         index = self.vector_index(view)
         chunks = self.vector_index(_CHUNKS) if view is None or view in OWN_TEXT_VIEWS else None

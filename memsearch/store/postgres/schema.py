@@ -198,11 +198,24 @@ _IMPACT_ORDER = f"""
     CREATE INDEX IF NOT EXISTS memories_own_views ON memories (id) WHERE {OWN_VIEWS_DIFFER};
 """
 
+# Migration 5: the vectors of the store's other models (Memsearch.add_model), of each memory's own
+# text, by model name; searched exactly (the HNSW indexes serve the store's own model only).
+_MODEL_VECTORS = """
+    CREATE TABLE IF NOT EXISTS model_vectors (
+        model text NOT NULL,
+        memory_id bigint NOT NULL REFERENCES memories (id) ON DELETE CASCADE,
+        embedding vector NOT NULL,
+        PRIMARY KEY (model, memory_id)
+    );
+    CREATE INDEX IF NOT EXISTS model_vectors_memory ON model_vectors (memory_id);
+"""
+
 MIGRATIONS: tuple[str | Callable[[Connection[Any]], None], ...] = (
     *_SQL_MIGRATIONS,
     _index_grams,
     _LEXICAL_STATISTICS,
     _IMPACT_ORDER,
+    _MODEL_VECTORS,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

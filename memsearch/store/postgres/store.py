@@ -343,6 +343,7 @@ class PostgresStore(PgVectorSearch, SQLStore):
              if value is not None and value[1] is not None],
         )  # fmt: skip
         self._copy_vectors(db, [(rewrite.id, rewrite.vector)], upsert=True)
+        self._rewrite_model_vectors(db, rewrite)
 
     def touch(self, ids: Sequence[int], now: datetime) -> None:
         """Record that a search returned these memories (ids in order, so writers never deadlock)."""

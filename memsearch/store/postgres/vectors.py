@@ -52,10 +52,21 @@ class PgVectorSearch:
 
         def embedding_model(self) -> EmbeddingModelInfo | None: ...
 
-    def vector_search(self, vector: np.ndarray, scope: Scope, limit: int | None, view: str | None = None) -> VectorHits:
+        def model_vector_search(
+            self, model: str, vector: np.ndarray, scope: Scope, limit: int | None
+        ) -> VectorHits: ...
+
+    def vector_search(
+        self, vector: np.ndarray, scope: Scope, limit: int | None, view: str | None = None, *, model: str | None = None
+    ) -> VectorHits:
         """The memories in scope nearest to `vector` by cosine, in SQL: exact below
         EXACT_SEARCH_BELOW stored vectors (or for `limit=None`), else through the HNSW index with
-        an iterative scan so filters keep recall. Scores are float32 dot products, as in SQLite."""
+        an iterative scan so filters keep recall. Scores are float32 dot products, as in SQLite.
+        Another model's vectors (`model`) are searched exactly (store.model_vectors)."""
+        if model is not None:
+            if view is not None:
+                raise ValueError(f"no vector view {view!r} of another model")
+            return self.model_vector_search(model, f32(vector), scope, limit)
         if view is not None and view not in VECTOR_VIEWS:
             raise ValueError(f"no vector view {view!r}")
         query = f32(vector)
