@@ -12,8 +12,7 @@ memsearch reaches it the way a user's would: MEMSEARCH_LLM_URL / MEMSEARCH_LLM_M
 Per question, rows on the same store and questions (turn granularity, mode auto): `default`
 (no LLM), and each --llm-profile with the LLM and without it: `cems` (its offline lists; the
 default) and `default-llm` (memsearch's default profile with the CEMS LLM stages; offline it is
-`default`). Nothing is
-tuned on the data, so there is nothing to hold out; the sample is drawn before anything runs
+`default`). Nothing is tuned on the data, so there is nothing to hold out; the sample is drawn before anything runs
 (seeded), the same number per category, spread over the conversations in proportion.
 
 Each conversation's rows are saved when it is done (--output), so a stopped run resumes at the
@@ -224,6 +223,7 @@ def summarise(document: Mapping[str, Any]) -> dict[str, Any]:
             "calls": len(chosen),
             "prompt_tokens_mean": statistics.fmean(c["prompt_tokens"] for c in chosen),
             "completion_tokens_mean": statistics.fmean(c["completion_tokens"] for c in chosen),
+            "seconds_p50": statistics.median(c["seconds"] for c in chosen),
             "seconds_mean": statistics.fmean(c["seconds"] for c in chosen),
             "seconds_total": sum(c["seconds"] for c in chosen),
         }
@@ -249,13 +249,13 @@ def markdown(summary: Mapping[str, Any]) -> str:
         )
     lines += [
         "",
-        "| LLM stage | calls | prompt tokens (mean) | generated tokens (mean) | s a call (mean) |",
+        "| LLM stage | calls | prompt tokens (mean) | generated tokens (mean) | s a call p50 (mean) |",
         "|---|---|---|---|---|",
     ]
     for stage, figures in summary["stages"].items():
         lines.append(
             f"| {stage} | {figures['calls']} | {figures['prompt_tokens_mean']:.0f} | "
-            f"{figures['completion_tokens_mean']:.0f} | {figures['seconds_mean']:.2f} |"
+            f"{figures['completion_tokens_mean']:.0f} | {figures['seconds_p50']:.2f} ({figures['seconds_mean']:.2f}) |"
         )
     return "\n".join(lines) + "\n"
 
