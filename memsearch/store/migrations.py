@@ -110,15 +110,16 @@ MIGRATIONS: tuple[str, ...] = (
     INSERT INTO memories_fts (memories_fts) VALUES ('optimize');
     """,
     # 7: the vectors of the store's other models (Memsearch.add_model), of each memory's own text,
-    # by model name (the models are recorded in meta: store.model_vectors.EXTRA_MODELS_KEY).
+    # by model name (the models are recorded in meta: store.model_vectors.EXTRA_MODELS_KEY). IF NOT
+    # EXISTS: a migration replayed (as the tests that rewind user_version do) changes nothing.
     """
-    CREATE TABLE model_vectors (
+    CREATE TABLE IF NOT EXISTS model_vectors (
         model TEXT NOT NULL,
         memory_id INTEGER NOT NULL REFERENCES memories (id) ON DELETE CASCADE,
         vector BLOB NOT NULL,
         PRIMARY KEY (model, memory_id)
     );
-    CREATE INDEX model_vectors_memory ON model_vectors (memory_id);
+    CREATE INDEX IF NOT EXISTS model_vectors_memory ON model_vectors (memory_id);
     """,
 )
 
