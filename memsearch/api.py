@@ -19,6 +19,7 @@ from memsearch.arguments import (
     check_iterable,
     check_location,
     check_name,
+    check_note_paths,
     check_profile,
     check_progress,
     check_ref,
@@ -36,6 +37,7 @@ from memsearch.errors import (
     InvalidInputError,
     MixedDeleteTargetsError,
     NoDeleteTargetError,
+    NoteSectionError,
     StoreNotFoundError,
 )
 from memsearch.ingest import importing
@@ -49,6 +51,7 @@ if TYPE_CHECKING:  # imported by the use cases that need them: a search loads no
     # starts loading its encoder before it imports numpy, the pipeline and the profiles (see `search_many`)
     from memsearch.doctor import DoctorReport
     from memsearch.ingest.indexing import IndexOutcome
+    from memsearch.ingest.roots import Forgotten, RootInfo
     from memsearch.llm import LLM
     from memsearch.profiles import Profile
     from memsearch.retrieval.pipeline import SearchOutcome, SearchRequest
@@ -224,6 +227,7 @@ class Memsearch:
         from memsearch.curation import delete_memories
 
         memories = {memory.id: memory for memory in (self.get(ref) for ref in check_refs(refs))}
+        _refuse_sections(memories.values(), "delete")
         delete_memories(self, builtins.list(memories.values()))
         return builtins.list(memories)
 
@@ -257,6 +261,7 @@ class Memsearch:
         else:
             memories = self.store().list(scope or EVERYTHING)
         if memories and not dry_run:
+            _refuse_sections(memories, "delete")
             delete_memories(self, memories)
         return memories
 
@@ -417,12 +422,15 @@ class Memsearch:
     def update(self, ref: int | str, **changes: object) -> Memory:
         """Change importance, priority, pinned, project, namespace, memory_score, tags or the text
         of a memory. A new text is embedded and indexed, and what is made from it rebuilt (a turn's
-        views and its session's, see `curation.edit_text`); the text is written first."""
+        views and its session's, see `curation.edit_text`); the text is written first. The text
+        and tags of a section of an indexed note are its file's: NoteSectionError, nothing changed."""
         text = changes.pop("text", None)
         checked = check_changes(changes)
         if text is not None and not isinstance(text, str):
             raise InvalidInputError(f"must be a string, not {shown(text)}", field="text")
         memory = self.get(ref)
+        if (text is not None and text != memory.text) or checked.get("tags", memory.tags) != memory.tags:
+            _refuse_sections([memory], "change")
         store = self.store()
         if text is not None and text != memory.text:
             from memsearch.curation import edit_text
@@ -475,3 +483,64 @@ class Memsearch:
         from memsearch.ingest.indexing import index_notes
 
         return index_notes(self, paths, include=include, exclude=exclude, dry_run=dry_run, progress=progress)
+
+    def index_changed(self, paths: Iterable[str | os.PathLike[str]], progress: Progress | None = None) -> IndexOutcome:
+        """Bring up to date the remembered roots that hold these paths (files or folders, changed or
+        gone), as a plain `index` run does for them: after an edit of a note file (`edit`). A path
+        under no remembered root is an InvalidInputError."""
+        from memsearch.ingest.indexing import index_notes
+
+        check_progress(progress)
+        within = check_note_paths("paths", paths)
+        if not within:
+            raise InvalidInputError("are missing: give the changed files or folders", field="paths")
+        return index_notes(self, progress=progress, within=within)
+
+    def watch(
+        self,
+        paths: Iterable[str | os.PathLike[str]] = (),
+        *,
+        include: Sequence[str] = (),
+        exclude: Sequence[str] = (),
+        progress: Progress | None = None,
+        stop: Any = None,
+    ) -> Iterator[IndexOutcome]:
+        """Index as `index` does, then keep the roots in step with their files: one outcome for the
+        first run, then one per batch of changes (see memsearch.ingest.watching), until `stop` (a
+        threading.Event) is set or the caller is interrupted."""
+        from memsearch.ingest.watching import watch_notes
+
+        check_progress(progress)
+        store_files = [str(self.path)] if isinstance(self.path, Path) else []
+        return watch_notes(
+            self, paths, include=include, exclude=exclude, progress=progress, stop=stop, store_files=store_files
+        )
+
+    def roots(self) -> builtins.list[RootInfo]:
+        """The remembered roots of the notes index, by path, each with its patterns, whether it is
+        there (`state`: ok or missing) and how many files and memories the store holds from it."""
+        from memsearch.ingest.roots import list_roots
+
+        return list_roots(self)
+
+    def forget_roots(self, paths: Iterable[str | os.PathLike[str]]) -> Forgotten:
+        """Forget remembered roots and delete the memories of their files (those another remembered
+        root also covers stay). A path that is not a remembered root: NotARootError, nothing changed."""
+        from memsearch.ingest.roots import forget_roots
+
+        return forget_roots(self, check_note_paths("paths", paths))
+
+    def prune_roots(self) -> Forgotten:
+        """Forget every remembered root that is missing (moved, unmounted), with its memories."""
+        from memsearch.ingest.roots import prune_roots
+
+        return prune_roots(self)
+
+
+def _refuse_sections(memories: Iterable[Memory], change: str) -> None:
+    """NoteSectionError for the first memory that is the section of an indexed note file."""
+    from memsearch.sections import section_of
+
+    for memory in memories:
+        if (section := section_of(memory)) is not None:
+            raise NoteSectionError(memory.id, *section, change)

@@ -143,3 +143,15 @@ def check_iterable(field: str, values: object) -> list[Any]:
     if isinstance(values, str | bytes | bytearray | Mapping) or not isinstance(values, Iterable):
         raise InvalidInputError(f"must be a list, not {shown(values)}", field=field)
     return list(values)
+
+
+def check_note_paths(field: str, paths: object) -> list[str]:
+    """Paths of note files or folders: a list of str or path-like of valid Unicode, without NUL
+    characters, none empty."""
+    checked = []
+    for path in check_iterable(field, paths):
+        text = os.fspath(path) if isinstance(path, str | os.PathLike) else None
+        if not isinstance(text, str) or "\x00" in check_text(field, text) or not text.strip():
+            raise InvalidInputError(f"must be paths of files or folders, not {shown(path)}", field=field)
+        checked.append(text)
+    return checked

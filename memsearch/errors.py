@@ -75,6 +75,24 @@ class DuplicateKeyError(MemsearchError):
     pass
 
 
+class NoteSectionError(MemsearchError):
+    """A change the store alone cannot make to a section of an indexed note file (its text, its
+    tags, or deleting it): the file is the section's truth, so it is changed there and indexed
+    again. Nothing was changed. `path` and `line` say where the section starts."""
+
+    def __init__(self, memory_id: int, path: str, line: int, change: str) -> None:
+        super().__init__(f"memory {memory_id} is the section of {path}:{line}; {change} it in the file, then index it")
+        self.memory_id, self.path, self.line = memory_id, path, line
+
+
+class NotARootError(InvalidInputError):
+    """A folder named as a remembered root of the notes index is not one."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(f"{path} is not a remembered folder of notes")
+        self.path = path
+
+
 class ModelMismatchError(MemsearchError):
     pass
 

@@ -5,7 +5,9 @@ counted to show what a re-index reads."""
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -23,7 +25,7 @@ from memsearch.ingest.note_files import (
     under_roots,
     walk,
 )
-from memsearch.ingest.notes import CHUNK_CHARS, Note, UnreadableNoteError, chunk_note, read_note
+from memsearch.ingest.notes import CHUNK_CHARS, Note, UnreadableNoteError, chunk_note, read_note, text_fingerprint
 from memsearch.operations import MAX_TEXT_CHARS
 
 # -- chunks ---------------------------------------------------------------------------------------
@@ -69,8 +71,46 @@ def test_a_note_is_cut_at_headings_with_trails_and_line_ranges() -> None:
     for chunk in note.chunks:
         assert chunk.text == "\n".join(lines[chunk.start_line - 1 : chunk.end_line])
     assert note.chunks[1].text == "# Project\nThe project's summary."
-    assert [chunk.key for chunk in note.chunks] == [f"note:/notes/project.md#{n}" for n in range(1, 6)]
+    keys = [chunk.key for chunk in note.chunks]
+    assert all(re.fullmatch(r"note:/notes/project\.md#[0-9a-f]{16}", key) for key in keys) and len(set(keys)) == 5
     assert note.tags == () and not note.lossy
+
+
+def test_a_chunk_keeps_its_key_when_the_section_above_changes() -> None:
+    before = chunk_note("# A\nalpha\n\n# B\nbeta\n\n# C\ngamma\n", "n.md").chunks
+    after = chunk_note("# A\nalpha, longer now\nand more\n\n# New\nnew\n\n# B\nbeta\n\n# C\ngamma\n", "n.md").chunks
+    assert (before[1].key, before[2].key) == (after[2].key, after[3].key)  # B and C: same trail, same text
+    assert before[0].key != after[0].key  # A's text changed
+    assert before[1].start_line != after[2].start_line and before[1].digest != after[2].digest
+    assert text_fingerprint(before[1].digest) == text_fingerprint(after[2].digest)  # same text, moved lines
+    # the heading trail is part of what a chunk is: the same text under another heading is another chunk
+    nested = chunk_note("# A\na\n## Setup\nrun it\n\n# B\nb\n## Setup\nrun it\n", "n.md").chunks
+    assert nested[1].text == nested[3].text and nested[1].key != nested[3].key
+
+
+def test_duplicate_sections_are_told_apart_by_their_order() -> None:
+    text = "# Log\n\nTODO\n\n# Log\n\nTODO\n\n# Log\n\nTODO\n"
+    keys = [chunk.key for chunk in chunk_note(text, "n.md").chunks]
+    assert keys[1:] == [keys[0] + "-2", keys[0] + "-3"]
+    assert [chunk.key for chunk in chunk_note("# Other\nx\n\n" + text, "n.md").chunks][1:] == keys
+
+
+def test_front_matter_gives_the_title_and_the_date_and_a_bad_date_is_left_out_with_the_reason() -> None:
+    note = chunk_note("---\ntitle: 'Deploy guide'\ndate: 2023-03-04\ntags: [ops]\n---\n# Deploy\nkeys\n", "d.md")
+    assert (note.title, note.date, note.tags, note.problems) == (
+        "Deploy guide", datetime(2023, 3, 4, tzinfo=UTC), ("ops",), ()
+    )  # fmt: skip
+    assert chunk_note("---\ndate: 2023-03-04T10:30:00+02:00\n---\nx", "e.md").date == datetime(
+        2023, 3, 4, 8, 30, tzinfo=UTC
+    )
+    bad = chunk_note("---\ntitle: Notes\ndate: last tuesday\n---\n# A\nalpha\n", "f.md")
+    assert bad.date is None and bad.title == "Notes" and [line for line, _ in bad.problems] == [3]
+    assert "date 'last tuesday' is not an ISO-8601 date" in bad.problems[0][1]
+    assert "modification time is used" in bad.problems[0][1]
+    # what the front matter says is part of every chunk's digest, not of its key
+    plain = chunk_note("# A\nalpha\n", "g.md").chunks[0]
+    titled = chunk_note("---\ntitle: T\n---\n# A\nalpha\n", "g.md").chunks[0]
+    assert plain.key == titled.key and plain.digest != titled.digest
 
 
 def test_fences_of_tildes_longer_fences_and_an_unclosed_fence_hide_headings() -> None:
@@ -202,7 +242,7 @@ def test_chunks_cover_every_non_blank_body_line_once_in_order(lines: list[str]) 
     text = "\n".join(lines)
     for path in ("n.md", "n.txt"):
         note = chunk_note(text, path)
-        body_start = front_matter(lines)[0] if path.endswith(".md") else 0
+        body_start = front_matter(lines).body_start if path.endswith(".md") else 0
         covered = [n for chunk in note.chunks for n in range(chunk.start_line, chunk.end_line + 1)]
         assert covered == sorted(set(covered))  # in order, none twice
         content = [n for n in range(body_start + 1, len(lines) + 1) if lines[n - 1].strip()]
@@ -327,6 +367,9 @@ class Store:
         for file in index_plan.files:
             for key in file.delete_keys:
                 del self.chunks[key]
+            for chunk in file.amend_chunks:  # kept with its text: only where it is moved
+                assert self.chunks[chunk.key][1] == chunk.text
+                self.chunks[chunk.key] = (chunk.digest, chunk.text)
             for chunk in file.add_chunks:
                 assert chunk.key not in self.chunks
                 self.chunks[chunk.key] = (chunk.digest, chunk.text)
@@ -365,7 +408,8 @@ def test_re_planning_after_editing_one_of_many_files_reads_that_file_only(tmp_pa
     change = plan(store.files, walk([tmp_path]), reader)
     assert reader.paths == [str(edited.resolve())]
     assert change.summary() == "0 files new, 1 changed, 0 removed, 39 unchanged"
-    assert change.delete_keys == (f"note:{edited.resolve()}#1",) and len(change.add_chunks) == 1
+    [old_key] = change.delete_keys
+    assert old_key.startswith(f"note:{edited.resolve()}#") and len(change.add_chunks) == 1
 
 
 def test_a_touched_file_is_read_once_and_only_its_mtime_is_updated(tmp_path: Path) -> None:
@@ -390,13 +434,26 @@ def test_an_edit_keeps_the_chunks_stored_exactly_as_they_would_be(tmp_path: Path
     (tmp_path / "a.md").write_text("# A\nalpha\n\n# B\nBETA\n\n# C\ngamma\n# D\ndelta\n", encoding="utf-8")
     change = plan(store.files, walk([tmp_path]), CountingReader())
     (file,) = change.files
-    key = f"note:{(tmp_path / 'a.md').resolve()}#"
+    a, b, c = store.files[str((tmp_path / "a.md").resolve())].chunks
     assert file.status is FileStatus.CHANGED
-    assert file.kept_keys == (key + "1", key + "3")  # A and C: same text on the same lines
-    assert file.delete_keys == (key + "2",)
-    assert [chunk.key for chunk in file.add_chunks] == [key + "2", key + "4"]
+    assert file.kept_keys == (a, c)  # A and C: same text on the same lines
+    assert file.delete_keys == (b,)
+    assert [chunk.text for chunk in file.add_chunks] == ["# B\nBETA", "# D\ndelta"]
     store.apply(change)
-    assert store.chunks[key + "2"][1] == "# B\nBETA"
+    assert store.chunks[file.add_chunks[0].key][1] == "# B\nBETA"
+
+
+def test_a_section_that_only_moved_is_amended_not_added_again(tmp_path: Path) -> None:
+    write(tmp_path, {"a.md": "# A\nalpha\n\n# B\nbeta\n"})
+    store = Store()
+    store.apply(plan(store.files, walk([tmp_path]), CountingReader()))
+    path = tmp_path / "a.md"
+    path.write_text("# A\nalpha\nand a new line\n\n# B\nbeta\n", encoding="utf-8")
+    os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 1_000_000))
+    (file,) = plan(store.files, walk([tmp_path]), CountingReader()).files
+    a, b = store.files[str(path.resolve())].chunks
+    assert file.delete_keys == (a,) and [chunk.key for chunk in file.amend_chunks] == [b]
+    assert file.amend_chunks[0].start_line == 5 and len(file.add_chunks) == 1
 
 
 def test_deleted_and_excluded_files_lose_all_their_chunks(tmp_path: Path) -> None:
@@ -411,7 +468,7 @@ def test_deleted_and_excluded_files_lose_all_their_chunks(tmp_path: Path) -> Non
     assert change.summary() == "0 files new, 0 changed, 2 removed, 1 unchanged"
     assert len(change.delete_keys) == 3 and change.add_chunks == ()
     store.apply(change)
-    assert [key.rsplit("/", 1)[1] for key in store.chunks] == ["keep.md#1"]
+    assert [key.rsplit("/", 1)[1].partition("#")[0] for key in store.chunks] == ["keep.md"]
 
 
 def test_an_unreadable_or_oversized_file_is_skipped_and_keeps_what_was_stored(tmp_path: Path) -> None:

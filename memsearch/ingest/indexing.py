@@ -7,8 +7,18 @@ files under them that its patterns take), plans against the files stored under t
 (`note_files.plan`: files whose size and mtime did not move are not read, chunks whose key and
 digest did not change are not embedded again) and applies the plan in batches: per batch, the
 old chunks are deleted before the new ones are added (a key may be in both), then the state
-document is saved. A chunk that only moved (down its file, or with its file renamed) takes the
-vector stored for its text rather than being embedded again.
+document is saved. A chunk whose text is stored under a key the plan deletes (it moved to another
+file, or its file was renamed, or the store still has it under a position key of memsearch
+before identity keys) takes that memory over: the memory is amended in place (key, metadata,
+tags, time), so it keeps its id, vector, pin, importance and access counts. A chunk whose lines,
+tags, title or date moved is amended the same way.
+
+A note's time (`created_at`) is its file's: the front matter's `date:` when it has one, else the
+file's modification time when the chunk took its text (a chunk that only moved keeps its time).
+
+The file is the truth: each run checks the keys the state records against what the store holds
+(`checked_records`); a chunk the store lost, or holds with another text, and a note key under
+the run's roots that no file names are put right by reading those files again.
 
 Nothing is left half-done that a re-run cannot fix: before a batch is written, its files are
 saved as *pending* (every key they had or will have, no digest, no mtime), so a run that stops
@@ -23,6 +33,7 @@ import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -30,16 +41,28 @@ from memsearch.embedding.base import Progress
 from memsearch.errors import InvalidInputError, MemsearchError, StoreNotFoundError
 from memsearch.ingest import Library
 from memsearch.ingest.embed import embed_memories, other_model_vectors, with_chunks
-from memsearch.ingest.note_files import FilePlan, FileState, FileStatus, IndexedFile, IndexPlan, plan, under_roots, walk
-from memsearch.models import NewMemory
-from memsearch.timeutil import utc_now
+from memsearch.ingest.note_files import (
+    FilePlan,
+    FileState,
+    FileStatus,
+    IndexedFile,
+    IndexPlan,
+    is_under,
+    plan,
+    under_roots,
+    walk,
+)
+from memsearch.ingest.notes import NoteChunk, text_fingerprint
+from memsearch.models import Memory, NewMemory
+from memsearch.sections import NOTE_KEY_PREFIX, key_path
+from memsearch.timeutil import to_iso, utc_now
 
 if TYPE_CHECKING:
     import numpy as np
 
     from memsearch.store.base import Store
 
-STATE_VERSION = 1
+STATE_VERSION = 2  # 1: chunks keyed by their place in the file (`note:{path}#{n}`)
 BATCH_CHUNKS = 1_000  # chunks embedded and written per transaction; the state is saved after each batch
 
 
@@ -72,7 +95,8 @@ class IndexState:
             return cls()
         try:
             data = json.loads(document)
-            if data.get("version") != STATE_VERSION:  # a later memsearch's: start over rather than misread it
+            version = data.get("version")
+            if version not in (1, STATE_VERSION):  # a later memsearch's: start over rather than misread it
                 return cls()
             roots = {r["path"]: Root(r["path"], tuple(r["include"]), tuple(r["exclude"])) for r in data["roots"]}
             files = {
@@ -81,6 +105,8 @@ class IndexState:
             }
         except (ValueError, KeyError, TypeError, AttributeError):  # damaged: every file is indexed anew (by key)
             return cls()
+        if version == 1:  # position keys: every file is read again, and its chunks take their memories over by text
+            files = {path: IndexedFile(-1, -1, "", dict.fromkeys(record.chunks, "")) for path, record in files.items()}
         return cls(roots, files)
 
     def dump(self) -> str:
@@ -100,11 +126,13 @@ class FileLine:
     status: str  # a FileStatus value
     chunks_added: int = 0
     chunks_removed: int = 0
-    reason: str = ""  # why it was skipped
+    reason: str = ""  # why it was skipped, or that it was repaired
+    chunks_moved: int = 0  # stored chunks that keep their memory: only their place, tags, title or date moved
 
     def to_dict(self) -> dict[str, Any]:
         line: dict[str, Any] = {"path": self.path, "status": self.status}
         line |= {"chunks_added": self.chunks_added, "chunks_removed": self.chunks_removed}
+        line |= {"chunks_moved": self.chunks_moved}
         if self.reason:
             line["reason"] = self.reason
         return line
@@ -116,12 +144,15 @@ class IndexOutcome:
 
     roots: tuple[Root, ...]
     counts: Mapping[str, int]  # FileStatus value → files
-    chunks_added: int
+    chunks_added: int  # new memories (embedded)
     chunks_removed: int  # stored chunks deleted and not replaced by a chunk of the same key
     files: tuple[FileLine, ...]  # every file that is not unchanged
     skipped: tuple[tuple[str, str], ...]  # (path, reason): files, folders and links the walk or the plan passed over
     dry_run: bool = False
     reads: int = 0  # files read and hashed
+    warnings: tuple[tuple[str, str], ...] = ()  # (path:line, reason): front matter left unused
+    chunks_moved: int = 0  # stored chunks that keep their memory (moved in or to another file, retagged)
+    repaired: tuple[str, ...] = ()  # files read again because the store disagreed with them
 
     @property
     def summary(self) -> str:
@@ -139,7 +170,13 @@ class IndexOutcome:
             ("would index", "to store", "to remove") if self.dry_run else ("indexed", "stored", "removed")
         )
         chunks = f"{self.chunks_added:,} chunk{'' if self.chunks_added == 1 else 's'} {stored}"
-        return f"{verb} {total:,} file{'' if total == 1 else 's'}: {files}; {chunks}, {self.chunks_removed:,} {removed}"
+        line = f"{verb} {total:,} file{'' if total == 1 else 's'}: {files}; {chunks}, {self.chunks_removed:,} {removed}"
+        if self.chunks_moved:
+            line += f", {self.chunks_moved:,} {'to move' if self.dry_run else 'moved'}"
+        if self.repaired:
+            count = len(self.repaired)
+            line += f"; {count:,} file{'' if count == 1 else 's'} {'to repair' if self.dry_run else 'repaired'}"
+        return line
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -148,9 +185,12 @@ class IndexOutcome:
             "files": {str(status): self.counts[status] for status in FileStatus},
             "chunks_added": self.chunks_added,
             "chunks_removed": self.chunks_removed,
+            "chunks_moved": self.chunks_moved,
             "reads": self.reads,
             "changes": [line.to_dict() for line in self.files],
             "skipped": [{"path": path, "reason": reason} for path, reason in self.skipped],
+            "warnings": [{"path": path, "reason": reason} for path, reason in self.warnings],
+            "repaired": list(self.repaired),
             "summary": self.summary,
         }
 
@@ -163,9 +203,12 @@ def index_notes(
     exclude: Sequence[str] = (),
     dry_run: bool = False,
     progress: Progress | None = None,
+    within: Sequence[str] = (),
 ) -> IndexOutcome:
     """Index the roots given (remembering them with these patterns; a root given again without
-    patterns keeps the ones it has), or every remembered root when none is given (module doc)."""
+    patterns keeps the ones it has), or every remembered root when none is given (module doc);
+    with `within` (and no root given), only the remembered roots that hold or lie under one of
+    those paths."""
     include, exclude = _patterns(include), _patterns(exclude)
     if isinstance(paths, str | os.PathLike):  # one path, not a sequence of one-letter paths
         paths = [paths]
@@ -174,33 +217,43 @@ def index_notes(
         raise InvalidInputError(
             "applies to the folders given; give the folders to index", field="include" if include else "exclude"
         )
-    store = _existing_store(ms)
+    store = existing_store(ms)
     state = IndexState.load(store.index_state() if store is not None else None)
     skipped: list[tuple[str, str]] = []
-    runs, scope, remembered = _roots(state, given, include, exclude, skipped)
+    runs, scope, remembered = _roots(state, given, include, exclude, skipped, [_absolute(path) for path in within])
     current: dict[str, FileState] = {}
     for root in [*runs.values(), *_enclosing(state, scope)]:
         found = walk([root.path], root.include, root.exclude, on_skip=lambda path, why: skipped.append((path, why)))
-        current |= {file.path: file for file in found if file.path not in current and _under(file.path, scope)}
+        current |= {file.path: file for file in found if file.path not in current and is_under(file.path, scope)}
     previous = under_roots(state.files, scope) if scope else {}
+    if store is not None and scope:
+        previous, repaired = checked_records(previous, store.key_hashes(NOTE_KEY_PREFIX), state.files, scope)
+    else:
+        repaired = set()
     the_plan = _without_binary(plan(previous, sorted(current.values(), key=lambda file: file.path), _read_bytes))
     skipped += [(file.path, file.reason) for file in the_plan.having(FileStatus.SKIPPED)]
-    re_added = {chunk.key for chunk in the_plan.add_chunks}
+    takeovers = _takeovers(store, the_plan) if store is not None else {}
+    lines = [_file_line(file, takeovers, file.path in repaired) for file in the_plan.files]
     outcome = IndexOutcome(
         roots=tuple(runs.values()),
         counts={status: len(the_plan.having(status)) for status in FileStatus},
-        chunks_added=len(the_plan.add_chunks),
-        chunks_removed=sum(key not in re_added for key in the_plan.delete_keys),
+        chunks_added=sum(line.chunks_added for line in lines),
+        chunks_removed=sum(line.chunks_removed for line in lines),
+        chunks_moved=sum(line.chunks_moved for line in lines),
         files=tuple(
-            _file_line(file) for file in the_plan.files if file.status not in (FileStatus.UNCHANGED, FileStatus.TOUCHED)
+            line
+            for file, line in zip(the_plan.files, lines, strict=True)
+            if file.status not in (FileStatus.UNCHANGED, FileStatus.TOUCHED)
         ),
         skipped=tuple(dict.fromkeys(skipped)),  # a folder under two roots is walked twice
         dry_run=dry_run,
         reads=the_plan.reads,
+        warnings=tuple((f"{file.path}:{line}", reason) for file in the_plan.files for line, reason in file.problems),
+        repaired=tuple(sorted(repaired & {file.path for file in the_plan.files})),
     )
     if dry_run or (the_plan.is_empty and remembered == dict(state.roots)):
         return outcome  # an unchanged re-run writes nothing at all
-    _Apply(ms, ms.store(create=True), the_plan, remembered, set(previous) | set(current), progress).run()
+    _Apply(ms, ms.store(create=True), the_plan, remembered, set(previous) | set(current), progress, takeovers).run()
     return outcome
 
 
@@ -210,6 +263,7 @@ def _roots(
     include: tuple[str, ...],
     exclude: tuple[str, ...],
     skipped: list[tuple[str, str]],
+    within: list[str],
 ) -> tuple[dict[str, Root], list[str], dict[str, Root]]:
     """The roots to walk, the roots whose stored files the run decides about, and the roots to remember."""
     if given:
@@ -226,13 +280,65 @@ def _roots(
         return {**chosen, **nested}, list(chosen), {**state.roots, **chosen}
     if not state.roots:
         raise NothingToIndexError("no folder to index: none was given and none is remembered")
+    chosen = {
+        path: root
+        for path, root in state.roots.items()
+        if not within or any(is_under(inner, [path]) or is_under(path, [inner]) for inner in within)
+    }
+    if not chosen:
+        raise InvalidInputError(f"{within[0]} is under no remembered folder", field="paths")
     runs = {}
-    for path, root in state.roots.items():
+    for path, root in chosen.items():
         if Path(path).exists():
             runs[path] = root
         else:  # an unmounted drive is no reason to drop its notes from the store
-            skipped.append((path, "is a remembered root that no longer exists; what was indexed from it is kept"))
+            skipped.append((path, MISSING_ROOT))
     return runs, list(runs), dict(state.roots)
+
+
+MISSING_ROOT = "is a remembered root that no longer exists; what was indexed from it is kept until it is pruned"
+
+
+def _absolute(path: str | os.PathLike[str]) -> str:
+    """A path as the state names it (absolute, links resolved as far as they exist)."""
+    return str(Path(path).expanduser().resolve())
+
+
+def checked_records(
+    records: Mapping[str, IndexedFile],
+    stored: Mapping[str, str],
+    every_record: Mapping[str, IndexedFile],
+    scope: Sequence[str],
+) -> tuple[dict[str, IndexedFile], set[str]]:
+    """The records of a run's files as the store holds them (`stored`: each note key → its text's
+    content_hash), and the files found to disagree. A chunk the store lacks, or holds with another
+    text, loses its digest, so it is written anew; a note key under the run's roots that no record
+    names (`every_record`) joins its file's record, so it is deleted. Those files are read again."""
+    files = dict(records)
+    named = {key for record in every_record.values() for key in record.chunks}
+    strays: dict[str, list[str]] = {}
+    for key in stored:
+        path = key_path(key)
+        if key not in named and path is not None and is_under(path, scope):
+            strays.setdefault(path, []).append(key)
+    repaired = set()
+    for path in sorted({*records, *strays}):
+        record = records.get(path)
+        if record is None and path in every_record:
+            continue  # another run's file (held back): left as it is
+        chunks = dict(record.chunks) if record is not None else {}
+        wrong = {key for key, digest in chunks.items() if digest and not _holds(stored, key, digest)}
+        if wrong or path in strays:
+            chunks = {key: "" if key in wrong else digest for key, digest in chunks.items()}
+            chunks |= dict.fromkeys(strays.get(path, ()), "")
+            files[path] = IndexedFile(-1, -1, "", chunks)
+            repaired.add(path)
+    return files, repaired
+
+
+def _holds(stored: Mapping[str, str], key: str, digest: str) -> bool:
+    """Whether the store holds the key with the text its digest says."""
+    return key in stored and stored[key].startswith(text_fingerprint(digest))
 
 
 def _enclosing(state: IndexState, scope: Sequence[str]) -> list[Root]:
@@ -243,10 +349,6 @@ def _enclosing(state: IndexState, scope: Sequence[str]) -> list[Root]:
         for path, root in state.roots.items()
         if path not in scope and any(Path(inner).is_relative_to(path) for inner in scope)
     ]
-
-
-def _under(path: str, roots: Sequence[str]) -> bool:
-    return any(path == root or path.startswith(root.rstrip(os.sep) + os.sep) for root in roots)
 
 
 def _patterns(patterns: Sequence[str]) -> tuple[str, ...]:
@@ -265,7 +367,7 @@ def _resolved_root(path: str | os.PathLike[str]) -> str:
         raise InvalidInputError(f"{given}: no such file or folder") from None
 
 
-def _existing_store(ms: Library) -> Store | None:
+def existing_store(ms: Library) -> Store | None:
     """The store if there is one yet: a dry run or a run that finds nothing must not create it."""
     try:
         return ms.store()
@@ -289,26 +391,56 @@ def _without_binary(the_plan: IndexPlan) -> IndexPlan:
     return IndexPlan(files, the_plan.reads)
 
 
-def _file_line(file: FilePlan) -> FileLine:
+REPAIRED = "the store did not hold what the file says: repaired"
+
+
+def _file_line(file: FilePlan, takeovers: Mapping[str, str], repaired: bool = False) -> FileLine:
+    """A file's counts: chunks added (embedded), removed (deleted, not stored again under their
+    key or taken over by a chunk of the same text) and moved (amended, or taken over)."""
     added = {chunk.key for chunk in file.add_chunks}
-    removed = sum(key not in added for key in file.delete_keys)
-    return FileLine(file.path, str(file.status), len(file.add_chunks), removed, file.reason)
+    taken = set(takeovers.values())
+    removed = sum(key not in added and key not in taken for key in file.delete_keys)
+    moved = sum(chunk.key in takeovers for chunk in file.add_chunks)
+    reason = REPAIRED if repaired and not file.reason else file.reason
+    return FileLine(
+        file.path, str(file.status), len(file.add_chunks) - moved, removed, reason, len(file.amend_chunks) + moved
+    )
+
+
+def chunk_memory(file: FilePlan, chunk: NoteChunk) -> NewMemory:
+    """A chunk's memory: the titled text, the front matter's tags, where it is, and its time (the
+    front matter's date, else the file's modification time)."""
+    metadata: dict[str, Any] = {
+        "path": file.path,
+        "start_line": chunk.start_line,
+        "end_line": chunk.end_line,
+        "trail": list(chunk.trail),
+    }
+    if file.title is not None:
+        metadata["title"] = file.title
+    if file.date is not None:
+        metadata["date"] = to_iso(file.date)
+    if file.lossy:
+        metadata["lossy"] = True
+    created = file.date or datetime.fromtimestamp(file.mtime_ns / 1e9, UTC)
+    return NewMemory(chunk.titled_text, key=chunk.key, tags=file.tags, metadata=metadata, created_at=created)
 
 
 def chunk_memories(file: FilePlan) -> list[NewMemory]:
-    """The memories of a file's chunks to add: the titled text, the front matter's tags, and where it is."""
-    memories = []
-    for chunk in file.add_chunks:
-        metadata: dict[str, Any] = {
-            "path": file.path,
-            "start_line": chunk.start_line,
-            "end_line": chunk.end_line,
-            "trail": list(chunk.trail),
-        }
-        if file.lossy:
-            metadata["lossy"] = True
-        memories.append(NewMemory(chunk.titled_text, key=chunk.key, tags=file.tags, metadata=metadata))
-    return memories
+    """The memories of a file's chunks to add."""
+    return [chunk_memory(file, chunk) for chunk in file.add_chunks]
+
+
+def restamped(file: FilePlan, chunk: NoteChunk, stored: Memory) -> dict[str, Any]:
+    """What to change of a stored memory that a chunk of the same text takes over: its key, where
+    it is, its tags and its time. A chunk under its own key keeps its time (only its place moved)
+    unless the front matter dates it (or dated it); one taking over another key's memory is new
+    there and takes its file's time."""
+    new = chunk_memory(file, chunk)
+    changes: dict[str, Any] = {"key": new.key, "metadata": dict(new.metadata), "tags": new.tags}
+    if new.key != stored.key or file.date is not None or "date" in stored.metadata:
+        changes["created_at"] = new.created_at
+    return {name: value for name, value in changes.items() if getattr(stored, name) != value}
 
 
 def _pending(file: FilePlan, before: IndexedFile | None) -> IndexedFile:
@@ -328,21 +460,22 @@ class _Apply:
         roots: Mapping[str, Root],
         owned: set[str],
         progress: Progress | None,
+        takeovers: Mapping[str, str],
     ) -> None:
         self.ms, self.store, self.plan, self.progress = ms, store, the_plan, progress
+        self.takeovers = takeovers  # added chunk's key → the key of the stored chunk of the same text it takes over
+        self.taken = set(takeovers.values())  # kept from every delete
         self.roots = dict(roots)
         self.owned = owned  # the paths this run decides about; the others are as the stored state says
         stored = IndexState.load(store.index_state()).files
         self.files = {path: record for path, record in stored.items() if path in owned}
-        self.total = max(1, len(the_plan.add_chunks))
+        self.total = max(1, len(the_plan.add_chunks) - len(takeovers))
         self.done = 0
-        self.reusable: dict[str, np.ndarray] = {}  # text → the vector of a stored chunk being deleted
 
     def run(self) -> None:
         batches = _batches(self.plan.having(FileStatus.NEW, FileStatus.CHANGED, FileStatus.REMOVED))
-        if self.plan.add_chunks:  # the model is loaded and checked before anything is deleted
+        if len(self.plan.add_chunks) > len(self.takeovers):  # the model is loaded and checked before any delete
             self.store.check_model(self.ms.encoder().info)
-            self.reusable = _reusable_vectors(self.store, self.plan)
         for file in self.plan.having(FileStatus.TOUCHED):
             assert file.record is not None
             self.files[file.path] = file.record
@@ -371,10 +504,11 @@ class _Apply:
 
     def _write(self, batch: Sequence[FilePlan]) -> None:
         keys = [key for file in batch for key in file.delete_keys]
-        ids = [memory_id for key in keys if (memory_id := self.store.id_for_key(key)) is not None]
+        ids = [id_ for key in keys if key not in self.taken and (id_ := self.store.id_for_key(key)) is not None]
         if ids:
             self.store.delete(ids)
-        memories = [with_chunks(memory) for file in batch for memory in chunk_memories(file)]
+        fresh = self._amend(batch)
+        memories = [with_chunks(chunk_memory(file, chunk)) for file, chunk in fresh]
         if memories:
             vectors, view_vectors = self._vectors(memories)
             encoder = self.ms.encoder()
@@ -385,23 +519,45 @@ class _Apply:
             )  # fmt: skip
             self.done += len(memories)
 
-    def _vectors(self, memories: Sequence[NewMemory]) -> tuple[np.ndarray, dict[int, dict[str, np.ndarray]]]:
-        """The memories' vectors: a text stored under another key (its chunk moved down the file, or
-        its file was renamed) takes the vector it has; the others are embedded (`embed_memories`)."""
-        import numpy as np
+    def _amend(self, batch: Sequence[FilePlan]) -> list[tuple[FilePlan, NoteChunk]]:
+        """Amend in place the stored memories that the batch's chunks keep or take over (`restamped`);
+        returns the chunks to add as new memories."""
+        targets: list[tuple[int, FilePlan, NoteChunk]] = []
+        fresh: list[tuple[FilePlan, NoteChunk]] = []
+        for file in batch:
+            for chunk in file.amend_chunks:
+                memory_id = self.store.id_for_key(chunk.key)
+                if memory_id is None:  # gone meanwhile: made anew
+                    fresh.append((file, chunk))
+                else:
+                    targets.append((memory_id, file, chunk))
+            for chunk in file.add_chunks:
+                old = self.takeovers.get(chunk.key)
+                memory_id = self.store.id_for_key(old) if old is not None else None
+                if memory_id is None:
+                    fresh.append((file, chunk))
+                else:
+                    targets.append((memory_id, file, chunk))
+        stored = self.store.get_many([memory_id for memory_id, _, _ in targets]) if targets else {}
+        changes: dict[int, dict[str, Any]] = {}
+        for memory_id, file, chunk in targets:
+            memory = stored.get(memory_id)
+            if memory is None:
+                fresh.append((file, chunk))
+                continue
+            occupant = self.store.id_for_key(chunk.key)
+            if occupant is not None and occupant != memory_id:  # a stray under the key it takes
+                self.store.delete([occupant])
+            if change := restamped(file, chunk, memory):
+                changes[memory_id] = change
+        self.store.amend(changes)
+        return fresh
 
-        encoder = self.ms.encoder()
-        fresh = [i for i, memory in enumerate(memories) if memory.views or memory.text not in self.reusable]
-        vectors = np.empty((len(memories), encoder.info.dim), np.float32)
-        view_vectors: dict[int, dict[str, np.ndarray]] = {}
-        if fresh:
-            progress = self._progress(len(memories))
-            embedded, embedded_views = embed_memories(encoder, [memories[i] for i in fresh], progress)
-            vectors[fresh] = embedded
-            view_vectors = {fresh[position]: views for position, views in embedded_views.items()}
-        for i in sorted(set(range(len(memories))) - set(fresh)):
-            vectors[i] = self.reusable[memories[i].text]
-        return vectors, view_vectors
+    def _vectors(self, memories: Sequence[NewMemory]) -> tuple[np.ndarray, dict[int, dict[str, np.ndarray]]]:
+        """The memories' vectors, embedded (`embed_memories`)."""
+        progress = self._progress(len(memories))
+        vectors, view_vectors = embed_memories(self.ms.encoder(), memories, progress)
+        return vectors, dict(view_vectors)
 
     def _progress(self, size: int) -> Progress | None:
         """The batch's (done, total) as the whole run's, in chunks."""
@@ -416,15 +572,23 @@ class _Apply:
         return batch_progress
 
 
-def _reusable_vectors(store: Store, the_plan: IndexPlan) -> dict[str, np.ndarray]:
-    """The vectors of the stored chunks this plan deletes whose text a chunk it adds has: read before
-    anything is deleted, so a chunk that only moved is never embedded again."""
+def _takeovers(store: Store, the_plan: IndexPlan) -> dict[str, str]:
+    """For each added chunk whose text a stored chunk the plan deletes has, that chunk's key (each
+    taken over once): it moved to another file, its file was renamed, or it was stored under a
+    position key of memsearch before identity keys. Such a memory is amended in place, never
+    embedded again. Read before anything is written (a dry run reports the same)."""
     texts = {chunk.titled_text for chunk in the_plan.add_chunks}
-    ids = [memory_id for key in the_plan.delete_keys if (memory_id := store.id_for_key(key)) is not None]
-    if not ids:
-        return {}
-    moved = {memory_id: memory.text for memory_id, memory in store.get_many(ids).items() if memory.text in texts}
-    return {moved[memory_id]: vector for memory_id, vector in store.vectors(sorted(moved)).items()} if moved else {}
+    keyed = {key: memory_id for key in the_plan.delete_keys if (memory_id := store.id_for_key(key)) is not None}
+    stored = store.get_many(list(keyed.values())) if keyed and texts else {}
+    by_text: dict[str, list[str]] = {}
+    for key, memory_id in keyed.items():
+        if memory_id in stored and stored[memory_id].text in texts:
+            by_text.setdefault(stored[memory_id].text, []).append(key)
+    takeovers = {}
+    for chunk in the_plan.add_chunks:
+        if keys := by_text.get(chunk.titled_text):
+            takeovers[chunk.key] = keys.pop(keys.index(chunk.key) if chunk.key in keys else 0)  # its own first
+    return takeovers
 
 
 def _batches(files: Sequence[FilePlan]) -> list[tuple[FilePlan, ...]]:

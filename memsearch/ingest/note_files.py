@@ -4,11 +4,14 @@ that makes a re-index incremental and exact.
 `walk` lists the files under the roots with their size and mtime (one stat each). `plan` compares
 them with what was stored last time: a file whose size and mtime are the same is unchanged and not
 read; one whose mtime moved is read and hashed, and unchanged if its hash is the same (only its
-stored mtime is updated); a changed file's chunks are re-made, and a chunk whose key (its position
-in the file) and digest (everything stored of it, line numbers included) are the same is kept,
-every other old chunk deleted and every new one added; a file no longer walked (deleted, excluded)
-has all its chunks removed. Applying a plan: per file, delete its `delete_keys` before adding its
-`add_chunks` (a key can be in both), then write its `record`.
+stored mtime is updated); a changed file's chunks are re-made (`notes`: a chunk's key is its
+trail and text, not its place), and a chunk whose key and digest (everything stored of it, line
+numbers included) are the same is kept; one whose key and text are the same but whose lines,
+tags, title or date moved is amended in place (`amend_chunks`: no new id, no new vector); every
+other old chunk is deleted and every new one added; a file no longer walked (deleted, excluded)
+has all its chunks removed. Applying a plan: per file, amend its `amend_chunks`, delete its
+`delete_keys` before adding its `add_chunks` (a key can be in both when what was stored under it
+is not known to be its text), then write its `record`.
 """
 
 from __future__ import annotations
@@ -18,13 +21,14 @@ import os
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from enum import StrEnum
 from pathlib import Path
 
 from pathspec import GitIgnoreSpec
 
 from memsearch.errors import InvalidInputError
-from memsearch.ingest.notes import NoteChunk, UnreadableNoteError, read_note
+from memsearch.ingest.notes import NoteChunk, UnreadableNoteError, read_note, text_fingerprint
 
 DEFAULT_INCLUDE = ("*.md", "*.markdown", "*.txt")
 MAX_NOTE_BYTES = 8 * 1024 * 1024  # a larger "note" is a log or a dump: skipped, with the reason, unread
@@ -45,7 +49,7 @@ class IndexedFile:
     size: int
     mtime_ns: int
     sha256: str  # of the file's bytes
-    chunks: Mapping[str, str] = field(default_factory=dict)  # chunk key → digest
+    chunks: Mapping[str, str] = field(default_factory=dict)  # chunk key → digest ("": not known to be right)
 
 
 class FileStatus(StrEnum):
@@ -65,9 +69,14 @@ class FilePlan:
     delete_keys: tuple[str, ...] = ()
     add_chunks: tuple[NoteChunk, ...] = ()
     kept_keys: tuple[str, ...] = ()  # chunks of a changed file already stored exactly as they would be
+    amend_chunks: tuple[NoteChunk, ...] = ()  # stored with this text, but their lines, tags, title or date moved
     tags: tuple[str, ...] = ()  # the front matter's tags, for every added chunk
     lossy: bool = False  # not valid UTF-8: the added chunks hold U+FFFD where the bad bytes were
     reason: str = ""  # why it was skipped
+    title: str | None = None  # the front matter's title
+    date: datetime | None = None  # the front matter's date: the time of every chunk
+    mtime_ns: int = 0  # the file's modification time as read: the time of its new chunks without a date
+    problems: tuple[tuple[int, str], ...] = ()  # (line, reason): front matter left unused
 
 
 @dataclass(frozen=True)
@@ -85,6 +94,10 @@ class IndexPlan:
     @property
     def add_chunks(self) -> tuple[NoteChunk, ...]:
         return tuple(chunk for file in self.files for chunk in file.add_chunks)
+
+    @property
+    def amend_chunks(self) -> tuple[NoteChunk, ...]:
+        return tuple(chunk for file in self.files for chunk in file.amend_chunks)
 
     @property
     def is_empty(self) -> bool:
@@ -245,6 +258,11 @@ def _add(path: Path, found: dict[str, FileState], skip: Skip) -> None:
     found.setdefault(str(path), FileState(str(path), stat.st_size, stat.st_mtime_ns))
 
 
+def is_under(path: str, roots: Iterable[str]) -> bool:
+    """Whether the path is one of the roots or inside one (all absolute)."""
+    return any(path == root or path.startswith(root.rstrip(os.sep) + os.sep) for root in roots)
+
+
 def under_roots(previous: Mapping[str, IndexedFile], roots: Iterable[str | os.PathLike[str]]) -> dict[str, IndexedFile]:
     """The stored files at or under the roots: the `previous` of a plan for those roots, so that
     indexing one folder does not remove the files indexed from another."""
@@ -294,17 +312,29 @@ def _file_plan(state: FileState, before: IndexedFile | None, data: bytes) -> Fil
         return _skipped(state.path, str(error))
     old = before.chunks if before is not None else {}
     kept = tuple(chunk.key for chunk in note.chunks if old.get(chunk.key) == chunk.digest)
-    kept_set = set(kept)
+    amend = tuple(chunk for chunk in note.chunks if chunk.key not in kept and _same_text(old.get(chunk.key), chunk))
+    stays = {*kept, *(chunk.key for chunk in amend)}
     return FilePlan(
         state.path,
         FileStatus.NEW if before is None else FileStatus.CHANGED,
         IndexedFile(len(data), state.mtime_ns, sha256, {chunk.key: chunk.digest for chunk in note.chunks}),
-        delete_keys=tuple(key for key in old if key not in kept_set),
-        add_chunks=tuple(chunk for chunk in note.chunks if chunk.key not in kept_set),
+        delete_keys=tuple(key for key in old if key not in stays),
+        add_chunks=tuple(chunk for chunk in note.chunks if chunk.key not in stays),
         kept_keys=kept,
+        amend_chunks=amend,
         tags=note.tags,
         lossy=note.lossy,
+        title=note.title,
+        date=note.date,
+        mtime_ns=state.mtime_ns,
+        problems=note.problems,
     )
+
+
+def _same_text(digest: str | None, chunk: NoteChunk) -> bool:
+    """Whether the chunk stored under its key (with this digest) holds its text: then only where it
+    is moved. An empty digest (a run that stopped, a store found to disagree) is no proof."""
+    return bool(digest) and text_fingerprint(digest or "") == text_fingerprint(chunk.digest)
 
 
 def _skipped(path: str, reason: str) -> FilePlan:

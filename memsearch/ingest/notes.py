@@ -8,8 +8,10 @@ Rules (`chunk_note`):
   three spaces, then a space or the line's end; `#tag` is no heading), never inside a fenced code
   block (``` or ~~~, closed by a fence of the same character at least as long; an unclosed fence runs
   to the end). Setext headings (a line underlined with === or ---) are not split at.
-- A `---` block at the very top, closed by `---` or `...`, is front matter: it is in no chunk, and
-  its `tags:` (an inline `[a, b]` list, `a, b`, or a `- a` block list) are the note's tags.
+- A `---` block at the very top, closed by `---` or `...`, is front matter: it is in no chunk; its
+  `tags:` (an inline `[a, b]` list, `a, b`, or a `- a` block list) are the note's tags, its
+  `title:` the note's title and its `date:` (ISO-8601, read by `timeutil.parse_time`) the note's
+  time. A date that cannot be read is left out, with the reason in `Note.problems`.
 - Every other file is plain text: blank-line paragraphs packed into chunks under the budget.
 - A chunk's text is exactly its lines, `start_line` to `end_line` (1-based), and starts and ends on
   a non-blank line: every non-blank line after the front matter is in exactly one chunk, in order.
@@ -18,9 +20,14 @@ Rules (`chunk_note`):
   packed greedily), a paragraph longer than that at line ends; a single line is never cut.
 - A heading with nothing under it but other headings is merged into the next chunk (into the one
   before when it is the last), so no chunk is a bare heading unless the note has nothing else.
-- Identity: the n-th chunk (1-based) of a file is keyed `note:{path}#{n}`, and its digest hashes
-  everything the store keeps of it (trail, lines, tags, text): an equal key and digest means the
-  stored memory is already exactly right, line numbers included.
+- Identity: a chunk is keyed by what it is, not by its place: `note:{path}#{h}`, where `h` is 16
+  hex digits of the SHA-256 of its heading trail and its (titled) text; the second and later
+  chunks of a file with the same trail and text get `-2`, `-3`, … in file order. Editing the
+  section above leaves a chunk's key as it was. Its digest is `{text}:{layout}`: a fingerprint of
+  the text stored (`models.content_hash`, so a store can be checked against it) and a hash of the
+  rest the store keeps (trail, lines, tags, title, date). An equal key and digest means the
+  stored memory is exactly right, line numbers included; an equal key and text fingerprint means
+  only where it is (or the note's tags, title or date) moved.
 """
 
 from __future__ import annotations
@@ -29,10 +36,14 @@ import hashlib
 import json
 import re
 from dataclasses import dataclass
+from datetime import datetime
 
-from memsearch.errors import MemsearchError
+from memsearch.errors import InvalidInputError, MemsearchError
 from memsearch.jsonl import split_lines
+from memsearch.models import content_hash
 from memsearch.operations import MAX_TEXT_CHARS
+from memsearch.sections import NOTE_KEY_PREFIX
+from memsearch.timeutil import parse_time
 
 # MiniLM reads about 256 word pieces; 1,200 characters of English prose is about 250 to 300 of them
 # (memsearch.text embeds any longer memory in overlapping windows, so an over-long chunk is still found).
@@ -44,6 +55,8 @@ _CLOSING_HASHES = re.compile(r"(?:^|[ \t]+)#+$")
 _FENCE = re.compile(r" {0,3}(`{3,}|~{3,})(.*)")
 _FRONT_MATTER_CLOSE = ("---", "...")
 _TAGS_KEY = re.compile(r"tags?[ \t]*:(.*)", re.IGNORECASE)
+_FIELD = re.compile(r"(title|date)[ \t]*:(.*)", re.IGNORECASE)
+KEY_HASH_DIGITS = 16
 _LIST_ITEM = re.compile(r"[ \t]*-[ \t]*(.*)")
 
 
@@ -53,29 +66,54 @@ class UnreadableNoteError(MemsearchError):
 
 @dataclass(frozen=True)
 class NoteChunk:
-    key: str  # "note:{path}#{n}", n counting the file's chunks from 1
+    key: str  # "note:{path}#{h}" (module doc: by trail and text, not by place)
     trail: tuple[str, ...]  # the headings above the chunk, outermost first, its own heading last
     start_line: int  # 1-based, inclusive: the chunk's first line in the file
     end_line: int  # 1-based, inclusive
     text: str  # exactly the file's lines start_line..end_line, joined with "\n"
-    digest: str  # sha256 of trail, lines, the note's tags and text: what the store keeps of the chunk
+    digest: str  # "{text fingerprint}:{layout hash}" (module doc): what the store keeps of the chunk
 
     @property
     def titled_text(self) -> str:
-        """The text preceded by its heading trail when the chunk does not begin with its heading
-        (the second and later pieces of a long section), so a piece read alone has its context."""
-        if not self.trail or _HEADING.fullmatch(self.text.split("\n", 1)[0]):
-            return self.text
-        return " › ".join(self.trail) + "\n" + self.text
+        return titled(self.trail, self.text)
+
+
+def titled(trail: tuple[str, ...], text: str) -> str:
+    """The text preceded by its heading trail when the chunk does not begin with its heading
+    (the second and later pieces of a long section), so a piece read alone has its context."""
+    if not trail or _HEADING.fullmatch(text.split("\n", 1)[0]):
+        return text
+    return " › ".join(trail) + "\n" + text
+
+
+def text_fingerprint(digest: str) -> str:
+    """The part of a chunk's digest that the stored text's `content_hash` starts with ("" for none)."""
+    return digest.partition(":")[0]
+
+
+@dataclass(frozen=True)
+class FrontMatter:
+    """What a note's front matter says: where the body starts, its tags, title and date, and the
+    lines it could not use (line number, reason)."""
+
+    body_start: int = 0  # the index of the first line after it (0: no front matter)
+    tags: tuple[str, ...] = ()
+    title: str | None = None
+    date: datetime | None = None
+    date_text: str | None = None  # the date as written
+    problems: tuple[tuple[int, str], ...] = ()
 
 
 @dataclass(frozen=True)
 class Note:
-    """A file's chunks and the tags of its front matter."""
+    """A file's chunks and what its front matter says."""
 
     chunks: tuple[NoteChunk, ...]
     tags: tuple[str, ...] = ()
     lossy: bool = False  # the file was not valid UTF-8: bad bytes were read as U+FFFD
+    title: str | None = None
+    date: datetime | None = None  # the front matter's date: the time of every chunk
+    problems: tuple[tuple[int, str], ...] = ()  # (line, reason): front matter left unused
 
 
 def is_markdown(path: str) -> bool:
@@ -104,7 +142,7 @@ def read_note(data: bytes, path: str) -> Note:
             raise UnreadableNoteError(
                 f"line {number} is {longest:,} characters; its chunk is over one memory's limit of {MAX_TEXT_CHARS:,}"
             )
-    return Note(note.chunks, note.tags, lossy)
+    return Note(note.chunks, note.tags, lossy, note.title, note.date, note.problems)
 
 
 def chunk_note(text: str, path: str) -> Note:
@@ -112,8 +150,9 @@ def chunk_note(text: str, path: str) -> Note:
     lines = split_lines(text)
     if not is_markdown(path):
         plain = _Layout(lines, [False] * len(lines), frozenset())
-        return _make_note(path, lines, [((), start, end) for start, end in plain.split(0, len(lines))], ())
-    body_start, tags = front_matter(lines)
+        return _make_note(path, lines, [((), start, end) for start, end in plain.split(0, len(lines))], FrontMatter())
+    meta = front_matter(lines)
+    body_start = meta.body_start
     in_fence = fenced_lines(lines, body_start)
     sections = []  # (trail, first line index, end index exclusive)
     headings = set()
@@ -130,7 +169,7 @@ def chunk_note(text: str, path: str) -> Note:
         trail = [*(entry for entry in trail if entry[0] < level), (level, title)]
         start = index
     sections.append((tuple(title for _, title in trail), start, len(lines)))
-    return _make_note(path, lines, _Layout(lines, in_fence, frozenset(headings)).pieces(sections), tags)
+    return _make_note(path, lines, _Layout(lines, in_fence, frozenset(headings)).pieces(sections), meta)
 
 
 Span = tuple[int, int]  # line indexes [start, end)
@@ -215,16 +254,28 @@ class _Layout:
         return sum(len(line) for line in self.lines[start:end]) + end - start - 1
 
 
-def _make_note(
-    path: str, lines: list[str], pieces: list[tuple[tuple[str, ...], int, int]], tags: tuple[str, ...]
-) -> Note:
+def _sha256(value: object) -> str:
+    return hashlib.sha256(json.dumps(value, ensure_ascii=False).encode("utf-8", errors="surrogatepass")).hexdigest()
+
+
+def chunk_key(path: str, trail: tuple[str, ...], text: str, occurrence: int = 1) -> str:
+    """`note:{path}#{h}`, `-{occurrence}` after it from the second chunk of the same trail and text."""
+    key = f"{NOTE_KEY_PREFIX}{path}#{_sha256([trail, titled(trail, text)])[:KEY_HASH_DIGITS]}"
+    return key if occurrence == 1 else f"{key}-{occurrence}"
+
+
+def _make_note(path: str, lines: list[str], pieces: list[tuple[tuple[str, ...], int, int]], meta: FrontMatter) -> Note:
     chunks = []
-    for number, (trail, start, end) in enumerate(pieces, start=1):
+    seen: dict[str, int] = {}
+    for trail, start, end in pieces:
         text = "\n".join(lines[start:end])
-        stored = json.dumps([trail, start + 1, end, tags, text], ensure_ascii=False)
-        digest = hashlib.sha256(stored.encode("utf-8", errors="surrogatepass")).hexdigest()
-        chunks.append(NoteChunk(f"note:{path}#{number}", trail, start + 1, end, text, digest))
-    return Note(tuple(chunks), tags)
+        identity = chunk_key(path, trail, text)
+        seen[identity] = seen.get(identity, 0) + 1
+        layout = _sha256([trail, start + 1, end, meta.tags, meta.title, meta.date_text])[:KEY_HASH_DIGITS]
+        digest = f"{content_hash(titled(trail, text))[:KEY_HASH_DIGITS]}:{layout}"
+        key = identity if seen[identity] == 1 else f"{identity}-{seen[identity]}"
+        chunks.append(NoteChunk(key, trail, start + 1, end, text, digest))
+    return Note(tuple(chunks), meta.tags, title=meta.title, date=meta.date, problems=meta.problems)
 
 
 def fenced_lines(lines: list[str], start: int = 0) -> list[bool]:
@@ -244,14 +295,40 @@ def fenced_lines(lines: list[str], start: int = 0) -> list[bool]:
     return inside
 
 
-def front_matter(lines: list[str]) -> tuple[int, tuple[str, ...]]:
-    """The index of the first line after the front matter (0 when there is none) and its tags."""
+def front_matter(lines: list[str]) -> FrontMatter:
+    """What the front matter at the top says (an empty FrontMatter when there is none)."""
     if not lines or lines[0].rstrip() != "---":
-        return 0, ()
+        return FrontMatter()
     for index in range(1, len(lines)):
         if lines[index].rstrip() in _FRONT_MATTER_CLOSE:
-            return index + 1, _tags(lines[1:index])
-    return 0, ()  # never closed: a thematic break, not front matter
+            return _front_matter(lines[1:index], index + 1)
+    return FrontMatter()  # never closed: a thematic break, not front matter
+
+
+def _front_matter(block: list[str], body_start: int) -> FrontMatter:
+    """The tags, title and date of a front matter block (line 2 of the file is its first line)."""
+    found: dict[str, tuple[int, str]] = {}
+    for number, line in enumerate(block, start=2):
+        field = _FIELD.fullmatch(line)
+        if field is not None:
+            found.setdefault(field[1].lower(), (number, _scalar(field[2])))
+    title = found["title"][1] if "title" in found and found["title"][1] else None
+    date, date_text, problems = None, None, []
+    if "date" in found:
+        number, value = found["date"]
+        try:
+            date, date_text = parse_time(value, what="date"), value
+        except InvalidInputError as error:
+            problems.append((number, f"{error}; the file's modification time is used"))
+    return FrontMatter(body_start, _tags(block), title, date, date_text, tuple(problems))
+
+
+def _scalar(value: str) -> str:
+    """A front matter value as written: trimmed, without the quotes around it."""
+    value = value.strip()
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+        value = value[1:-1]
+    return value.strip()
 
 
 def _tags(block: list[str]) -> tuple[str, ...]:

@@ -35,6 +35,7 @@ from memsearch.errors import (
     MemsearchError,
     ModelMismatchError,
     ModelVectorsMissingError,
+    NoteSectionError,
     StoreNotFoundError,
 )
 from memsearch.ingest.readers import DatasetError
@@ -66,6 +67,7 @@ STATUS_OF_ERROR: dict[type[MemsearchError], int] = {
     DuplicateKeyError: 409,
     ModelMismatchError: 409,
     ModelVectorsMissingError: 409,
+    NoteSectionError: 409,
 }
 
 

@@ -255,6 +255,11 @@ class Store(SearchBackend, Protocol):
 
     def update(self, memory_id: int, changes: dict[str, Any]) -> Memory: ...
 
+    def amend(self, changes: Mapping[int, Mapping[str, Any]]) -> None:
+        """Change fields of memories that keep their text, in one transaction: what `update` may,
+        and `key`, `metadata` and `created_at` (a note section that moved in its file)."""
+        ...
+
     def set_consolidation(self, superseded: dict[int, int], groups: dict[int, int]) -> None: ...
 
     def replace_vectors(
@@ -272,6 +277,10 @@ class Store(SearchBackend, Protocol):
     def get_by_key(self, key: str) -> Memory: ...
 
     def id_for_key(self, key: str) -> int | None: ...
+
+    def key_hashes(self, prefix: str) -> dict[str, str]:
+        """Each key that starts with `prefix` → its memory's `content_hash` (models.content_hash)."""
+        ...
 
     def list(self, scope: Scope = EVERYTHING, *, limit: int | None = None, offset: int = 0) -> builtins.list[Memory]:
         """Memories in scope, newest first."""

@@ -37,6 +37,9 @@ MEMORY_COLUMNS = ", ".join(f.name for f in MEMORY_FIELDS)
 # A new memory's columns: those it gives (NewMemory's fields of the same name), its text's hash
 # and its session chunk's id. An engine may add columns of its own (SQLStore.insert_columns).
 NEW_COLUMNS = (*(f.name for f in GIVEN_FIELDS), "content_hash", "parent_id")
+# What `amend` may change: what `set` may, and what a note's file says of a memory that keeps its
+# text (where it is, its tags, its time and its key; see memsearch.ingest.indexing).
+AMENDABLE_FIELDS = (*SETTABLE_FIELDS, "key", "metadata", "created_at")
 # Columns that name another memory: a restore sets them once every memory is there.
 REFERS = tuple(f.name for f in MEMORY_FIELDS if f.spec.refers)
 RESTORED = tuple(f for f in MEMORY_FIELDS if not f.spec.refers)  # the fields a restore writes first
@@ -211,18 +214,33 @@ class SQLStore(ExtraModelVectors):
         unknown = set(changes) - set(SETTABLE_FIELDS)
         if unknown:
             raise ValueError(f"cannot set {sorted(unknown)}")
+        self.amend({memory_id: changes})
+        return self.get(memory_id)
+
+    def amend(self, changes: Mapping[int, Mapping[str, Any]]) -> None:
+        """Change fields of memories that keep their text (AMENDABLE_FIELDS: new tags are indexed
+        anew), in one transaction."""
+        unknown = {name for fields in changes.values() for name in fields} - set(AMENDABLE_FIELDS)
+        if unknown:
+            raise ValueError(f"cannot amend {sorted(unknown)}")
         mark = self.dialect.mark
 
         def work(db: Any) -> None:
-            memory = self.get(memory_id)
-            for name, value in changes.items():
-                stored = self.dialect.write(FIELDS_BY_NAME[name], value)
-                db.execute(f"UPDATE memories SET {name} = {mark} WHERE id = {mark}", (stored, memory_id))
-            if "tags" in changes:
-                self._retag(db, memory, changes["tags"])
+            for memory_id, fields in changes.items():
+                memory = self.get(memory_id)
+                for name, value in fields.items():
+                    stored = self.dialect.write(FIELDS_BY_NAME[name], value)
+                    db.execute(f"UPDATE memories SET {name} = {mark} WHERE id = {mark}", (stored, memory_id))
+                if "tags" in fields:
+                    self._retag(db, memory, fields["tags"])
 
-        self._write(work)
-        return self.get(memory_id)
+        if changes:
+            self._write(work)
+
+    def key_hashes(self, prefix: str) -> dict[str, str]:
+        """Each key that starts with `prefix` → its memory's `content_hash`."""
+        sql = f"SELECT key, content_hash FROM memories WHERE substr(key, 1, {len(prefix)}) = {self.dialect.mark}"
+        return {key: digest for key, digest in self._db.execute(sql, (prefix,))}
 
     def rewrite(self, rewrites: Sequence[Rewrite]) -> None:
         """Apply `rewrites` in one transaction, deleting nothing (an edit of a memory's text)."""

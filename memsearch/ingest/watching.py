@@ -1,0 +1,50 @@
+"""`memsearch index --watch`: the roots kept in step with their files while it runs.
+
+The first update is a whole index run over the roots; after it, watchfiles (a Rust watcher:
+inotify, FSEvents, ReadDirectoryChangesW, polling where none works) reports changes, gathered
+until none came for `debounce_ms`, and each batch re-runs the index over the remembered roots that
+hold the changed paths: the same incremental path as `memsearch index`, which reads only files
+whose size or mtime moved and writes nothing when nothing did. The store's own files and the
+folders every walk skips (`.git`) are not watched, so writing the store wakes nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+
+from memsearch.embedding.base import Progress
+from memsearch.ingest import Library
+from memsearch.ingest.indexing import IndexOutcome, index_notes
+
+DEBOUNCE_MS = 400  # an editor's save (write, rename, chmod) is one update; a person waits no longer
+
+
+def watch_notes(
+    ms: Library,
+    paths: Iterable[str | os.PathLike[str]] = (),
+    *,
+    include: Sequence[str] = (),
+    exclude: Sequence[str] = (),
+    progress: Progress | None = None,
+    debounce_ms: int = DEBOUNCE_MS,
+    stop: threading.Event | None = None,
+    store_files: Sequence[str] = (),
+) -> Iterator[IndexOutcome]:
+    """The outcome of a first index run (as `index_notes`), then of one run per batch of changes,
+    until `stop` is set (or KeyboardInterrupt). `store_files` are left unwatched."""
+    from watchfiles import DefaultFilter, watch
+
+    first = index_notes(ms, paths, include=include, exclude=exclude, progress=progress)
+    yield first
+    roots = [root.path for root in first.roots]
+    if not roots:
+        return
+    ignored = [path for name in store_files for path in (name, f"{name}-wal", f"{name}-shm", f"{name}-journal")]
+    quiet = DefaultFilter(ignore_paths=ignored)
+    for changes in watch(*roots, watch_filter=quiet, debounce=debounce_ms, stop_event=stop):
+        changed = sorted({path for _, path in changes if not Path(path).name.startswith(".")})
+        if changed:
+            yield index_notes(ms, progress=progress, within=changed)
