@@ -49,9 +49,9 @@ _memsearch_search() {
         -f|--format) _memsearch_reply -W 'table json jsonl ndjson csv'; return ;;
         --db) _memsearch_paths -f; return ;;
         --model) _memsearch_paths -d; return ;;
-        -k|-n|--limit|--min-score|--as-of|--tau|--max-tokens|--boost|--max-ms|--project|--namespace|-t|--tag|--since|--until|--conversation|--role|--session|--server) return ;;
+        -k|-n|--limit|--min-score|--as-of|--tau|--max-tokens|--boost|--max-ms|--per-file|--project|--namespace|-t|--tag|--since|--until|--conversation|--role|--session|--server) return ;;
     esac
-    if [[ $cur == -* ]]; then _memsearch_reply -W '-k -n --limit -m --mode --min-score --raw --explain --as-of --tau -p --profile -g --granularity --max-tokens --no-touch --boost --rerank --max-ms --queries --project --namespace -t --tag --since --until --kind --conversation --role --session -f --format --db --model --server --no-server -h --help'; fi
+    if [[ $cur == -* ]]; then _memsearch_reply -W '-k -n --limit -m --mode --min-score --raw --explain --as-of --tau -p --profile -g --granularity --max-tokens --no-touch --boost --rerank --max-ms --per-file --queries --project --namespace -t --tag --since --until --kind --conversation --role --session -f --format --db --model --server --no-server -h --help'; fi
 }
 
 _memsearch_get() {
@@ -121,9 +121,9 @@ _memsearch_index() {
         -f|--format) _memsearch_reply -W 'table json'; return ;;
         --db) _memsearch_paths -f; return ;;
         --model) _memsearch_paths -d; return ;;
-        --include|--exclude) return ;;
+        --include|--exclude|--forget) return ;;
     esac
-    if [[ $cur == -* ]]; then _memsearch_reply -W '--include --exclude --dry-run -f --format --db --model -h --help'; fi
+    if [[ $cur == -* ]]; then _memsearch_reply -W '--include --exclude --dry-run --watch --roots --forget --prune -f --format --db --model -h --help'; fi
 }
 
 _memsearch_set() {

@@ -82,7 +82,7 @@ class NoteSectionError(MemsearchError):
 
     def __init__(self, memory_id: int, path: str, line: int, change: str) -> None:
         super().__init__(f"memory {memory_id} is the section of {path}:{line}; {change} it in the file, then index it")
-        self.memory_id, self.path, self.line = memory_id, path, line
+        self.memory_id, self.path, self.line, self.change = memory_id, path, line, change
 
 
 class NotARootError(InvalidInputError):

@@ -1,7 +1,9 @@
 """Commands about the store as a whole: stats, path, reindex, index, consolidate, copy, config
 and doctor."""
 
-from typing import Annotated
+import sys
+from collections.abc import Sequence
+from typing import Annotated, Any
 
 import typer
 
@@ -14,7 +16,7 @@ from memsearch.cli.options import (
 )
 from memsearch.cli.progress import ProgressBar
 from memsearch.cli.running import open_memsearch
-from memsearch.errors import ExitCode
+from memsearch.errors import ExitCode, InvalidInputError
 
 
 def stats(fmt: FormatOption = "table", db: DbOption = None) -> None:
@@ -54,8 +56,6 @@ def reindex(
 ) -> None:
     """Re-embed every memory with --model (which becomes the store's model), else with the store's own;
     or embed every memory with a second model kept beside it (--add-model), or remove one (--drop-model)."""
-    from memsearch.errors import InvalidInputError
-
     if sum(option is not None for option in (model, add_model, drop_model)) > 1:
         raise InvalidInputError("takes one of --model, --add-model and --drop-model")
     if drop_model is not None:
@@ -101,19 +101,81 @@ def index(
         ),
     ] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Say what would change; change nothing.")] = False,
+    watch: Annotated[
+        bool,
+        typer.Option("--watch", help="Index, then keep the folders in step with their files until Ctrl-C (exit 0)."),
+    ] = False,
+    roots: Annotated[
+        bool,
+        typer.Option("--roots", help="List the remembered folders: their patterns, state, files and memories."),
+    ] = False,
+    forget: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--forget", metavar="PATH", help="Forget a remembered folder and delete its memories (repeatable)."
+        ),
+    ] = None,
+    prune: Annotated[
+        bool, typer.Option("--prune", help="Forget every remembered folder that is missing, with its memories.")
+    ] = False,
     fmt: Annotated[ReportFormat, typer.Option("--format", "-f", help="Output format.")] = "table",
     db: DbOption = None,
     model: ModelOption = None,
 ) -> None:
     """Keep folders of markdown or text notes searchable: a memory per section, re-indexed incrementally.
     The folders are remembered with their patterns; `memsearch index` alone updates them all."""
-    from memsearch.cli.render import render_index
+    from memsearch.cli.render import render_forgotten, render_index, render_roots
 
+    managing = [name for name, given in (("--roots", roots), ("--forget", forget), ("--prune", prune)) if given]
+    if len(managing) > 1 or (managing and (paths or include or exclude or dry_run or watch)):
+        raise InvalidInputError(f"{managing[0]} takes no folder, pattern, --dry-run or --watch, and no other of them")
+    if watch and dry_run:
+        raise InvalidInputError("--watch writes what it finds; give --dry-run or --watch, not both")
+    if roots or forget or prune:
+        with open_memsearch(db) as ms:
+            if roots:
+                render_roots(ms.roots(), str(fmt))
+            else:
+                render_forgotten(ms.forget_roots(forget) if forget else ms.prune_roots(), str(fmt))
+        return
+    if watch:
+        _watch(paths or (), include or (), exclude or (), str(fmt), db, model)
+        return
     with open_memsearch(db, model) as ms, ProgressBar("embedding") as progress:
         outcome = ms.index(
             paths or (), include=include or (), exclude=exclude or (), dry_run=dry_run, progress=progress
         )
     render_index(outcome, str(fmt))
+
+
+def _watch(
+    paths: Sequence[str], include: Sequence[str], exclude: Sequence[str], fmt: str, db: str | None, model: str | None
+) -> None:
+    """`index --watch`: the first run's report, a line when it starts watching, then each update's
+    report (a JSON line each with --format json); Ctrl-C ends it with exit 0."""
+    from memsearch.cli.render import render_index, write_json
+
+    def report(outcome: Any) -> None:
+        if fmt == "json":
+            write_json(outcome.to_dict(), compact=True)
+            sys.stdout.flush()
+        else:
+            render_index(outcome, fmt)
+
+    try:
+        with open_memsearch(db, model) as ms, ProgressBar("embedding") as progress:
+            updates = ms.watch(paths, include=include, exclude=exclude, progress=progress)
+            first = next(updates)
+            report(first)
+            watched = len(first.roots)
+            messages().print(
+                f"watching {watched} folder{'' if watched == 1 else 's'} for changes (Ctrl-C stops)", markup=False
+            )
+            for outcome in updates:
+                if outcome.files or outcome.repaired:  # a change no note file saw is not worth a line
+                    report(outcome)
+    except KeyboardInterrupt:  # the way to stop watching: not an error
+        messages().print("stopped watching", markup=False)
 
 
 def consolidate(

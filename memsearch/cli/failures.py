@@ -16,7 +16,7 @@ import typer
 
 from memsearch.cli.consoles import messages
 from memsearch.cli.literal import visible
-from memsearch.errors import ExitCode, MemsearchError, ModelVectorsMissingError
+from memsearch.errors import ExitCode, MemsearchError, ModelVectorsMissingError, NoteSectionError
 
 # Set by the root's --debug: failures print their traceback too.
 debugging = {"on": False}
@@ -140,6 +140,13 @@ def cli_message(error: MemsearchError) -> str:
         return own
     if isinstance(error, ModelVectorsMissingError):
         return f"{error}: run `memsearch reindex --add-model {error.model}`"
+    if isinstance(error, NoteSectionError):
+        from memsearch.cli.render import shown_path
+
+        where = f"memory {error.memory_id} is the section of {shown_path(error.path)}:{error.line}"
+        if error.change == "delete":
+            return f"{where}; delete it from the file, or forget its folder (`memsearch index --forget PATH`)"
+        return f"{where}; the file is its truth: `memsearch edit {error.memory_id}` opens it there and indexes it"
     message = f"{OPTION_OF_FIELD[error.field]} {error.problem}" if error.field in OPTION_OF_FIELD else str(error)
     hint = HINT_OF_ERROR.get(type(error).__name__)
     return f"{message}; {hint}" if hint else message

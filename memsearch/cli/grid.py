@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from memsearch.cli.consoles import stdout_console
-from memsearch.cli.literal import literal, literal_marked, one_line
+from memsearch.cli.literal import literal, literal_marked, one_line, visible
 
 if TYPE_CHECKING:  # Rich is imported when a table is drawn (machine output never loads it)
     from rich.console import Console, JustifyMethod
@@ -34,6 +34,7 @@ class Marked:
 
     text: str
     spans: Sequence[tuple[int, int]] = ()
+    prefix: str = ""  # shown before the text, whole, even when the text is previewed from its first match
 
 
 # A cell: a stored or computed value shown literally, optionally with a style.
@@ -120,12 +121,16 @@ def _split(cell: Cell) -> tuple[object, str]:
 
 
 def _plain(value: object) -> object:
-    return value.text if isinstance(value, Marked) else value
+    return value.prefix + value.text if isinstance(value, Marked) else value
 
 
 def _shown(value: object, style: str, limit: int | None) -> Text:
     if isinstance(value, Marked):
-        return literal_marked(value.text, value.spans, style=style, mark=MATCH_STYLE, limit=limit)
+        from rich.text import Text
+
+        prefix = Text(visible(value.prefix), style=style)  # its spaces kept: it lines the texts up
+        room = None if limit is None else max(1, limit - len(prefix))
+        return Text.assemble(prefix, literal_marked(value.text, value.spans, style=style, mark=MATCH_STYLE, limit=room))
     return literal(value, style=style, limit=limit)
 
 

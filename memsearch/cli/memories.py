@@ -6,7 +6,7 @@ server of the same store) and renders; library modules are imported inside the c
 """
 
 import sys
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -32,6 +32,9 @@ from memsearch.cli.progress import ProgressBar
 from memsearch.cli.running import open_memsearch, read_source, server_for, through
 from memsearch.errors import InvalidInputError
 from memsearch.timeutil import RELATIVE_EXAMPLES
+
+if TYPE_CHECKING:
+    from memsearch.api import Memsearch
 
 
 def add(
@@ -297,11 +300,16 @@ def set_(
 
 def edit(ref: RefArgument, key: KeyOption = False, fmt: FormatOption = "table", db: DbOption = None) -> None:
     """Edit a memory's text in $VISUAL, else $EDITOR, else vi, and show it; saved unchanged or
-    empty, nothing changes."""
+    empty, nothing changes. A section of an indexed note is edited in its file, opened at its line,
+    which is then indexed again."""
     from memsearch.cli.render import render_memories
+    from memsearch.sections import section_of
 
     with open_memsearch(db) as ms:
         memory = ms.get(ms.resolve(ref, by_key=key))
+        if (section := section_of(memory)) is not None:
+            _edit_section(ms, *section, fmt=str(fmt))
+            return
         text = _edited(memory.text, f"memsearch-{memory.id}.txt")
         if not text.strip():
             messages().print("the text is empty; nothing changed", markup=False)
@@ -315,25 +323,16 @@ def _edited(text: str, name: str) -> str:
     """`text` as the user's editor leaves it, edited in a file only they can read, in a folder
     of its own (removed after); a final line break the editor added is taken off again."""
     import os
-    import shlex
-    import subprocess
     import tempfile
     from pathlib import Path
 
     from memsearch.errors import MemsearchError
 
-    editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or ("notepad" if os.name == "nt" else "vi")
     with tempfile.TemporaryDirectory(prefix="memsearch-edit-") as folder:  # made 0700
         path = Path(folder) / name
         with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w", encoding="utf-8") as file:
             file.write(text)
-        try:
-            finished = subprocess.run([*shlex.split(editor, posix=os.name != "nt"), str(path)], check=False)
-        except (OSError, ValueError) as error:  # not found, not executable, or unbalanced quotes
-            reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
-            raise MemsearchError(f"cannot run the editor {editor!r}: {reason}; nothing changed") from None
-        if finished.returncode != 0:
-            raise MemsearchError(f"the editor {editor!r} exited with status {finished.returncode}; nothing changed")
+        _run_editor([str(path)], "nothing changed")
         try:
             edited = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as error:  # the editor removed it, or saved another encoding
@@ -342,6 +341,39 @@ def _edited(text: str, name: str) -> str:
         if edited.endswith(ending) and not text.endswith(ending):
             return edited.removesuffix(ending)
     return edited
+
+
+def _run_editor(arguments: list[str], unchanged: str) -> None:
+    """Run $VISUAL, else $EDITOR, else vi on the arguments and wait for it; an editor that cannot
+    run or fails is a MemsearchError ending with `unchanged` (what that left as it was)."""
+    import os
+    import shlex
+    import subprocess
+
+    from memsearch.errors import MemsearchError
+
+    editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or ("notepad" if os.name == "nt" else "vi")
+    try:
+        finished = subprocess.run([*shlex.split(editor, posix=os.name != "nt"), *arguments], check=False)
+    except (OSError, ValueError) as error:  # not found, not executable, or unbalanced quotes
+        reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
+        raise MemsearchError(f"cannot run the editor {editor!r}: {reason}; {unchanged}") from None
+    if finished.returncode != 0:
+        raise MemsearchError(f"the editor {editor!r} exited with status {finished.returncode}; {unchanged}")
+
+
+def _edit_section(ms: "Memsearch", path: str, line: int, *, fmt: str) -> None:
+    """A note's section is its file's: the editor opens the file at the section's line (`+LINE`,
+    as vi, nano and emacs take it), then the file's folder is indexed again, as `index` does."""
+    from pathlib import Path
+
+    from memsearch.cli.render import render_index, shown_path
+    from memsearch.errors import MemsearchError
+
+    if not Path(path).is_file():
+        raise MemsearchError(f"{shown_path(path)} is gone; `memsearch index` removes its sections")
+    _run_editor([f"+{line}", path], "the file was not indexed again")
+    render_index(ms.index_changed([path]), "json" if fmt == "json" else "table")
 
 
 def _set_pinned(refs: list[str], by_key: bool, db: str | None, pinned: bool) -> None:

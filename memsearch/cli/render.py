@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # Rich is imported where a table is drawn: machine output nev
     from memsearch.config import Config
     from memsearch.doctor import DoctorReport
     from memsearch.ingest.indexing import IndexOutcome
+    from memsearch.ingest.roots import Forgotten, RootInfo
     from memsearch.models import Memory
 
 
@@ -371,4 +372,55 @@ def render_index(outcome: IndexOutcome, fmt: str) -> None:
         print_grid(INDEX_COLUMNS, rows)
     for path, reason in outcome.skipped:
         messages().print(f"skipped {shown_path(path)}: {reason}", markup=False)
+    for where, reason in outcome.warnings:  # front matter left unused: the note is indexed all the same
+        messages().print(f"{shown_path(where)}: {reason}", markup=False)
     messages().print(outcome.summary, markup=False)
+
+
+ROOT_COLUMNS = (
+    Column("path", "text"),
+    Column("state", "key"),
+    Column("files", "key", "right"),
+    Column("memories", "key", "right"),
+    Column("include"),
+    Column("exclude"),
+)
+
+
+def render_roots(roots: Sequence[RootInfo], fmt: str) -> None:
+    """The remembered folders of notes (`index --roots`); JSON: a list of their objects."""
+    rows = [root.to_dict() for root in roots]
+    if fmt != "table":
+        write_json(rows)
+        return
+    if not roots:
+        messages().print("no folder of notes is remembered; `memsearch index PATH` indexes one", markup=False)
+        return
+    print_grid(
+        ROOT_COLUMNS,
+        [
+            (
+                shown_path(root.path),
+                (root.state, "green" if root.state == "ok" else "yellow"),
+                root.files,
+                root.memories,
+                ", ".join(root.include),
+                ", ".join(root.exclude),
+            )
+            for root in roots
+        ],
+    )
+
+
+def render_forgotten(forgotten: Forgotten, fmt: str) -> None:
+    """What `index --forget` or `--prune` removed: a line on stderr per folder; JSON: the outcome."""
+    if fmt != "table":
+        write_json(forgotten.to_dict())
+        return
+    if not forgotten.roots:
+        messages().print("no remembered folder is missing; nothing was forgotten", markup=False)
+    for root in forgotten.roots:
+        messages().print(f"forgot {shown_path(root.path)} ({root.state})", markup=False)
+    memories, files = forgotten.memories_removed, forgotten.files_removed
+    removed = f"{memories:,} {'memory' if memories == 1 else 'memories'} of {files:,} file{'' if files == 1 else 's'}"
+    messages().print(f"removed {removed}", markup=False)

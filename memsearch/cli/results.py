@@ -46,16 +46,29 @@ EXPLAIN_COLUMNS = (
 )
 
 
-def render_search(documents: Sequence[dict[str, Any]], fmt: str, *, raw: bool, explain: bool, batch: bool) -> None:
-    """Render search documents (`SearchOutcome.to_dict(raw=raw)`, from this process or from a server)."""
+PER_FILE_ON_A_TERMINAL = 3  # sections shown under each file when --per-file is not given
+
+
+def render_search(
+    documents: Sequence[dict[str, Any]], fmt: str, *, raw: bool, explain: bool, batch: bool, per_file: int | None = None
+) -> None:
+    """Render search documents (`SearchOutcome.to_dict(raw=raw)`, from this process or from a server).
+    With `per_file` (a terminal's table: PER_FILE_ON_A_TERMINAL unless given; 0: none), note
+    sections are shown a row per file with its best sections under it, and JSON documents get
+    `groups` (`sections.group_by_file`)."""
     if fmt == "table":
         if is_terminal():
             console = stdout_console()
             for document in documents:
-                _search_tables(console, document, raw=raw, explain=explain)
+                grouped = PER_FILE_ON_A_TERMINAL if per_file is None else per_file
+                _search_tables(console, document, raw=raw, explain=explain, per_file=grouped)
         else:
-            _search_lines(documents, raw=raw, explain=explain, batch=batch)
+            _search_lines(documents, raw=raw, explain=explain, batch=batch, per_file=per_file or 0)
         return
+    if per_file and fmt in ("json", "jsonl"):
+        from memsearch.sections import group_by_file
+
+        documents = [{**document, "groups": group_by_file(document["results"], per_file)} for document in documents]
     rows = [
         {**row, "query": document["query"], "rank": row.get("rank", position), "score": repr(row["score"])}
         for document in documents
@@ -84,29 +97,59 @@ def _result_row(row: dict[str, Any]) -> tuple[Any, ...]:
 
 def _located(row: dict[str, Any]) -> str:
     """The text, after `path:line` for a memory indexed from a file (its metadata says where)."""
-    return _marked(row).text
+    marked = _marked(row)
+    return marked.prefix + marked.text
 
 
-def _marked(row: dict[str, Any]) -> Marked:
-    """The located text with the query's matched words (`matches`, absent from an older server's
-    documents) to highlight."""
-    metadata = row.get("metadata") or {}
-    path, line = metadata.get("path"), metadata.get("start_line")
-    where = ""
-    if isinstance(path, str):
-        where = shown_path(path) + (f":{line}" if isinstance(line, int) else "") + "  "
-    spans = [(len(where) + start, len(where) + end) for start, end in row.get("matches", ())]
-    return Marked(f"{where}{row['text']}", spans)
+def _marked(row: dict[str, Any], where: str | None = None) -> Marked:
+    """The text with the query's matched words (`matches`, absent from an older server's documents)
+    to highlight, after `where` (default: `path:line` for a memory indexed from a file), which a
+    preview from the first match keeps."""
+    if where is None:
+        metadata = row.get("metadata") or {}
+        path, line = metadata.get("path"), metadata.get("start_line")
+        where = ""
+        if isinstance(path, str):
+            where = shown_path(path) + (f":{line}" if isinstance(line, int) else "") + "  "
+    return Marked(row["text"], [(start, end) for start, end in row.get("matches", ())], prefix=where)
 
 
-def _search_lines(documents: Sequence[dict[str, Any]], *, raw: bool, explain: bool, batch: bool) -> None:
+def _result_rows(document: dict[str, Any], per_file: int) -> list[tuple[Any, ...]]:
+    """The result rows: one per result, or with `per_file` (and a note section among them) a row
+    per file (`path  title`, its best score) with its best sections under it (`:line  text`)."""
+    results = document["results"]
+    if not per_file:
+        return [_result_row(row) for row in results]
+    from memsearch.sections import group_by_file
+
+    groups = group_by_file(results, per_file)
+    if all(group["path"] is None for group in groups):
+        return [_result_row(row) for row in results]
+    by_id = {row["id"]: row for row in results}
+    rows: list[tuple[Any, ...]] = []
+    for group in groups:
+        if group["path"] is None:
+            rows.append((group["rank"], *_result_row(by_id[group["ids"][0]])[1:]))
+            continue
+        title = f" — {group['title']}" if group["title"] else ""
+        rows.append((group["rank"], "", f"{group['score']:.4f}", "", "", (shown_path(group["path"]) + title, "bold")))
+        for memory_id in group["ids"]:
+            row = by_id[memory_id]
+            line = (row.get("metadata") or {}).get("start_line")
+            rows.append(("", *_result_row(row)[1:-1], _marked(row, f"  :{line}  ")))
+        if group["more"]:
+            rows.append(("", "", "", "", "", (f"  … {group['more']} more of this file", "dim")))
+    return rows
+
+
+def _search_lines(documents: Sequence[dict[str, Any]], *, raw: bool, explain: bool, batch: bool, per_file: int) -> None:
     """Plain text for pipes: the results, then (with --explain) every result's stages, then (with
     --raw) every candidate, each block a header and a line per row (a query column in a batch)."""
     query = (Column("query", "key"),) if batch else ()
     first = [(document["query"],) if batch else () for document in documents]
     print_grid(
         (*query, *RESULT_COLUMNS),
-        [(*q, *_result_row(row)) for q, document in zip(first, documents, strict=True) for row in document["results"]],
+        [(*q, *row) for q, document in zip(first, documents, strict=True) for row in _result_rows(document, per_file)],
     )
     if explain:
         sys.stdout.write("\n")
@@ -127,7 +170,7 @@ def _search_lines(documents: Sequence[dict[str, Any]], *, raw: bool, explain: bo
                 sys.stdout.write("re-ranking moved: " + ", ".join(moves) + "\n")
 
 
-def _search_tables(console: Console, document: dict[str, Any], *, raw: bool, explain: bool) -> None:
+def _search_tables(console: Console, document: dict[str, Any], *, raw: bool, explain: bool, per_file: int) -> None:
     from rich.text import Text
 
     title = Text.assemble(
@@ -138,7 +181,7 @@ def _search_tables(console: Console, document: dict[str, Any], *, raw: bool, exp
     )
     results = document["results"]
     if results:
-        print_grid(RESULT_COLUMNS, [_result_row(row) for row in results], title=title, console=console)
+        print_grid(RESULT_COLUMNS, _result_rows(document, per_file), title=title, console=console)
     else:
         console.print(Text.assemble(title, "\n", ("no results", "yellow")))
     if explain:

@@ -89,6 +89,16 @@ def search(
             min=1,
         ),
     ] = None,
+    per_file: Annotated[
+        int | None,
+        typer.Option(
+            "--per-file",
+            metavar="N",
+            help="Show note sections a row per file, its best N under it (0: a row per section). "
+            "Default: 3 in a terminal, a row per section elsewhere; JSON gets `groups`.",
+            min=0,
+        ),
+    ] = None,
     queries: Annotated[
         str | None,
         typer.Option("--queries", help='A JSONL file of {"query": …} objects (or - for stdin): one result set each.'),
@@ -129,7 +139,7 @@ def search(
         body = {**template.to_fields(), "raw": raw, "explain": True}
         document = through(remote, "/search", body)
         if document is not None:
-            render_search([document], str(fmt), raw=raw, explain=explain, batch=False)
+            render_search([document], str(fmt), raw=raw, explain=explain, batch=False, per_file=per_file)
             return
     with open_memsearch(db, model) as ms:
         if queries is not None:
@@ -140,7 +150,7 @@ def search(
             requests = [template]
         outcomes = ms.search_many(requests)
     documents = [outcome.to_dict(raw=raw) for outcome in outcomes]
-    render_search(documents, str(fmt), raw=raw, explain=explain, batch=queries is not None)
+    render_search(documents, str(fmt), raw=raw, explain=explain, batch=queries is not None, per_file=per_file)
 
 
 profiles_app = typer.Typer(
