@@ -131,7 +131,12 @@ def test_index_watch_keeps_the_store_in_step_until_ctrl_c(tmp_path: Path, encode
     command = [sys.executable, "-m", "memsearch", "index", "--watch", str(notes), "--db", str(db)]
     watcher = subprocess.Popen(command, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
     lines: queue.Queue[str] = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(line) for line in watcher.stderr or ()], daemon=True).start()
+
+    def read_lines() -> None:
+        for line in watcher.stderr or ():
+            lines.put(line)
+
+    threading.Thread(target=read_lines, daemon=True).start()
 
     def wait_for(text: str, seconds: float = 120) -> str:
         deadline = time.monotonic() + seconds
