@@ -7,7 +7,8 @@ file) is indexed into a new SQLite store three times:
 1. first index: every file read, chunked and embedded;
 2. re-index after editing --edit-percent of the files (one paragraph each): only their changed
    chunks are embedded; every other file is a stat and no read;
-3. re-index with nothing changed: the walk and the stats only, nothing written.
+3. re-index with nothing changed: the walk and the stats only, nothing written (and the check
+   of the store against the recorded sections: their keys and text hashes, one query).
 
 It reports each run's wall time with the walk's time alone (measured separately, the floor of
 any re-index) and checks that run 2 costs about (edited share × run 1) + the walk. The encoder is
@@ -42,6 +43,11 @@ from memsearch.api import Memsearch
 from memsearch.embedding import Encoder, Progress, load_encoder, resolve_model
 from memsearch.ingest.indexing import IndexState
 from memsearch.ingest.note_files import plan, walk
+from memsearch.ingest.note_memories import checked_records
+from memsearch.models import EmbeddingModelInfo, NewMemory
+from memsearch.sections import NOTE_KEY_PREFIX
+from memsearch.store import open_store
+from memsearch.timeutil import utc_now
 
 _WORD_TEXT = (
     "deploy release rollback service cluster node cache index query latency budget owner review incident "
@@ -176,7 +182,29 @@ def walk_and_plan(root: Path, files: int, share: float, seed: int) -> dict[str, 
     IndexState.load(document)
     figures["state_load_seconds"] = round(time.perf_counter() - start, 3)
     figures["state_bytes"] = len(document.encode("utf-8"))
+    figures["store_check_seconds"] = _store_check(root.parent / "check.db", first, records, str(root))
     return figures
+
+
+def _store_check(location: Path, first: Any, records: dict[str, Any], root: str) -> float:
+    """The check every index run makes of the store against the recorded sections (`checked_records`
+    over `key_hashes`), on a store holding the first plan's chunks (random vectors: no embedding);
+    the median of 5."""
+    rng = np.random.default_rng(0)
+    memories = [NewMemory(chunk.titled_text, key=chunk.key) for chunk in first.add_chunks]
+    vectors = rng.standard_normal((len(memories), 384)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    store = open_store(location, create=True)
+    try:
+        store.insert(memories, vectors, EmbeddingModelInfo("bench", 384), utc_now())
+        times = []
+        for _ in range(5):
+            start = time.perf_counter()
+            checked_records(records, store.key_hashes(NOTE_KEY_PREFIX), records, [root])
+            times.append(time.perf_counter() - start)
+    finally:
+        store.close()
+    return round(sorted(times)[2], 3)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -256,7 +284,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{w['after_edit_chunks_to_embed']} chunks to embed); "
             f"unchanged {w['unchanged_walk_and_plan_seconds']:.2f} s "
             f"({w['unchanged_reads']} read); state document {w['state_bytes'] / 1e6:.1f} MB, "
-            f"load {w['state_load_seconds']:.2f} s, dump {w['state_dump_seconds']:.2f} s"
+            f"load {w['state_load_seconds']:.2f} s, dump {w['state_dump_seconds']:.2f} s; "
+            f"store check {w['store_check_seconds']:.2f} s"
         )
     return 0
 

@@ -49,6 +49,8 @@ from memsearch.store import EVERYTHING, Scope, Store, open_store
 
 if TYPE_CHECKING:  # imported by the use cases that need them: a search loads no reader or doctor, and
     # starts loading its encoder before it imports numpy, the pipeline and the profiles (see `search_many`)
+    import threading
+
     from memsearch.doctor import DoctorReport
     from memsearch.ingest.indexing import IndexOutcome
     from memsearch.ingest.roots import Forgotten, RootInfo
@@ -503,11 +505,11 @@ class Memsearch:
         include: Sequence[str] = (),
         exclude: Sequence[str] = (),
         progress: Progress | None = None,
-        stop: Any = None,
+        stop: threading.Event | None = None,
     ) -> Iterator[IndexOutcome]:
         """Index as `index` does, then keep the roots in step with their files: one outcome for the
-        first run, then one per batch of changes (see memsearch.ingest.watching), until `stop` (a
-        threading.Event) is set or the caller is interrupted."""
+        first run, then one per batch of changes (see memsearch.ingest.watching), until `stop` is
+        set or the caller is interrupted."""
         from memsearch.ingest.watching import watch_notes
 
         check_progress(progress)

@@ -47,6 +47,13 @@ def counting(encoder: Encoder) -> CountingEncoder:
     return CountingEncoder(encoder)
 
 
+@pytest.fixture
+def deploy_notes(tmp_path: Path) -> Path:
+    """A folder holding DEPLOY, a note of two sections (`# Deploy`, then `## Rollback` at line 8)."""
+    write(tmp_path / "notes" / "deploy.md", DEPLOY)
+    return tmp_path / "notes"
+
+
 def test_a_notes_time_is_its_files_and_the_front_matter_can_date_and_title_it(
     store_location: Path | str, tmp_path: Path, encoder: Encoder
 ) -> None:
@@ -75,10 +82,9 @@ def test_a_notes_time_is_its_files_and_the_front_matter_can_date_and_title_it(
 
 
 def test_editing_the_section_above_keeps_a_sections_id_pin_importance_and_use(
-    store_location: Path | str, tmp_path: Path, counting: CountingEncoder
+    store_location: Path | str, deploy_notes: Path, counting: CountingEncoder
 ) -> None:
-    notes = tmp_path / "notes"
-    write(notes / "deploy.md", DEPLOY)
+    notes = deploy_notes
     with Memsearch(store_location, encoder=counting) as ms:
         ms.index([notes])
         _, rollback = sections(ms, notes / "deploy.md")
@@ -155,10 +161,9 @@ def test_a_store_with_position_keys_moves_to_identity_keys_keeping_everything(
 
 
 def test_the_store_refuses_to_change_a_section_and_says_where_it_is(
-    store_location: Path | str, tmp_path: Path, encoder: Encoder
+    store_location: Path | str, deploy_notes: Path, encoder: Encoder
 ) -> None:
-    notes = tmp_path / "notes"
-    write(notes / "deploy.md", DEPLOY)
+    notes = deploy_notes
     with Memsearch(store_location, encoder=encoder) as ms:
         ms.index([notes])
         own = ms.add(NewMemory("a memory of its own", tags=("x",))).id
@@ -180,10 +185,9 @@ def test_the_store_refuses_to_change_a_section_and_says_where_it_is(
 
 
 def test_index_repairs_a_store_changed_behind_its_back(
-    store_location: Path | str, tmp_path: Path, encoder: Encoder
+    store_location: Path | str, deploy_notes: Path, encoder: Encoder
 ) -> None:
-    notes = tmp_path / "notes"
-    write(notes / "deploy.md", DEPLOY)
+    notes = deploy_notes
     write(notes / "garden.md", GARDEN)
     with Memsearch(store_location, encoder=encoder) as ms:
         ms.index([notes])

@@ -33,7 +33,6 @@ import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -52,10 +51,11 @@ from memsearch.ingest.note_files import (
     under_roots,
     walk,
 )
-from memsearch.ingest.notes import NoteChunk, text_fingerprint
-from memsearch.models import Memory, NewMemory
-from memsearch.sections import NOTE_KEY_PREFIX, key_path
-from memsearch.timeutil import to_iso, utc_now
+from memsearch.ingest.note_memories import checked_records, chunk_memory, restamped, taken_over
+from memsearch.ingest.notes import NoteChunk
+from memsearch.models import NewMemory
+from memsearch.sections import NOTE_KEY_PREFIX
+from memsearch.timeutil import utc_now
 
 if TYPE_CHECKING:
     import numpy as np
@@ -232,7 +232,7 @@ def index_notes(
         repaired = set()
     the_plan = _without_binary(plan(previous, sorted(current.values(), key=lambda file: file.path), _read_bytes))
     skipped += [(file.path, file.reason) for file in the_plan.having(FileStatus.SKIPPED)]
-    takeovers = _takeovers(store, the_plan) if store is not None else {}
+    takeovers = taken_over(store, the_plan) if store is not None else {}
     lines = [_file_line(file, takeovers, file.path in repaired) for file in the_plan.files]
     outcome = IndexOutcome(
         roots=tuple(runs.values()),
@@ -304,43 +304,6 @@ def _absolute(path: str | os.PathLike[str]) -> str:
     return str(Path(path).expanduser().resolve())
 
 
-def checked_records(
-    records: Mapping[str, IndexedFile],
-    stored: Mapping[str, str],
-    every_record: Mapping[str, IndexedFile],
-    scope: Sequence[str],
-) -> tuple[dict[str, IndexedFile], set[str]]:
-    """The records of a run's files as the store holds them (`stored`: each note key → its text's
-    content_hash), and the files found to disagree. A chunk the store lacks, or holds with another
-    text, loses its digest, so it is written anew; a note key under the run's roots that no record
-    names (`every_record`) joins its file's record, so it is deleted. Those files are read again."""
-    files = dict(records)
-    named = {key for record in every_record.values() for key in record.chunks}
-    strays: dict[str, list[str]] = {}
-    for key in stored:
-        path = key_path(key)
-        if key not in named and path is not None and is_under(path, scope):
-            strays.setdefault(path, []).append(key)
-    repaired = set()
-    for path in sorted({*records, *strays}):
-        record = records.get(path)
-        if record is None and path in every_record:
-            continue  # another run's file (held back): left as it is
-        chunks = dict(record.chunks) if record is not None else {}
-        wrong = {key for key, digest in chunks.items() if digest and not _holds(stored, key, digest)}
-        if wrong or path in strays:
-            chunks = {key: "" if key in wrong else digest for key, digest in chunks.items()}
-            chunks |= dict.fromkeys(strays.get(path, ()), "")
-            files[path] = IndexedFile(-1, -1, "", chunks)
-            repaired.add(path)
-    return files, repaired
-
-
-def _holds(stored: Mapping[str, str], key: str, digest: str) -> bool:
-    """Whether the store holds the key with the text its digest says."""
-    return key in stored and stored[key].startswith(text_fingerprint(digest))
-
-
 def _enclosing(state: IndexState, scope: Sequence[str]) -> list[Root]:
     """The remembered roots above a root of the run: a file under both that either one's patterns
     take stays indexed, so indexing ~/notes/work with its own patterns keeps what ~/notes takes."""
@@ -405,42 +368,6 @@ def _file_line(file: FilePlan, takeovers: Mapping[str, str], repaired: bool = Fa
     return FileLine(
         file.path, str(file.status), len(file.add_chunks) - moved, removed, reason, len(file.amend_chunks) + moved
     )
-
-
-def chunk_memory(file: FilePlan, chunk: NoteChunk) -> NewMemory:
-    """A chunk's memory: the titled text, the front matter's tags, where it is, and its time (the
-    front matter's date, else the file's modification time)."""
-    metadata: dict[str, Any] = {
-        "path": file.path,
-        "start_line": chunk.start_line,
-        "end_line": chunk.end_line,
-        "trail": list(chunk.trail),
-    }
-    if file.title is not None:
-        metadata["title"] = file.title
-    if file.date is not None:
-        metadata["date"] = to_iso(file.date)
-    if file.lossy:
-        metadata["lossy"] = True
-    created = file.date or datetime.fromtimestamp(file.mtime_ns / 1e9, UTC)
-    return NewMemory(chunk.titled_text, key=chunk.key, tags=file.tags, metadata=metadata, created_at=created)
-
-
-def chunk_memories(file: FilePlan) -> list[NewMemory]:
-    """The memories of a file's chunks to add."""
-    return [chunk_memory(file, chunk) for chunk in file.add_chunks]
-
-
-def restamped(file: FilePlan, chunk: NoteChunk, stored: Memory) -> dict[str, Any]:
-    """What to change of a stored memory that a chunk of the same text takes over: its key, where
-    it is, its tags and its time. A chunk under its own key keeps its time (only its place moved)
-    unless the front matter dates it (or dated it); one taking over another key's memory is new
-    there and takes its file's time."""
-    new = chunk_memory(file, chunk)
-    changes: dict[str, Any] = {"key": new.key, "metadata": dict(new.metadata), "tags": new.tags}
-    if new.key != stored.key or file.date is not None or "date" in stored.metadata:
-        changes["created_at"] = new.created_at
-    return {name: value for name, value in changes.items() if getattr(stored, name) != value}
 
 
 def _pending(file: FilePlan, before: IndexedFile | None) -> IndexedFile:
@@ -570,25 +497,6 @@ class _Apply:
             report(done + round(size * texts_done / max(1, texts_total)), self.total)
 
         return batch_progress
-
-
-def _takeovers(store: Store, the_plan: IndexPlan) -> dict[str, str]:
-    """For each added chunk whose text a stored chunk the plan deletes has, that chunk's key (each
-    taken over once): it moved to another file, its file was renamed, or it was stored under a
-    position key of memsearch before identity keys. Such a memory is amended in place, never
-    embedded again. Read before anything is written (a dry run reports the same)."""
-    texts = {chunk.titled_text for chunk in the_plan.add_chunks}
-    keyed = {key: memory_id for key in the_plan.delete_keys if (memory_id := store.id_for_key(key)) is not None}
-    stored = store.get_many(list(keyed.values())) if keyed and texts else {}
-    by_text: dict[str, list[str]] = {}
-    for key, memory_id in keyed.items():
-        if memory_id in stored and stored[memory_id].text in texts:
-            by_text.setdefault(stored[memory_id].text, []).append(key)
-    takeovers = {}
-    for chunk in the_plan.add_chunks:
-        if keys := by_text.get(chunk.titled_text):
-            takeovers[chunk.key] = keys.pop(keys.index(chunk.key) if chunk.key in keys else 0)  # its own first
-    return takeovers
 
 
 def _batches(files: Sequence[FilePlan]) -> list[tuple[FilePlan, ...]]:

@@ -258,10 +258,9 @@ def _sha256(value: object) -> str:
     return hashlib.sha256(json.dumps(value, ensure_ascii=False).encode("utf-8", errors="surrogatepass")).hexdigest()
 
 
-def chunk_key(path: str, trail: tuple[str, ...], text: str, occurrence: int = 1) -> str:
-    """`note:{path}#{h}`, `-{occurrence}` after it from the second chunk of the same trail and text."""
-    key = f"{NOTE_KEY_PREFIX}{path}#{_sha256([trail, titled(trail, text)])[:KEY_HASH_DIGITS]}"
-    return key if occurrence == 1 else f"{key}-{occurrence}"
+def chunk_key(path: str, trail: tuple[str, ...], titled_text: str) -> str:
+    """`note:{path}#{h}` of the first chunk of a file with this trail and (titled) text."""
+    return f"{NOTE_KEY_PREFIX}{path}#{_sha256([trail, titled_text])[:KEY_HASH_DIGITS]}"
 
 
 def _make_note(path: str, lines: list[str], pieces: list[tuple[tuple[str, ...], int, int]], meta: FrontMatter) -> Note:
@@ -269,10 +268,11 @@ def _make_note(path: str, lines: list[str], pieces: list[tuple[tuple[str, ...], 
     seen: dict[str, int] = {}
     for trail, start, end in pieces:
         text = "\n".join(lines[start:end])
-        identity = chunk_key(path, trail, text)
+        stored = titled(trail, text)
+        identity = chunk_key(path, trail, stored)
         seen[identity] = seen.get(identity, 0) + 1
         layout = _sha256([trail, start + 1, end, meta.tags, meta.title, meta.date_text])[:KEY_HASH_DIGITS]
-        digest = f"{content_hash(titled(trail, text))[:KEY_HASH_DIGITS]}:{layout}"
+        digest = f"{content_hash(stored)[:KEY_HASH_DIGITS]}:{layout}"
         key = identity if seen[identity] == 1 else f"{identity}-{seen[identity]}"
         chunks.append(NoteChunk(key, trail, start + 1, end, text, digest))
     return Note(tuple(chunks), meta.tags, title=meta.title, date=meta.date, problems=meta.problems)

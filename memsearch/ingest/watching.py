@@ -1,6 +1,8 @@
 """`memsearch index --watch`: the roots kept in step with their files while it runs.
 
-The first update is a whole index run over the roots; after it, watchfiles (a Rust watcher:
+The first update is a whole index run over the roots; the watcher is started after it, and a
+second (incremental) run catches what changed meanwhile, so the first outcome is yielded only
+once the watcher is live and no change falls between the two. Then watchfiles (a Rust watcher:
 inotify, FSEvents, ReadDirectoryChangesW, polling where none works) reports changes, gathered
 until none came for `debounce_ms`, and each batch re-runs the index over the remembered roots that
 hold the changed paths: the same incremental path as `memsearch index`, which reads only files
@@ -20,6 +22,7 @@ from memsearch.ingest import Library
 from memsearch.ingest.indexing import IndexOutcome, index_notes
 
 DEBOUNCE_MS = 400  # an editor's save (write, rename, chmod) is one update; a person waits no longer
+WAKE_MS = 500  # the watcher answers at least this often: the first answer says it is live
 
 
 def watch_notes(
@@ -38,13 +41,21 @@ def watch_notes(
     from watchfiles import DefaultFilter, watch
 
     first = index_notes(ms, paths, include=include, exclude=exclude, progress=progress)
-    yield first
     roots = [root.path for root in first.roots]
     if not roots:
+        yield first
         return
     ignored = [path for name in store_files for path in (name, f"{name}-wal", f"{name}-shm", f"{name}-journal")]
-    quiet = DefaultFilter(ignore_paths=ignored)
-    for changes in watch(*roots, watch_filter=quiet, debounce=debounce_ms, stop_event=stop):
+    batches = watch(
+        *roots, watch_filter=DefaultFilter(ignore_paths=ignored), debounce=debounce_ms, stop_event=stop,
+        rust_timeout=WAKE_MS, yield_on_timeout=True,
+    )  # fmt: skip
+    next(batches, None)  # the watcher is live once it has answered (a timeout at the latest)
+    caught_up = index_notes(ms, progress=progress, within=roots)  # what changed before it was
+    yield first
+    if caught_up.files:
+        yield caught_up
+    for changes in batches:
         changed = sorted({path for _, path in changes if not Path(path).name.startswith(".")})
         if changed:
             yield index_notes(ms, progress=progress, within=changed)
