@@ -1,6 +1,7 @@
-"""Notes true to their files on the command line (issue 29, part 2): roots listed, forgotten and
-pruned; set, edit and delete on a section; results a row per file; `index --watch` with a real
-watcher on a folder, in a process of its own, stopped by Ctrl-C."""
+"""Notes true to their files on the command line and over HTTP (issue 29, part 2): roots listed,
+forgotten and pruned; set, edit and delete on a section (and an HTTP delete's 409); results a row
+per file; `index --watch` with a real watcher on a folder, in a process of its own, stopped by
+Ctrl-C."""
 
 from __future__ import annotations
 
@@ -17,8 +18,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner, Result
 
+from memsearch.api import Memsearch
 from memsearch.cli.app import app
 from memsearch.embedding import Encoder
+from tests.serving import start_server
 from tests.test_cli import unstyled
 from tests.test_index import DEPLOY, GARDEN, write
 
@@ -180,3 +183,19 @@ def _no_editor(monkeypatch: pytest.MonkeyPatch) -> None:
     """A test names the editor it runs, if any."""
     for name in ("VISUAL", "EDITOR"):
         monkeypatch.delenv(name, raising=False)
+
+
+def test_the_http_api_refuses_to_delete_a_section_with_a_409_naming_it(
+    notes: Path, db_path: Path, encoder: Encoder
+) -> None:
+    with Memsearch(db_path, encoder=encoder) as ms:
+        ms.index([notes])
+        rollback = next(m for m in ms.list() if m.metadata.get("start_line") == 8)
+    server = start_server(db_path)
+    try:
+        refused = server.request("DELETE", f"/memories/{rollback.id}")
+        assert refused.status == 409 and refused.json()["type"] == "NoteSectionError"
+        assert "deploy.md:8" in refused.json()["error"]
+        assert server.request("GET", f"/memories/{rollback.id}").status == 200
+    finally:
+        server.stop()
