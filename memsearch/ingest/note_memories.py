@@ -15,10 +15,19 @@ from memsearch.ingest.note_files import FilePlan, IndexedFile, IndexPlan, is_und
 from memsearch.ingest.notes import NoteChunk, text_fingerprint
 from memsearch.models import Memory, NewMemory
 from memsearch.sections import key_path
-from memsearch.timeutil import to_iso
+from memsearch.timeutil import EARLIEST, LATEST, to_iso, utc_now
 
 if TYPE_CHECKING:
     from memsearch.store.base import Store
+
+
+def file_time(mtime_ns: int) -> datetime:
+    """A file's modification time as a memory's time (kept within the calendar memsearch takes)."""
+    try:
+        moment = datetime.fromtimestamp(mtime_ns / 1e9, UTC)
+    except (OverflowError, OSError, ValueError):  # a time the platform cannot show
+        return utc_now()
+    return min(max(moment, EARLIEST), LATEST)
 
 
 def chunk_memory(file: FilePlan, chunk: NoteChunk) -> NewMemory:
@@ -36,7 +45,7 @@ def chunk_memory(file: FilePlan, chunk: NoteChunk) -> NewMemory:
         metadata["date"] = to_iso(file.date)
     if file.lossy:
         metadata["lossy"] = True
-    created = file.date or datetime.fromtimestamp(file.mtime_ns / 1e9, UTC)
+    created = file.date or file_time(file.mtime_ns)
     return NewMemory(chunk.titled_text, key=chunk.key, tags=file.tags, metadata=metadata, created_at=created)
 
 
