@@ -3,7 +3,7 @@ and doctor."""
 
 import sys
 from collections.abc import Sequence
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -17,6 +17,9 @@ from memsearch.cli.options import (
 from memsearch.cli.progress import ProgressBar
 from memsearch.cli.running import open_memsearch
 from memsearch.errors import ExitCode, InvalidInputError
+
+if TYPE_CHECKING:
+    from memsearch.ingest.indexing import IndexOutcome
 
 
 def stats(fmt: FormatOption = "table", db: DbOption = None) -> None:
@@ -155,7 +158,7 @@ def _watch(
     report (a JSON line each with --format json); Ctrl-C ends it with exit 0."""
     from memsearch.cli.render import render_index, write_json
 
-    def report(outcome: Any) -> None:
+    def report(outcome: "IndexOutcome") -> None:
         if fmt == "json":
             write_json(outcome.to_dict(), compact=True)
             sys.stdout.flush()
