@@ -19,6 +19,8 @@ from memsearch.arguments import (
     check_iterable,
     check_location,
     check_name,
+    check_paths,
+    check_patterns,
     check_profile,
     check_progress,
     check_ref,
@@ -474,4 +476,11 @@ class Memsearch:
         and changed chunks are embedded; `dry_run` says what would change and writes nothing."""
         from memsearch.ingest.indexing import index_notes
 
-        return index_notes(self, paths, include=include, exclude=exclude, dry_run=dry_run, progress=progress)
+        return index_notes(
+            self,
+            check_paths(paths),
+            include=check_patterns("include", include),
+            exclude=check_patterns("exclude", exclude),
+            dry_run=check_flag("dry_run", dry_run),
+            progress=check_progress(progress),
+        )

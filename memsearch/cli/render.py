@@ -369,6 +369,6 @@ def render_index(outcome: IndexOutcome, fmt: str) -> None:
             if line.status != "skipped"
         ]
         print_grid(INDEX_COLUMNS, rows)
-    for path, reason in outcome.skipped:
-        messages().print(f"skipped {shown_path(path)}: {reason}", markup=False)
+    for path, reason in outcome.skipped:  # a file name is data: its escape sequences must not reach the terminal
+        messages().print(f"skipped {one_line(shown_path(path))}: {one_line(reason)}", markup=False)
     messages().print(outcome.summary, markup=False)
