@@ -420,16 +420,16 @@ def test_a_world_writable_root_is_refused_when_remembered(notes: Path, db_path: 
 def test_skipped_names_reach_the_terminal_escaped(tmp_path: Path) -> None:
     root = tmp_path / "n"
     write(root / "ok.md", NOTE)
-    (root / "bad\x1b]0;pwned\x07\x1b[2J.md").symlink_to(root / "missing.md")  # skipped: a broken symlink
+    (root / "bad\x1b]0;pwned\x07\x1b[2J\n.md").symlink_to(root / "missing.md")  # skipped: a broken symlink
     write(root / LATIN1_NAME, "latin-1 name")
     result = CliRunner().invoke(app, ["index", str(root), "--dry-run"])
     assert result.exit_code == 0, result.stderr
     assert "\x1b" not in result.stderr and "\x07" not in result.stderr
-    assert "bad\\x1b]0;pwned\\x07\\x1b[2J.md: is a broken symlink" in result.stderr
+    assert "bad\\x1b]0;pwned\\x07\\x1b[2J\\x0a.md: is a broken symlink\n" in result.stderr
     assert "caf\\xe9.md: has a name that is not valid UTF-8" in result.stderr
     document = json.loads(CliRunner().invoke(app, ["index", str(root), "--dry-run", "-f", "json"]).stdout)
     paths = {Path(item["path"]).name for item in document["skipped"]}
-    assert paths == {"bad\x1b]0;pwned\x07\x1b[2J.md", "caf\\xe9.md"}  # JSON keeps the real text
+    assert paths == {"bad\x1b]0;pwned\x07\x1b[2J\n.md", "caf\\xe9.md"}  # JSON keeps the real text
 
 
 # -- Memsearch.index's arguments ------------------------------------------------------------------
