@@ -472,8 +472,9 @@ class Memsearch:
     ) -> IndexOutcome:
         """Keep folders of notes in the store, a memory per chunk (see memsearch.ingest.indexing):
         the `paths` given are remembered with their patterns (gitignore syntax; `include` defaults
-        to markdown and text files); with none, every remembered one is brought up to date. Only new
-        and changed chunks are embedded; `dry_run` says what would change and writes nothing."""
+        to markdown and text files) and read whoever owns them; with none, every remembered one is
+        brought up to date, less what another user could have written (skipped, its notes kept).
+        Only new and changed chunks are embedded; `dry_run` says what would change and writes nothing."""
         from memsearch.ingest.indexing import index_notes
 
         return index_notes(
