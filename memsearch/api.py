@@ -19,6 +19,8 @@ from memsearch.arguments import (
     check_iterable,
     check_location,
     check_name,
+    check_paths,
+    check_patterns,
     check_profile,
     check_progress,
     check_ref,
@@ -470,8 +472,16 @@ class Memsearch:
     ) -> IndexOutcome:
         """Keep folders of notes in the store, a memory per chunk (see memsearch.ingest.indexing):
         the `paths` given are remembered with their patterns (gitignore syntax; `include` defaults
-        to markdown and text files); with none, every remembered one is brought up to date. Only new
-        and changed chunks are embedded; `dry_run` says what would change and writes nothing."""
+        to markdown and text files) and read whoever owns them; with none, every remembered one is
+        brought up to date, less what another user could have written (skipped, its notes kept).
+        Only new and changed chunks are embedded; `dry_run` says what would change and writes nothing."""
         from memsearch.ingest.indexing import index_notes
 
-        return index_notes(self, paths, include=include, exclude=exclude, dry_run=dry_run, progress=progress)
+        return index_notes(
+            self,
+            check_paths(paths),
+            include=check_patterns("include", include),
+            exclude=check_patterns("exclude", exclude),
+            dry_run=check_flag("dry_run", dry_run),
+            progress=check_progress(progress),
+        )

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from memsearch.cli.consoles import is_terminal, messages, stdout_console
 from memsearch.cli.grid import Column, print_grid
-from memsearch.cli.literal import literal, one_line
+from memsearch.cli.literal import literal, one_line, visible
 from memsearch.models import CSV_FIELDS
 
 if TYPE_CHECKING:  # Rich is imported where a table is drawn: machine output never loads it
@@ -369,6 +369,6 @@ def render_index(outcome: IndexOutcome, fmt: str) -> None:
             if line.status != "skipped"
         ]
         print_grid(INDEX_COLUMNS, rows)
-    for path, reason in outcome.skipped:
-        messages().print(f"skipped {shown_path(path)}: {reason}", markup=False)
+    for path, reason in outcome.skipped:  # a file name is data: its escape sequences must not reach the terminal
+        messages().print(visible(f"skipped {shown_path(path)}: {reason}"), markup=False)
     messages().print(outcome.summary, markup=False)

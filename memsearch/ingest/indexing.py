@@ -10,6 +10,12 @@ old chunks are deleted before the new ones are added (a key may be in both), the
 document is saved. A chunk that only moved (down its file, or with its file renamed) takes the
 vector stored for its text rather than being embedded again.
 
+A root given to the run is named by the user and walked whoever owns it; every other root and
+every folder or file under it is walked only if no other user could have written it
+(`note_files.walk`). What a walk could not or would not look into (such a folder, one that
+cannot be listed, a root that now leads elsewhere) is held: the files stored from it stay as
+they are, neither removed nor re-read (`_held`), so a refused root never replaces the user's notes.
+
 Nothing is left half-done that a re-run cannot fix: before a batch is written, its files are
 saved as *pending* (every key they had or will have, no digest, no mtime), so a run that stops
 in the middle leaves them to be read, deleted and added afresh next time; deleting a key that is
@@ -30,7 +36,19 @@ from memsearch.embedding.base import Progress
 from memsearch.errors import InvalidInputError, MemsearchError, StoreNotFoundError
 from memsearch.ingest import Library
 from memsearch.ingest.embed import embed_memories, other_model_vectors, with_chunks
-from memsearch.ingest.note_files import FilePlan, FileState, FileStatus, IndexedFile, IndexPlan, plan, under_roots, walk
+from memsearch.ingest.note_files import (
+    FilePlan,
+    FileState,
+    FileStatus,
+    IndexedFile,
+    IndexPlan,
+    is_under,
+    plan,
+    under_roots,
+    walk,
+    walked_reader,
+)
+from memsearch.ingest.safe_files import quoted
 from memsearch.models import NewMemory
 from memsearch.timeutil import utc_now
 
@@ -166,9 +184,7 @@ def index_notes(
 ) -> IndexOutcome:
     """Index the roots given (remembering them with these patterns; a root given again without
     patterns keeps the ones it has), or every remembered root when none is given (module doc)."""
-    include, exclude = _patterns(include), _patterns(exclude)
-    if isinstance(paths, str | os.PathLike):  # one path, not a sequence of one-letter paths
-        paths = [paths]
+    include, exclude = tuple(include), tuple(exclude)
     given = [_resolved_root(path) for path in paths]
     if not given and (include or exclude):
         raise InvalidInputError(
@@ -179,11 +195,18 @@ def index_notes(
     skipped: list[tuple[str, str]] = []
     runs, scope, remembered = _roots(state, given, include, exclude, skipped)
     current: dict[str, FileState] = {}
+    walks: list[tuple[str, list[str]]] = []  # each walk's root and the paths it held (`_held`)
     for root in [*runs.values(), *_enclosing(state, scope)]:
-        found = walk([root.path], root.include, root.exclude, on_skip=lambda path, why: skipped.append((path, why)))
-        current |= {file.path: file for file in found if file.path not in current and _under(file.path, scope)}
-    previous = under_roots(state.files, scope) if scope else {}
-    the_plan = _without_binary(plan(previous, sorted(current.values(), key=lambda file: file.path), _read_bytes))
+        walks.append((root.path, []))
+        found = walk(
+            [root.path], root.include, root.exclude, on_skip=lambda path, why: skipped.append((path, why)),
+            named=given, on_held=walks[-1][1].append,
+        )  # fmt: skip
+        current |= {file.path: file for file in found if file.path not in current and is_under(file.path, scope)}
+    stored = under_roots(state.files, scope) if scope else {}
+    previous = {path: record for path, record in stored.items() if not _held(path, walks)}
+    states = sorted(current.values(), key=lambda file: file.path)
+    the_plan = _without_binary(plan(previous, states, walked_reader(states)))
     skipped += [(file.path, file.reason) for file in the_plan.having(FileStatus.SKIPPED)]
     re_added = {chunk.key for chunk in the_plan.add_chunks}
     outcome = IndexOutcome(
@@ -245,12 +268,11 @@ def _enclosing(state: IndexState, scope: Sequence[str]) -> list[Root]:
     ]
 
 
-def _under(path: str, roots: Sequence[str]) -> bool:
-    return any(path == root or path.startswith(root.rstrip(os.sep) + os.sep) for root in roots)
-
-
-def _patterns(patterns: Sequence[str]) -> tuple[str, ...]:
-    return (patterns,) if isinstance(patterns, str) else tuple(patterns)
+def _held(path: str, walks: Sequence[tuple[str, Sequence[str]]]) -> bool:
+    """Whether every walk that could reach the stored file held it (a folder on the way refused,
+    unreadable or replaced): it stays as stored, neither removed nor re-read."""
+    reaching = [held for root, held in walks if is_under(path, [root])]
+    return bool(reaching) and all(is_under(path, held) for held in reaching)
 
 
 def _kept(state: IndexState, path: str) -> Root:
@@ -262,7 +284,7 @@ def _resolved_root(path: str | os.PathLike[str]) -> str:
     try:
         return str(given.resolve(strict=True))
     except (OSError, RuntimeError):
-        raise InvalidInputError(f"{given}: no such file or folder") from None
+        raise InvalidInputError(f"{quoted(str(given))}: no such file or folder") from None
 
 
 def _existing_store(ms: Library) -> Store | None:
@@ -271,11 +293,6 @@ def _existing_store(ms: Library) -> Store | None:
         return ms.store()
     except StoreNotFoundError:
         return None
-
-
-def _read_bytes(path: str) -> bytes:
-    with open(path, "rb") as file:
-        return file.read()
 
 
 def _without_binary(the_plan: IndexPlan) -> IndexPlan:
