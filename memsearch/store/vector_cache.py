@@ -73,7 +73,7 @@ def cache_place(store_path: Path) -> Path | None:
     if problem is None and (problem := _claim(beside)) is None:
         return beside
     private = private_cache_folder(store_path)
-    private_problem = folder_problem(private.parent) or _claim(private)
+    private_problem = _claim(private) or folder_problem(private.parent)
     if os.path.lexists(beside) and own_folder_problem(beside) is not None:  # made by someone else?
         instead = f"using {private}" if private_problem is None else "reading vectors from the store"
         log.warning("not using %s for the vector cache: %s; %s", beside, problem, instead)
