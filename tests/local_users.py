@@ -36,7 +36,7 @@ class OtherUser:
                 os.setgid(self.uid)
                 os.setuid(self.uid)
                 outcome: tuple[bool, Any] = (True, function(*args))
-            except BaseException as error:  # noqa: BLE001 - everything goes back to the test
+            except BaseException as error:  # everything goes back to the test
                 outcome = (False, f"{type(error).__name__}: {error}")
             try:
                 with os.fdopen(write, "wb") as channel:
