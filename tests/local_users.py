@@ -53,7 +53,7 @@ class OtherUser:
                     os.kill(pid, signal.SIGKILL)
                     os.waitpid(pid, 0)
                     raise TimeoutError(f"the other user's {function.__name__} took over {timeout} s")
-                chunk = channel.read1(65536)  # type: ignore[attr-defined]
+                chunk = channel.read1(65536)
                 if not chunk:
                     break
                 received += chunk

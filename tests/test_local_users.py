@@ -60,6 +60,12 @@ def _plant_cache_files(folder: Path, names: list[str], planted_id: int) -> None:
         target.chmod(0o644)
 
 
+def _open_folder(folder: Path) -> None:
+    """As the other user: a folder of theirs that anyone may write."""
+    folder.mkdir()
+    folder.chmod(0o777)
+
+
 # -- caches beside the store --------------------------------------------------------------------
 
 
@@ -70,7 +76,7 @@ def test_a_cache_folder_made_by_another_user_is_never_written_or_read(
     owner's first search, and later plants files under the names the owner's cache files have."""
     db = shared_folder / "notes.db"
     planted_folder = cache_folder(db)
-    other_user.run(lambda: (planted_folder.mkdir(), planted_folder.chmod(0o777)))
+    other_user.run(_open_folder, planted_folder)
     _store_with_a_planted_memory(db).close()
     with caplog.at_level(logging.WARNING, logger="memsearch"):
         before = _ranking(db)
@@ -102,7 +108,7 @@ def test_a_store_in_a_folder_others_may_write_keeps_its_cache_in_a_private_folde
 def test_the_approximate_index_is_kept_where_the_vectors_are(other_user: OtherUser, shared_folder: Path) -> None:
     db = shared_folder / "notes.db"
     planted_folder = cache_folder(db)
-    other_user.run(lambda: (planted_folder.mkdir(), planted_folder.chmod(0o777)))
+    other_user.run(_open_folder, planted_folder)
     store = _store_with_a_planted_memory(db)
     store.ann_threshold = 1
     assert store.vector_search(QUERY, Scope(), 3).engine == "index"
