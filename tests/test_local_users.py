@@ -4,20 +4,30 @@ real second uid (tests/local_users.py); each test is skipped, saying why, where 
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from memsearch.api import Memsearch
+from memsearch.embedding import Encoder, resolve_model
+from memsearch.embedding.onnx import ensure_export
+from memsearch.errors import EmbeddingError
 from memsearch.models import EmbeddingModelInfo, NewMemory
+from memsearch.server.discovery import discovery_path
 from memsearch.store import Scope
 from memsearch.store.ann import index_library_available
 from memsearch.store.sqlite import SQLiteStore
 from memsearch.store.vector_cache import cache_folder, private_cache_folder
 from tests.conftest import T0
-from tests.local_users import OtherUser, other_user, shared_folder
+from tests.local_users import OtherUser, OtherUserError, other_user, shared_folder
+from tests.serving import server_env, start_server
+from tests.test_server_trust import _cli, _without_root_overrides
 
 __all__ = ["other_user", "shared_folder"]  # fixtures
 
@@ -115,3 +125,115 @@ def test_the_approximate_index_is_kept_where_the_vectors_are(other_user: OtherUs
     store.close()
     assert os.listdir(planted_folder) == []
     assert len(list(private_cache_folder(db).glob("*.hnsw"))) == 1
+
+
+# http.client encodes host names with the idna codec, imported on first use: the other user's
+# child cannot read the interpreter's files (root's), so it is imported here, before any fork.
+"127.0.0.1".encode("idna")
+
+
+# -- served stores, the discovery file, the runtime folder ---------------------------------------
+
+
+def _ask(
+    port: int, method: str, path: str, body: bytes | None = None, headers: dict[str, str] | None = None
+) -> tuple[int, bytes]:
+    """As the other user: one request to 127.0.0.1:port, without the owner's token."""
+    import http.client
+
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        connection.request(method, path, body=body, headers=headers or {})
+        response = connection.getresponse()
+        return response.status, response.read()
+    finally:
+        connection.close()
+
+
+def _read(path: Path) -> str:
+    return path.read_text()
+
+
+@pytest.mark.parametrize("kind", ["serve", "mcp"])
+def test_another_user_cannot_use_a_server_or_read_its_token(
+    kind: str, other_user: OtherUser, shared_folder: Path, encoder: Encoder
+) -> None:
+    """The issue's case: as another uid, search the owner's memories and dry-run deleting them all
+    through a server started with no options; and read the token from its discovery file."""
+    db = shared_folder / "notes.db"
+    with Memsearch(db, encoder=encoder) as ms:
+        ms.add(NewMemory("The deploy key lives in 1Password"))
+    server = start_server(db, kind=kind)
+    try:
+        attempts: list[tuple[str, str, bytes | None]]
+        if kind == "serve":
+            attempts = [
+                ("GET", "/search?q=deploy+key", None),
+                ("DELETE", "/memories?everything=true&dry_run=true", None),
+            ]
+        else:
+            call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                    "params": {"name": "mem_search", "arguments": {"query": "deploy key"}}}  # fmt: skip
+            attempts = [("POST", "/mcp", json.dumps(call).encode())]
+        for method, path, body in attempts:
+            headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+            status, answer = other_user.run(_ask, server.port, method, path, body, headers)
+            assert status == 401 and b"1Password" not in answer, (method, path, answer)
+        assert server.token and server.token not in server.stderr()
+        discovery = discovery_path(db, kind)
+        assert discovery.stat().st_mode & 0o777 == 0o600
+        with pytest.raises(OtherUserError, match="PermissionError"):
+            other_user.run(_read, discovery)
+        code, out, _ = _cli("token", *(["--mcp"] if kind == "mcp" else []), "--db", str(db))
+        assert code == 0 and out == f"{server.token}\n"  # the owner gets it
+    finally:
+        assert server.stop() == 0
+    with Memsearch(db, encoder=encoder) as ms:
+        assert ms.stats()["memories"] == 1
+
+
+def test_a_runtime_folder_another_user_took_first_is_not_used(
+    other_user: OtherUser, shared_folder: Path, tmp_path: Path, encoder: Encoder
+) -> None:
+    """Without XDG_RUNTIME_DIR the runtime folder is TMPDIR/runtime-UID, a name any user can take
+    first. Then a server whose store's folder it cannot write has nowhere safe to advertise itself
+    and its token: it refuses to start, in one line; the CLI works in-process as ever."""
+    taken = shared_folder / f"runtime-{os.geteuid()}"
+    other_user.run(_open_folder, taken)
+    env = server_env(TMPDIR=str(shared_folder))
+    env.pop("XDG_RUNTIME_DIR", None)
+    db = tmp_path / "store" / "notes.db"
+    with Memsearch(db, encoder=encoder) as ms:
+        ms.add(NewMemory("The deploy key lives in 1Password"))
+    db.parent.chmod(0o555)
+    try:
+        started, searched = (
+            subprocess.run(
+                [sys.executable, "-m", "memsearch", *command, "--db", str(db)],
+                capture_output=True,
+                text=True,
+                env=env,
+                timeout=120,
+                preexec_fn=_without_root_overrides,
+            )
+            for command in (["serve", "--port", "0"], ["search", "deploy key", "-m", "lexical"])
+        )
+    finally:
+        db.parent.chmod(0o700)
+    assert started.returncode == 1 and len(started.stderr.strip().splitlines()) == 1, started.stderr
+    assert "cannot write the discovery file" in started.stderr and "internal error" not in started.stderr
+    assert searched.returncode == 0 and "1Password" in searched.stdout, searched.stderr
+    assert searched.stderr.startswith("memsearch: access not recorded") and len(searched.stderr.splitlines()) == 1
+    assert os.listdir(taken) == []
+
+
+def test_a_model_cache_folder_another_user_made_is_not_used(
+    other_user: OtherUser, shared_folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The model cache (ONNX exports) in a shared place, its folder made first by another user."""
+    cache = shared_folder / "cache"
+    other_user.run(_open_folder, cache)
+    monkeypatch.setenv("MEMSEARCH_CACHE_DIR", str(cache))
+    other_user.run(_open_folder, cache / "onnx")
+    with pytest.raises(EmbeddingError, match=f"belongs to another user \\(uid {other_user.uid}\\)"):
+        ensure_export(resolve_model())

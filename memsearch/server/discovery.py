@@ -86,15 +86,21 @@ def _hashed(location: Path | str, suffix: str = SUFFIX) -> str:
     return hashlib.sha256(key.encode("utf-8", "surrogateescape")).hexdigest()[:16] + suffix
 
 
-def runtime_dir() -> Path:
-    """The user's runtime dir (XDG_RUNTIME_DIR; platformdirs' fallback when it is unset)."""
+def runtime_dir() -> Path | None:
+    """The user's runtime dir (XDG_RUNTIME_DIR; platformdirs' fallback when it is unset or not
+    the user's); None when there is none to trust (the fallback, /tmp/runtime-UID, is another
+    user's: recent platformdirs refuse it, and `_place_problem` checks it for older ones)."""
     import warnings
 
     import platformdirs
 
     with warnings.catch_warnings():  # "XDG_RUNTIME_DIR is not set": the fallback is checked like any folder
         warnings.simplefilter("ignore")
-        return Path(platformdirs.user_runtime_dir("memsearch", appauthor=False))
+        try:
+            return Path(platformdirs.user_runtime_dir("memsearch", appauthor=False))
+        except PermissionError as error:
+            _log.debug("no runtime folder: %s", error)
+            return None
 
 
 def discovery_path(db: Path | str, kind: str = "serve") -> Path:
@@ -108,7 +114,9 @@ def discovery_path(db: Path | str, kind: str = "serve") -> Path:
 
 def discovery_paths(db: Path | str, kind: str = "serve") -> tuple[Path, ...]:
     """Where a client looks, in order: beside the store (or the URL's file), then the runtime dir."""
-    return (discovery_path(db, kind), runtime_dir() / _hashed(db, SUFFIXES[kind]))
+    runtime = runtime_dir()
+    beside = discovery_path(db, kind)
+    return (beside,) if runtime is None else (beside, runtime / _hashed(db, SUFFIXES[kind]))
 
 
 def _place_problem(folder: Path) -> str | None:
@@ -320,6 +328,8 @@ class Advertisement:
             self.path = path
             _log.debug("advertised in %s", path)
             return path
+        if runtime_dir() is None:
+            problems.append("no runtime folder of yours (set XDG_RUNTIME_DIR to one)")
         raise MemsearchError(f"cannot write the discovery file: {'; '.join(problems)}")
 
     def withdraw(self) -> None:
