@@ -526,3 +526,37 @@ def test_import_sends_the_schemas_query_names(db_path: Path, encoder: Encoder) -
         assert code == 0 and "POST /import?format=jsonl&source=stdin&replace=true through the server" in err, err
     finally:
         assert served.stop() == 0
+
+
+# -- 8. the token a server makes at start -------------------------------------------------------
+
+
+def test_the_token_a_server_made_reaches_the_cli_and_memsearch_token(db_path: Path, encoder: Encoder) -> None:
+    code, _, err = _cli("token", "--db", str(db_path))
+    assert code == 1 and err == f"memsearch: no `memsearch serve` of {db_path} runs\n"
+    served = start_server(db_path)
+    try:
+        assert served.token and served.request("GET", "/stats", token=None).status == 401
+        code, out, _ = _cli("token", "--db", str(db_path))
+        assert (code, out) == (0, f"{served.token}\n")
+        code, out, err = _cli("--debug", "add", "through the server", "--db", str(db_path))
+        assert code == 0 and "POST /add through the server" in err, err
+        code, out, err = _cli("--debug", "search", "server", "--server", served.url, "--db", str(db_path))
+        assert code == 0 and "POST /search through the server" in err and "through the server" in out, err
+        code, _, err = _cli("token", "--mcp", "--db", str(db_path))
+        assert code == 1 and "no `memsearch mcp --http`" in err
+    finally:
+        assert served.stop() == 0
+
+
+def test_no_token_opts_into_an_open_server_on_loopback_only(db_path: Path, encoder: Encoder) -> None:
+    served = start_server(db_path, "--no-token")
+    try:
+        assert served.token is None and served.request("GET", "/stats").status == 200
+        assert "no token: every user of this machine can use it" in served.stderr()
+        code, _, err = _cli("token", "--db", str(db_path))
+        assert code == 1 and "takes no token (started with --no-token)" in err
+    finally:
+        assert served.stop() == 0
+    refused = _run("serve", "--no-token", "--host", "0.0.0.0", "--port", "0", "--db", str(db_path))
+    assert refused.returncode == 2 and b"refusing to listen on 0.0.0.0 without a bearer token" in refused.stderr
