@@ -172,9 +172,10 @@ def test_another_user_cannot_use_a_server_or_read_its_token(
                 ("DELETE", "/memories?everything=true&dry_run=true", None),
             ]
         else:
-            call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                    "params": {"name": "mem_search", "arguments": {"query": "deploy key"}}}  # fmt: skip
-            attempts = [("POST", "/mcp", json.dumps(call).encode())]
+            client = {"name": "x", "version": "1"}
+            params = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": client}
+            initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params}
+            attempts = [("POST", "/mcp", json.dumps(initialize).encode())]  # the session mem_search would use
         for method, path, body in attempts:
             headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
             status, answer = other_user.run(_ask, server.port, method, path, body, headers)
@@ -220,10 +221,10 @@ def test_a_runtime_folder_another_user_took_first_is_not_used(
         )
     finally:
         db.parent.chmod(0o700)
-    assert started.returncode == 1 and len(started.stderr.strip().splitlines()) == 1, started.stderr
-    assert "cannot write the discovery file" in started.stderr and "internal error" not in started.stderr
     assert searched.returncode == 0 and "1Password" in searched.stdout, searched.stderr
     assert searched.stderr.startswith("memsearch: access not recorded") and len(searched.stderr.splitlines()) == 1
+    assert started.returncode == 1 and len(started.stderr.strip().splitlines()) == 1, started.stderr
+    assert "cannot write the discovery file" in started.stderr and "no runtime folder of yours" in started.stderr
     assert os.listdir(taken) == []
 
 
