@@ -136,6 +136,23 @@ def own_folder_problem(folder: Path) -> str | None:
     return None
 
 
+def read_own_file(path: Path, limit: int = 1 << 20) -> bytes | None:
+    """The first `limit` bytes of `path` when it is a regular file of the current user's that no
+    one else may write, in a folder of theirs that no one else may write (opened without
+    following a link or blocking on a FIFO); None otherwise: a cache memsearch reads back."""
+    if own_folder_problem(path.parent) is not None:
+        return None
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    with os.fdopen(descriptor, "rb") as handle:
+        info = os.fstat(descriptor)
+        if not stat.S_ISREG(info.st_mode) or file_problem(path, info) is not None:
+            return None
+        return handle.read(limit)
+
+
 def tree_problem(folder: Path) -> str | None:
     """Why another user could have written `folder` or anything in it; None when no one could.
     Names starting with a dot (other processes' work in progress, never read) are passed over;

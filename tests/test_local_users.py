@@ -18,6 +18,7 @@ from memsearch.api import Memsearch
 from memsearch.embedding import Encoder, resolve_model
 from memsearch.embedding.onnx import ensure_export
 from memsearch.errors import EmbeddingError
+from memsearch.llm import HttpLLM, LLMSettings
 from memsearch.models import EmbeddingModelInfo, NewMemory
 from memsearch.server.discovery import discovery_path
 from memsearch.store import Scope
@@ -238,3 +239,19 @@ def test_a_model_cache_folder_another_user_made_is_not_used(
     other_user.run(_open_folder, cache / "onnx")
     with pytest.raises(EmbeddingError, match=f"belongs to another user \\(uid {other_user.uid}\\)"):
         ensure_export(resolve_model())
+
+
+def _plant_answer(path: Path, text: str) -> None:
+    path.write_text(json.dumps({"text": text}))
+    path.chmod(0o644)
+
+
+def test_an_llm_answer_cache_another_user_made_is_not_read(other_user: OtherUser, shared_folder: Path) -> None:
+    """The LLM answer cache in a shared place (MEMSEARCH_CACHE_DIR), its folder made first by
+    another user, who plants the answer of a prompt the owner will send."""
+    folder = shared_folder / "llm"
+    other_user.run(_open_folder, folder)
+    llm = HttpLLM(LLMSettings("http://127.0.0.1:9", "tiny", None, 1.0), folder)
+    messages = [{"role": "user", "content": "rewrite: where is the deploy key?"}]
+    other_user.run(_plant_answer, llm._path(messages), PLANTED)
+    assert llm._cached(messages) is None and not llm.is_cached(messages)
