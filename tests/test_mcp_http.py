@@ -17,7 +17,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from memsearch.embedding import Encoder
 from memsearch.server.discovery import discovery_path
-from tests.serving import server_env
+from tests.serving import server_env, start_server
 
 URL = re.compile(r"http://127\.0\.0\.1:[0-9]+/mcp\b")
 
@@ -63,3 +63,21 @@ def test_mcp_over_http_prints_its_url_and_serves_there(tmp_path: Path, encoder: 
     finally:
         process.terminate()
         process.wait(timeout=30)
+
+
+def test_a_second_mcp_http_server_of_the_same_store_is_refused(tmp_path: Path, encoder: Encoder) -> None:
+    """Like `serve`: one advertises the store (STORE.mcp.json, with its token); a second would
+    replace the first's file and remove it on exit."""
+    db = tmp_path / "store" / "memsearch.db"
+    first = start_server(db, kind="mcp")
+    try:
+        second = subprocess.run(
+            [sys.executable, "-m", "memsearch", "mcp", "--http", "--port", "0", "--db", str(db)],
+            capture_output=True, text=True, env=server_env(), timeout=120,
+        )  # fmt: skip
+        served_already = f"{db} is served already at {first.url} (pid {first.process.pid})"
+        assert second.returncode == 1
+        assert second.stderr.strip().splitlines() == [f"memsearch: {served_already}; use that server, or stop it first"]
+    finally:
+        assert first.stop() == 0
+    assert not discovery_path(db, "mcp").exists()
