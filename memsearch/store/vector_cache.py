@@ -243,6 +243,8 @@ class VectorCache:
         with self._previous_index(generation, view, vectors.matrix.shape[1]) as previous:
             log.info("building the approximate vector index of %s (%d vectors)", self.folder, vectors.ids.size)
             built = build_index(path, vectors, previous)
+        # The digest of what is at the name now. Two processes building this generation's index at
+        # once may leave the record naming the other's file: the next process rebuilds, nothing worse.
         with self._opened(path, expected=None) as written:
             if written is None:
                 raise OSError(f"the vector index just written at {path} does not read back")
