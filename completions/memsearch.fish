@@ -65,6 +65,7 @@ complete -c memsearch -n __fish_memsearch_using -a consolidate -d 'Mark older ne
 complete -c memsearch -n __fish_memsearch_using -a timeline -d 'Show the turns around a memory in order (for a note: the memories around it...'
 complete -c memsearch -n __fish_memsearch_using -a mcp -d 'Run an MCP server (stdio by default) with the tools mem_search, mem_add,...'
 complete -c memsearch -n __fish_memsearch_using -a serve -d 'Serve the HTTP JSON API over one warm process (search, add, import, get,...'
+complete -c memsearch -n __fish_memsearch_using -a token -d 'Print the bearer token of the running `memsearch serve` of the store (for...'
 complete -c memsearch -n __fish_memsearch_using -a eval -d 'Measure retrieval on a benchmark: Recall@k and NDCG@k per category, latency,...'
 complete -c memsearch -n __fish_memsearch_using -a completions -d 'Print the shell-completion script (static: tab completion never starts Python).'
 complete -c memsearch -n __fish_memsearch_using -a copy -d 'Copy every memory with its views, vectors, access counts and consolidation...'
@@ -249,6 +250,7 @@ complete -c memsearch -n '__fish_memsearch_using timeline' -s h -l help -d 'Show
 
 complete -c memsearch -n '__fish_memsearch_using mcp' -l http -d 'Serve streamable HTTP on loopback instead of stdio.'
 complete -c memsearch -n '__fish_memsearch_using mcp' -l port -x -d 'The port for --http (0: any free).'
+complete -c memsearch -n '__fish_memsearch_using mcp' -l no-token -d 'Require no bearer token: every user of this machine can then read and change the store (loopback only). Default: the token you set ($MEMSEARCH_API_KEY, api_key), else one made at start.'
 complete -c memsearch -n '__fish_memsearch_using mcp' -l db -r -F -d 'Store file, or a postgresql://user@host/db URL. Default: $MEMSEARCH_DB, else db in config.toml, else $MEMSEARCH_HOME/memsearch.db, else the user data dir.'
 complete -c memsearch -n '__fish_memsearch_using mcp' -l model -x -a '(__fish_complete_directories)' -d 'A model by name (minilm, e5-small, mpnet, gemma) or a sentence-transformers model directory. Default: $MEMSEARCH_MODEL, else the store\'s own model, else the bundled all-MiniLM-L6-v2 (minilm).'
 complete -c memsearch -n '__fish_memsearch_using mcp' -s h -l help -d 'Show this message and exit.'
@@ -257,9 +259,14 @@ complete -c memsearch -n '__fish_memsearch_using serve' -l host -x -d 'Address t
 complete -c memsearch -n '__fish_memsearch_using serve' -l port -x -d 'Port to bind (0: any free port).'
 complete -c memsearch -n '__fish_memsearch_using serve' -l allowed-host -x -d 'Also accept requests whose Host header names this (repeatable). Default: loopback names and the --host address only.'
 complete -c memsearch -n '__fish_memsearch_using serve' -l cors-origin -x -d 'Accept requests from web pages of this origin, e.g. http://localhost:3000 (repeatable). Default: none.'
+complete -c memsearch -n '__fish_memsearch_using serve' -l no-token -d 'Require no bearer token: every user of this machine can then read and change the store (loopback only). Default: the token you set ($MEMSEARCH_API_KEY, api_key), else one made at start.'
 complete -c memsearch -n '__fish_memsearch_using serve' -l db -r -F -d 'Store file, or a postgresql://user@host/db URL. Default: $MEMSEARCH_DB, else db in config.toml, else $MEMSEARCH_HOME/memsearch.db, else the user data dir.'
 complete -c memsearch -n '__fish_memsearch_using serve' -l model -x -a '(__fish_complete_directories)' -d 'A model by name (minilm, e5-small, mpnet, gemma) or a sentence-transformers model directory. Default: $MEMSEARCH_MODEL, else the store\'s own model, else the bundled all-MiniLM-L6-v2 (minilm).'
 complete -c memsearch -n '__fish_memsearch_using serve' -s h -l help -d 'Show this message and exit.'
+
+complete -c memsearch -n '__fish_memsearch_using token' -l mcp -d 'The token of `memsearch mcp --http` instead.'
+complete -c memsearch -n '__fish_memsearch_using token' -l db -r -F -d 'Store file, or a postgresql://user@host/db URL. Default: $MEMSEARCH_DB, else db in config.toml, else $MEMSEARCH_HOME/memsearch.db, else the user data dir.'
+complete -c memsearch -n '__fish_memsearch_using token' -s h -l help -d 'Show this message and exit.'
 
 complete -c memsearch -n '__fish_memsearch_using eval' -s d -l dataset-format -x -a 'locomo longmemeval' -d 'The dataset\'s format: locomo or longmemeval.'
 complete -c memsearch -n '__fish_memsearch_using eval' -s p -l profile -x -a '(__fish_memsearch_profiles)' -d 'A profile to measure (repeatable). Default: all.'

@@ -17,7 +17,7 @@ import pytest
 from memsearch.embedding import Encoder
 from memsearch.server.discovery import discovery_path
 from memsearch.server.http import ENDPOINTS, MAX_BODY_BYTES
-from tests.serving import Served, server_env, start_server
+from tests.serving import AS_SERVED, Served, server_env, start_server
 
 NOTES: list[dict[str, Any]] = [
     {"text": "The deploy key lives in 1Password", "tags": ["ops"], "key": "deploy-key"},
@@ -28,7 +28,7 @@ JSONL = {"Content-Type": "application/x-ndjson"}
 JSON = {"Content-Type": "application/json"}
 
 
-def _fill(server: Served, token: str | None = None) -> list[int]:
+def _fill(server: Served, token: str | None = AS_SERVED) -> list[int]:
     ids = []
     for note in NOTES:
         reply = server.request("POST", "/add", note, token=token)
