@@ -71,6 +71,17 @@ class MemoryNotFoundError(MemsearchError):
     pass
 
 
+class EditConflictError(MemsearchError):
+    """A memory's text changed between the moment an edit of it started and the moment it was to be
+    written (another command wrote it meanwhile): nothing was written. `kept_in` is where a front
+    end kept the edit that was not written, when it did."""
+
+    def __init__(self, memory_id: int, kept_in: str | None = None) -> None:
+        problem = f"memory {memory_id} changed while it was being edited; nothing was written"
+        super().__init__(problem + (f"; your edit is kept in {kept_in}" if kept_in else ""))
+        self.memory_id, self.kept_in = memory_id, kept_in
+
+
 class DuplicateKeyError(MemsearchError):
     pass
 

@@ -315,11 +315,11 @@ class PostgresStore(PgVectorSearch, SQLStore):
 
     def _rewrite(self, db: Connection[Any], rewrite: Rewrite) -> None:
         row = db.execute(
-            "SELECT kind, tags, lexical_views, fts_length FROM memories WHERE id = %s FOR UPDATE", (rewrite.id,)
+            "SELECT text, kind, tags, lexical_views, fts_length FROM memories WHERE id = %s FOR UPDATE", (rewrite.id,)
         ).fetchone()
-        if row is None:
-            raise MemoryNotFoundError(f"no memory with id {rewrite.id}; nothing was deleted")
-        kind, tags, stored, old_length = row
+        rewrite.check_stored(row[0] if row else None)
+        assert row is not None
+        _, kind, tags, stored, old_length = row
         lexical = json.loads(stored)
         for view, value in rewrite.views.items():
             if view in LEXICAL_VIEWS:
