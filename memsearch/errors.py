@@ -45,6 +45,21 @@ class InvalidInputError(MemsearchError):
     exit_code = ExitCode.USAGE
 
 
+class NumberTooLongError(InvalidInputError):
+    """JSON input holds a whole number of more digits than memsearch reads (`jsonl.decode_json`):
+    `path` leads to it (object keys and array indexes from the top), `field` spells that path."""
+
+    def __init__(self, path: tuple[str | int, ...], digits: int, limit: int) -> None:
+        problem = f"is a number of {digits:,} digits; the limit is {limit:,}"
+        spelled = "".join(f"[{step}]" if isinstance(step, int) else f".{step}" for step in path).removeprefix(".")
+        super().__init__(problem if spelled else f"the JSON value {problem}", field=spelled or None)
+        self.path, self.digits, self.limit = path, digits, limit
+
+    def within(self, depth: int) -> NumberTooLongError:
+        """The same error with its path taken from `depth` levels down (the arguments of a message)."""
+        return NumberTooLongError(self.path[depth:], self.digits, self.limit)
+
+
 class ImportLineError(MemsearchError):
     """A line of an import or queries file is malformed; nothing of the file was used."""
 

@@ -23,6 +23,9 @@ from memsearch.choices import GRANULARITIES, IMPORT_FORMATS, KINDS, MODES, RERAN
 from memsearch.errors import InvalidInputError, short_repr
 
 MAX_K = 1000  # the most results a search returns
+# The most bytes one request may hold: an HTTP body, an MCP message (a line on stdio). An import of
+# a large conversation file fits; a mistake does not.
+MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 MAX_QUERY_CHARS = 4_000  # a query longer than this is not a question; refused before embedding
 MAX_TEXT_CHARS = 100_000  # one memory's text
 MAX_TIMELINE = 10_000  # memories before or after one in a timeline
