@@ -1,6 +1,7 @@
 """The edges of the contract (issue 30), on every front end: a JSON number of thousands of digits
 is a one-line field error (never a 500 or an internal error), an MCP line over the message limit
-is refused with bounded memory, and no path answers a redirect.
+is refused with bounded memory, no path answers a redirect, and a query may be a whole document
+(a search by example) up to one bound shared by every front end.
 
 The servers are real subprocesses (`memsearch serve` on loopback, `memsearch mcp` on stdio fed
 raw lines or driven by the MCP SDK's client), the CLI runs through Typer's runner, and the
@@ -28,12 +29,17 @@ from memsearch.cli.app import app
 from memsearch.embedding import Encoder
 from memsearch.errors import MemsearchError
 from memsearch.models import NewMemory
+from memsearch.operations import MAX_QUERY_CHARS
+from memsearch.retrieval.query import distinctive_words, parse_query
+from memsearch.retrieval.request import SearchRequest
+from memsearch.retrieval.routing import ROUTE_CHARS
 from memsearch.server.mcp_stdio import MAX_LINE_BYTES, OverLimit, bounded_lines
 from tests.serving import Served, server_env, start_server
 from tests.test_mcp_wire import RawMcp, _request
 
 BIG = "1" + "0" * 5000  # a JSON number of 5,001 digits (Python will not even print one: its limit is 4,300)
 TOO_LONG = "is a number of 5,001 digits; the limit is 4,300"
+README = Path(__file__).resolve().parents[1] / "README.md"
 
 runner = CliRunner()
 
@@ -276,3 +282,110 @@ def test_the_mcp_sdk_client_gets_an_answer_to_a_message_over_the_limit(
     found = _sdk_call(tmp_path / "memsearch.db", child_env, "mem_search", {"query": "x" * MAX_LINE_BYTES})
     assert isinstance(found, MCPError), found
     assert str(found) == f"Invalid request: the message is over the limit of {MAX_LINE_BYTES:,} bytes"
+
+
+# -- a long query is a search by example ------------------------------------------------------------
+
+
+def _sections() -> list[str]:
+    """The README's sections: real prose of many lengths."""
+    text = README.read_text(encoding="utf-8")
+    return [section.strip() for section in re.split(r"\n(?=#+ )", text) if len(section.strip()) > 200]
+
+
+@pytest.fixture(scope="module")
+def documents(tmp_path_factory: pytest.TempPathFactory, encoder: Encoder) -> Iterator[tuple[Memsearch, int, str]]:
+    """The README's sections as memories; the id and text of the longest."""
+    sections = _sections()
+    longest = max(sections, key=len)
+    assert len(longest) > 6000, "the README's longest section makes the example query"
+    with Memsearch(tmp_path_factory.mktemp("readme") / "memsearch.db", encoder=encoder) as ms:
+        added = ms.add_many([NewMemory(section[:20_000]) for section in sections])
+        yield ms, added[sections.index(longest)].id, longest[:20_000]
+
+
+@pytest.mark.parametrize(("mode", "within"), [("auto", 1), ("hybrid", 1), ("vector", 3), ("lexical", 3)])
+def test_a_paragraph_copied_from_a_memory_finds_it_first(
+    documents: tuple[Memsearch, int, str], mode: str, within: int
+) -> None:
+    """Fused (the default), the memory a query was copied from comes first. Each leg alone is
+    near: the vector leg reads only the model's window of the query (here shell commands, which
+    the Commands section is about too), and BM25 may rank a short section that shares the query's
+    commonest words above a memory three times as long (its length normalisation)."""
+    ms, wanted, text = documents
+    query = text[1000:6500]  # longer than the old bound of 4,000 characters, from the middle
+    assert len(query) > 4000
+    found = ms.search(SearchRequest(query, mode=mode, touch=False, k=3))
+    assert wanted in [c.id for c in found.results][:within], [c.memory.text[:60] for c in found.results]
+
+
+def test_the_lexical_legs_search_a_long_querys_most_distinctive_words(
+    store_location: Path | str, encoder: Encoder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """80 words every memory holds, then one only the wanted memory holds: the first 64 words
+    (what the lexical legs searched) would tell nothing apart. On both stores, and on a store
+    opened read-only (SQLite's word counts are read through a table of the connection's own)."""
+    common = [f"word{n}" for n in range(80)]
+    query = " ".join(common) + " zirconium"
+    with Memsearch(store_location, encoder=encoder) as ms:
+        ms.add_many([NewMemory(" ".join(common) + f" filler{n}") for n in range(12)])
+        wanted = ms.add(NewMemory(" ".join(common) + " zirconium")).id
+        found = ms.search(SearchRequest(query, mode="lexical", touch=False, k=1))
+        assert [c.id for c in found.results] == [wanted]
+        assert "zirconium" in found.lexical.words and len(found.lexical.words) == 64
+    monkeypatch.setenv("MEMSEARCH_READ_ONLY", "1")
+    with Memsearch(store_location, encoder=encoder) as ms:
+        assert [c.id for c in ms.search(SearchRequest(query, mode="lexical", touch=False, k=1)).results] == [wanted]
+
+
+def test_distinctive_words_weigh_repeats_by_rarity() -> None:
+    counts = [("the", 9), ("deploy", 1), ("key", 3), ("nowhere", 5), ("vault", 1)]
+    documents = [900, 10, 50, 0, 10]  # "nowhere" no memory holds: it matches nothing
+    assert distinctive_words(counts, documents, 1000, limit=3) == ("deploy", "key", "vault")
+    assert distinctive_words(counts, documents, 1000, limit=1) == ("key",)  # 3 × idf(50) beats 1 × idf(10)
+    assert distinctive_words(counts, [0] * 5, 1000) == ()
+
+
+def test_a_long_query_is_read_as_a_question_only_in_its_head() -> None:
+    """Dates, names and intents past the first ROUTE_CHARS characters of a document are its
+    content, not what it asks: the time leg searches no date named only there."""
+    head = "what did we decide on 11 May 2023 "
+    query = parse_query(head + "lorem ipsum " * (ROUTE_CHARS // 6) + " and on 14 June 2024 and when was Ana there")
+    assert query.date_ranges(None) == parse_query(head).date_ranges(None)
+    assert query.names(["Ana"]) == () and parse_query("when was Ana there").names(["Ana"]) == ("Ana",)
+
+
+def _long_query(length: int) -> str:
+    prose = " ".join(_sections())
+    return (prose * (length // len(prose) + 1))[:length]
+
+
+def test_every_front_end_answers_a_long_query_and_refuses_past_one_bound(
+    served: Served, tmp_path: Path, child_env: dict[str, str], encoder: Encoder
+) -> None:
+    """100,000 characters are searched by the library, the CLI, HTTP and MCP; one more than
+    MAX_QUERY_CHARS is refused by each, in the same words."""
+    long, past = _long_query(100_000), "x " * (MAX_QUERY_CHARS // 2) + "y"
+    refusal = f"{len(past):,} characters long; the limit is {MAX_QUERY_CHARS:,}"
+    db = tmp_path / "cli.db"
+    with Memsearch(db, encoder=encoder) as ms:
+        ms.add(NewMemory("the deploy key lives in the vault"))
+        assert ms.search(SearchRequest(long, touch=False)).results
+        with pytest.raises(MemsearchError, match=refusal):
+            ms.search(SearchRequest(past, touch=False))
+
+    shown = runner.invoke(app, ["search", long, "--db", str(db)], env={"TTY_COMPATIBLE": "1", "COLUMNS": "100"})
+    assert shown.exit_code == 0, shown.stderr
+    assert "deploy key" in shown.stdout and len(shown.stdout) < 5000  # the title shows the query's start only
+    refused = runner.invoke(app, ["search", past, "--db", str(db)])
+    assert refused.exit_code == 2 and refusal in refused.stderr
+
+    reply = served.request("POST", "/search", {"query": long})
+    assert reply.status == 200 and reply.json()["results"], reply.body[:200]
+    reply = served.request("POST", "/search", {"query": past})
+    assert reply.status == 400 and reply.json()["field"] == "query" and refusal in reply.json()["error"]
+
+    answered = _sdk_call(db, child_env, "mem_search", {"query": long})
+    assert not answered.is_error and answered.structured_content["results"]
+    answered = _sdk_call(db, child_env, "mem_search", {"query": past})
+    assert answered.is_error and refusal in answered.content[0].text

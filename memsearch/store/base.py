@@ -177,6 +177,13 @@ class SearchBackend(Protocol):
         `at_most`."""
         ...
 
+    def word_documents(self, words: Sequence[str]) -> tuple[int, builtins.list[int]]:
+        """How many memories the store holds, and for each word how many of them hold it (the
+        document frequencies BM25's idf reads, over the whole store), from the full-text index's
+        own counts: the word's text column count plus its tags column count (a memory with the
+        word in both counts twice); a word of several tokens (`snake_case`) counts as its rarest."""
+        ...
+
     def vector_search(
         self, vector: np.ndarray, scope: Scope, limit: int | None, view: str | None = None, *, model: str | None = None
     ) -> VectorHits:
