@@ -33,7 +33,7 @@ from memsearch.operations import MAX_QUERY_CHARS
 from memsearch.retrieval.query import distinctive_words, parse_query
 from memsearch.retrieval.request import SearchRequest
 from memsearch.retrieval.routing import ROUTE_CHARS
-from memsearch.server.mcp_stdio import MAX_LINE_BYTES, OverLimit, bounded_lines
+from memsearch.server.mcp_stdio import MAX_LINE_BYTES, OverLimit, bounded_lines, refusal_of
 from tests.serving import Served, server_env, start_server
 from tests.test_mcp_wire import RawMcp, _request
 
@@ -249,6 +249,16 @@ def test_bounded_lines_are_the_lines_with_the_long_ones_refused(
             assert isinstance(got, OverLimit) and got.size == len(line) and line.startswith(got.head)
         else:
             assert got == line
+
+
+@pytest.mark.timeout(120)
+def test_the_id_of_a_broken_line_is_found_in_linear_time() -> None:
+    """A line that opens a string full of escaped quotes and never closes it, with no id before
+    it: each quote started a scan to the end of the line (quadratic: 20,000 of them took 6 s, a
+    line of megabytes never got its answer)."""
+    broken = '{"jsonrpc": "2.0", "method": "tools/call", "params": {"q": "' + '\\"' * 4_000_000
+    refusal = refusal_of(broken)
+    assert refusal is not None and refusal.id is None and refusal.error.code == -32700
 
 
 def _peak_kib(pid: int) -> int:
