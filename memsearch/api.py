@@ -34,6 +34,7 @@ from memsearch.embedding import Encoder, Progress, chosen_model, load_encoder, o
 from memsearch.embedding.loading import EncoderLoader
 from memsearch.embedding.registry import model_key
 from memsearch.errors import (
+    EditConflictError,
     EmbeddingError,
     InvalidInputError,
     MixedDeleteTargetsError,
@@ -416,19 +417,26 @@ class Memsearch:
 
     # -- curation ---------------------------------------------------------------------------
 
-    def update(self, ref: int | str, **changes: object) -> Memory:
+    def update(self, ref: int | str, *, expected_text: str | None = None, **changes: object) -> Memory:
         """Change importance, priority, pinned, project, namespace, memory_score, tags or the text
         of a memory. A new text is embedded and indexed, and what is made from it rebuilt (a turn's
-        views and its session's, see `curation.edit_text`); the text is written first."""
+        views and its session's, see `curation.edit_text`); the text is written first. With
+        `expected_text` (the text an edit started from), a new text is written only if the memory
+        still has that text, checked in the write's transaction; else EditConflictError, and
+        nothing changes."""
         text = changes.pop("text", None)
         checked = check_changes(changes)
         if text is not None and not isinstance(text, str):
             raise InvalidInputError(f"must be a string, not {shown(text)}", field="text")
+        if expected_text is not None:
+            check_text("expected_text", expected_text)
         memory = self.get(ref)
         store = self.store()
         if text is not None and text != memory.text:
             from memsearch.curation import edit_text
 
+            if expected_text is not None and memory.text != expected_text:
+                raise EditConflictError(memory.id)
             edit_text(self, memory, check_text("text", text))
         return store.update(memory.id, checked) if checked else store.get(memory.id)
 

@@ -6,6 +6,7 @@ server of the same store) and renders; library modules are imported inside the c
 """
 
 import sys
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -296,19 +297,26 @@ def set_(
 
 
 def edit(ref: RefArgument, key: KeyOption = False, fmt: FormatOption = "table", db: DbOption = None) -> None:
-    """Edit a memory's text in $VISUAL, else $EDITOR, else vi, and show it; saved unchanged or
-    empty, nothing changes."""
+    """Edit a memory's text in $VISUAL, else $EDITOR, else vi (in a terminal), and show it; saved
+    unchanged or empty, nothing changes. If the memory changed meanwhile, nothing is written and
+    the edit is kept in a file."""
     from memsearch.cli.render import render_memories
+    from memsearch.errors import EditConflictError
 
     with open_memsearch(db) as ms:
         memory = ms.get(ms.resolve(ref, by_key=key))
-        text = _edited(memory.text, f"memsearch-{memory.id}.txt")
+        name = f"memsearch-{memory.id}.txt"
+        text = _edited(memory.text, name)
         if not text.strip():
             messages().print("the text is empty; nothing changed", markup=False)
         elif text == memory.text:
             messages().print("the text is unchanged; nothing changed", markup=False)
         else:
-            render_memories([ms.update(memory.id, text=text)], str(fmt), single=True)
+            try:
+                updated = ms.update(memory.id, text=text, expected_text=memory.text)
+            except EditConflictError:
+                raise EditConflictError(memory.id, kept_in=str(_kept(text, name))) from None
+            render_memories([updated], str(fmt), single=True)
 
 
 def _edited(text: str, name: str) -> str:
@@ -318,15 +326,19 @@ def _edited(text: str, name: str) -> str:
     import shlex
     import subprocess
     import tempfile
-    from pathlib import Path
 
     from memsearch.errors import MemsearchError
 
-    editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or ("notepad" if os.name == "nt" else "vi")
+    editor = os.environ.get("VISUAL") or os.environ.get("EDITOR")
+    if not editor and os.name == "nt":
+        editor = "notepad"
+    elif not editor:
+        if not (_is_terminal(sys.stdin) and _is_terminal(sys.stdout)):  # vi would wait for one forever
+            raise MemsearchError("no editor: set $VISUAL or $EDITOR (vi needs a terminal, and there is none)")
+        editor = "vi"
     with tempfile.TemporaryDirectory(prefix="memsearch-edit-") as folder:  # made 0700
         path = Path(folder) / name
-        with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w", encoding="utf-8") as file:
-            file.write(text)
+        _write_private(path, text)
         try:
             finished = subprocess.run([*shlex.split(editor, posix=os.name != "nt"), str(path)], check=False)
         except (OSError, ValueError) as error:  # not found, not executable, or unbalanced quotes
@@ -342,6 +354,30 @@ def _edited(text: str, name: str) -> str:
         if edited.endswith(ending) and not text.endswith(ending):
             return edited.removesuffix(ending)
     return edited
+
+
+def _is_terminal(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):  # no stream, or a closed one
+        return False
+
+
+def _write_private(path: Path, text: str) -> None:
+    """A new file only its owner can read (whatever the umask), holding `text`."""
+    import os
+
+    with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w", encoding="utf-8") as file:
+        file.write(text)
+
+
+def _kept(text: str, name: str) -> Path:
+    """An edit that could not be written, kept in a new folder only the user can read; its path."""
+    import tempfile
+
+    path = Path(tempfile.mkdtemp(prefix="memsearch-edit-")) / name  # made 0700, and left for the user
+    _write_private(path, text)
+    return path
 
 
 def _set_pinned(refs: list[str], by_key: bool, db: str | None, pinned: bool) -> None:

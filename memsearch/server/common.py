@@ -25,7 +25,7 @@ def check_text(name: str, value: object, limit: int) -> str:
     if not isinstance(value, str):
         raise InvalidInputError(f"must be a string, not {value!r}", field=name)
     if len(value) > limit:
-        raise InvalidInputError(f"is {len(value)} characters long; the limit is {limit}", field=name)
+        raise InvalidInputError(f"is {len(value):,} characters long; the limit is {limit:,}", field=name)
     return value
 
 

@@ -36,7 +36,8 @@ from memsearch.errors import (
     StoreNotFoundError,
 )
 from memsearch.ingest.readers import DatasetError
-from memsearch.operations import ADD, DELETE, GET, IMPORT, SEARCH, STATS, TIMELINE, Field, Operation
+from memsearch.jsonl import TOO_DEEP, decode_json
+from memsearch.operations import ADD, DELETE, GET, IMPORT, MAX_MESSAGE_BYTES, SEARCH, STATS, TIMELINE, Field, Operation
 from memsearch.retrieval.request import request_from_fields
 from memsearch.server.common import WarmService, delete_by_fields, health_document, new_memory
 from memsearch.server.http_guard import AUTHENTICATED, ServerToken, error_response, guarded, host_names, server_token
@@ -45,7 +46,7 @@ from memsearch.server.http_transport import is_loopback, listening_socket, serve
 
 __all__ = ["ENDPOINTS", "MAX_BODY_BYTES", "Endpoint", "build_app", "is_loopback", "listening_socket", "run_serve"]
 
-MAX_BODY_BYTES = 16 * 1024 * 1024  # an import of a large conversation file fits; a mistake does not
+MAX_BODY_BYTES = MAX_MESSAGE_BYTES
 JSON_TYPES = ("application/json",)
 # The body types of /import: JSON Lines under its own names too. None is a type a web page may
 # send without asking first (a CORS "simple" request), so a page of another origin cannot send one.
@@ -93,14 +94,15 @@ async def read_body(request: Request, *, limit: int = MAX_BODY_BYTES) -> bytes:
 
 
 def _decode_json(body: bytes) -> Any:
+    """The body's JSON (a number too long for its field is the library's one-line refusal)."""
     if not body.strip():
         raise BadRequest("request body is empty; send a JSON object")
     try:
-        return json.loads(body)
+        return decode_json(body)
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        if isinstance(error, json.JSONDecodeError) and error.msg == TOO_DEEP:
+            raise BadRequest("request body nests JSON too deeply") from None
         raise BadRequest(f"request body is not valid JSON ({error})") from None
-    except RecursionError:
-        raise BadRequest("request body nests JSON too deeply") from None
 
 
 def check_content_type(request: Request, accepted: Sequence[str]) -> None:
@@ -373,6 +375,9 @@ def build_app(
     document = openapi_document(ENDPOINTS)
     routes.append(Route("/openapi.json", lambda request: JSONResponse(document), methods=["GET"]))
     app = Starlette(routes=routes, exception_handlers={HTTPException: _http_error})
+    # No redirects: `/memories/%2F?tag=x` redirected to `/memories?tag=x`, which a client that
+    # follows redirects would send on as a delete by filter. A path no route has is a JSON 404.
+    app.router.redirect_slashes = False
     return guarded(app, token=token, hosts=host_names(host, allowed_hosts), port=port, cors_origins=cors_origins)
 
 

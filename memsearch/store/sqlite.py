@@ -389,6 +389,8 @@ class SQLiteStore(Fts5Index, InProcessVectors, SQLiteReads, SQLStore):
             self._set_meta(INDEX_STATE_KEY, document)
 
     def _rewrite(self, rewrite: Rewrite) -> None:
+        stored = self._db.execute("SELECT text FROM memories WHERE id = ?", (rewrite.id,)).fetchone()
+        rewrite.check_stored(stored[0] if stored else None)
         self._db.execute(
             "UPDATE memories SET text = ?, content_hash = ?, metadata = ? WHERE id = ?",
             (rewrite.text, content_hash(rewrite.text), json.dumps(dict(rewrite.metadata), ensure_ascii=False),
