@@ -42,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from memsearch.api import Memsearch
 from memsearch.embedding import Encoder, Progress, load_encoder, resolve_model
 from memsearch.ingest.indexing import IndexState
-from memsearch.ingest.note_files import plan, walk
+from memsearch.ingest.note_files import plan, walk, walked_reader
 from memsearch.ingest.note_memories import checked_records
 from memsearch.models import EmbeddingModelInfo, NewMemory
 from memsearch.sections import NOTE_KEY_PREFIX
@@ -149,22 +149,19 @@ def walk_and_plan(root: Path, files: int, share: float, seed: int) -> dict[str, 
     """The part of an index run that is not embedding, on a larger folder: the walk, the plan of a
     first index (every file read, hashed and chunked), and the re-plans after an edit and unchanged."""
     make_folder(root, files, seed)
-
-    def read(path: str) -> bytes:
-        return Path(path).read_bytes()
-
     figures: dict[str, Any] = {"files": files}
     start = time.perf_counter()
     states = walk([root])
     figures["walk_seconds"] = round(time.perf_counter() - start, 3)
     start = time.perf_counter()
-    first = plan({}, states, read)
+    first = plan({}, states, walked_reader(states))
     figures["first_plan_seconds"] = round(time.perf_counter() - start, 3)
     figures["chunks"] = len(first.add_chunks)
     records = {file.path: file.record for file in first.files if file.record is not None}
     edited = edit(root, share, seed)
     start = time.perf_counter()
-    again = plan(records, walk([root]), read)
+    states = walk([root])
+    again = plan(records, states, walked_reader(states))
     figures["after_edit_walk_and_plan_seconds"] = round(time.perf_counter() - start, 3)
     figures["after_edit_reads"], figures["edited_files"] = again.reads, edited
     figures["after_edit_chunks_to_embed"] = len(again.add_chunks)
@@ -172,7 +169,8 @@ def walk_and_plan(root: Path, files: int, share: float, seed: int) -> dict[str, 
         if file.record is not None:
             records[file.path] = file.record
     start = time.perf_counter()
-    unchanged = plan(records, walk([root]), read)
+    states = walk([root])
+    unchanged = plan(records, states, walked_reader(states))
     figures["unchanged_walk_and_plan_seconds"] = round(time.perf_counter() - start, 3)
     figures["unchanged_reads"] = unchanged.reads
     start = time.perf_counter()

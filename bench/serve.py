@@ -95,7 +95,7 @@ def env() -> dict[str, str]:
     return environment
 
 
-def start_server(db: Path, token: str | None = None) -> tuple[subprocess.Popen[bytes], str]:
+def start_server(db: Path, token: str | None = None) -> tuple[subprocess.Popen[bytes], str, str]:
     from memsearch.server.discovery import discovery_path
 
     discovery = discovery_path(db)
@@ -107,8 +107,9 @@ def start_server(db: Path, token: str | None = None) -> tuple[subprocess.Popen[b
     )
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
-        if discovery.exists():
-            return process, json.loads(discovery.read_text())["url"]
+        if discovery.exists():  # the URL, and the token: the one given, else the one the server made
+            document = json.loads(discovery.read_text())
+            return process, document["url"], token or document["token"]
         if process.poll() is not None:
             raise SystemExit(f"serve exited with {process.returncode}")
         time.sleep(0.05)
@@ -116,7 +117,7 @@ def start_server(db: Path, token: str | None = None) -> tuple[subprocess.Popen[b
     raise SystemExit("serve did not start")
 
 
-def http_latencies(url: str, queries: list[str], clients: int, per_client: int, mode: str) -> list[float]:
+def http_latencies(url: str, token: str, queries: list[str], clients: int, per_client: int, mode: str) -> list[float]:
     parts = urlsplit(url)
     latencies: list[float] = []
     lock = threading.Lock()
@@ -128,7 +129,9 @@ def http_latencies(url: str, queries: list[str], clients: int, per_client: int, 
         for n in range(per_client):
             query = queries[(number * per_client + n) % len(queries)]
             start = time.perf_counter()
-            connection.request("GET", f"/search?q={quote(query)}&k=10&mode={mode}")
+            connection.request(
+                "GET", f"/search?q={quote(query)}&k=10&mode={mode}", headers={"Authorization": f"Bearer {token}"}
+            )
             response = connection.getresponse()
             response.read()
             mine.append(time.perf_counter() - start)
@@ -154,7 +157,7 @@ def token_timing(db: Path, rounds: int) -> dict[str, list[float]]:
     byte by byte would answer the near miss measurably later."""
     token = "k" * 43
     wrong = {"near miss (last char differs)": token[:-1] + "x", "far miss (first char differs)": "x" + token[1:]}
-    process, url = start_server(db, token)
+    process, url, _ = start_server(db, token)
     parts = urlsplit(url)
     times: dict[str, list[float]] = {name: [] for name in [*wrong, "no token"]}
     try:
@@ -248,12 +251,12 @@ def main() -> int:
             rows.append((name, ms(p50), ms(p95), f"{len(latencies)} searches, load {load_average()}"))
             report["figures"][name] = {"p50_s": p50, "p95_s": p95, "n": len(latencies)}
             log(f"{name}: p50 {ms(p50)}, p95 {ms(p95)}")
-        process, url = start_server(db)
+        process, url, token = start_server(db)
         try:
-            http_latencies(url, qs, 1, 20, "auto")  # warm every worker path once
+            http_latencies(url, token, qs, 1, 20, "auto")  # warm every worker path once
             for mode in ("auto", "lexical"):
                 for clients in (1, 8):
-                    latencies = http_latencies(url, qs, clients, max(1, args.requests // clients), mode)
+                    latencies = http_latencies(url, token, qs, clients, max(1, args.requests // clients), mode)
                     name = f"HTTP search {size // 1000}k, {mode}, {clients} client{'s' * (clients > 1)}"
                     p50, p95 = percentile(latencies, 0.5), percentile(latencies, 0.95)
                     rows.append((name, ms(p50), ms(p95), f"{len(latencies)} requests, load {load_average()}"))

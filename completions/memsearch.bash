@@ -181,7 +181,7 @@ _memsearch_mcp() {
         --model) _memsearch_paths -d; return ;;
         --port) return ;;
     esac
-    _memsearch_reply -W '--http --port --db --model -h --help'
+    _memsearch_reply -W '--http --port --no-token --db --model -h --help'
 }
 
 _memsearch_serve() {
@@ -190,7 +190,14 @@ _memsearch_serve() {
         --model) _memsearch_paths -d; return ;;
         --host|--port|--allowed-host|--cors-origin) return ;;
     esac
-    _memsearch_reply -W '--host --port --allowed-host --cors-origin --db --model -h --help'
+    _memsearch_reply -W '--host --port --allowed-host --cors-origin --no-token --db --model -h --help'
+}
+
+_memsearch_token() {
+    case $prev in
+        --db) _memsearch_paths -f; return ;;
+    esac
+    _memsearch_reply -W '--mcp --db -h --help'
 }
 
 _memsearch_eval() {
@@ -275,7 +282,7 @@ _memsearch() {
                 --color) _memsearch_reply -W 'auto always never'; return ;;
             esac
             if [[ $cur == -* ]]; then _memsearch_reply -W '--version --debug --db --color -h --help'
-            else _memsearch_reply -W 'add import search get list tags delete stats path reindex index set edit pin unpin consolidate timeline mcp serve eval completions copy export config doctor profiles'; fi ;;
+            else _memsearch_reply -W 'add import search get list tags delete stats path reindex index set edit pin unpin consolidate timeline mcp serve token eval completions copy export config doctor profiles'; fi ;;
         add) _memsearch_add ;;
         import) _memsearch_import ;;
         search) _memsearch_search ;;
@@ -295,6 +302,7 @@ _memsearch() {
         timeline) _memsearch_timeline ;;
         mcp) _memsearch_mcp ;;
         serve) _memsearch_serve ;;
+        token) _memsearch_token ;;
         eval) _memsearch_eval ;;
         completions) _memsearch_completions ;;
         copy) _memsearch_copy ;;

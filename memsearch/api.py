@@ -19,7 +19,8 @@ from memsearch.arguments import (
     check_iterable,
     check_location,
     check_name,
-    check_note_paths,
+    check_paths,
+    check_patterns,
     check_profile,
     check_progress,
     check_ref,
@@ -33,6 +34,7 @@ from memsearch.embedding import Encoder, Progress, chosen_model, load_encoder, o
 from memsearch.embedding.loading import EncoderLoader
 from memsearch.embedding.registry import model_key
 from memsearch.errors import (
+    EditConflictError,
     EmbeddingError,
     InvalidInputError,
     MixedDeleteTargetsError,
@@ -421,15 +423,20 @@ class Memsearch:
 
     # -- curation ---------------------------------------------------------------------------
 
-    def update(self, ref: int | str, **changes: object) -> Memory:
+    def update(self, ref: int | str, *, expected_text: str | None = None, **changes: object) -> Memory:
         """Change importance, priority, pinned, project, namespace, memory_score, tags or the text
         of a memory. A new text is embedded and indexed, and what is made from it rebuilt (a turn's
-        views and its session's, see `curation.edit_text`); the text is written first. The text
-        and tags of a section of an indexed note are its file's: NoteSectionError, nothing changed."""
+        views and its session's, see `curation.edit_text`); the text is written first. With
+        `expected_text` (the text an edit started from), a new text is written only if the memory
+        still has that text, checked in the write's transaction; else EditConflictError, and
+        nothing changes. The text and tags of a section of an indexed note are its file's:
+        NoteSectionError, nothing changed."""
         text = changes.pop("text", None)
         checked = check_changes(changes)
         if text is not None and not isinstance(text, str):
             raise InvalidInputError(f"must be a string, not {shown(text)}", field="text")
+        if expected_text is not None:
+            check_text("expected_text", expected_text)
         memory = self.get(ref)
         if (text is not None and text != memory.text) or checked.get("tags", memory.tags) != memory.tags:
             _refuse_sections([memory], "change")
@@ -437,6 +444,8 @@ class Memsearch:
         if text is not None and text != memory.text:
             from memsearch.curation import edit_text
 
+            if expected_text is not None and memory.text != expected_text:
+                raise EditConflictError(memory.id)
             edit_text(self, memory, check_text("text", text))
         return store.update(memory.id, checked) if checked else store.get(memory.id)
 
@@ -480,11 +489,19 @@ class Memsearch:
     ) -> IndexOutcome:
         """Keep folders of notes in the store, a memory per chunk (see memsearch.ingest.indexing):
         the `paths` given are remembered with their patterns (gitignore syntax; `include` defaults
-        to markdown and text files); with none, every remembered one is brought up to date. Only new
-        and changed chunks are embedded; `dry_run` says what would change and writes nothing."""
+        to markdown and text files) and read whoever owns them; with none, every remembered one is
+        brought up to date, less what another user could have written (skipped, its notes kept).
+        Only new and changed chunks are embedded; `dry_run` says what would change and writes nothing."""
         from memsearch.ingest.indexing import index_notes
 
-        return index_notes(self, paths, include=include, exclude=exclude, dry_run=dry_run, progress=progress)
+        return index_notes(
+            self,
+            check_paths(paths),
+            include=check_patterns("include", include),
+            exclude=check_patterns("exclude", exclude),
+            dry_run=check_flag("dry_run", dry_run),
+            progress=check_progress(progress),
+        )
 
     def index_changed(self, paths: Iterable[str | os.PathLike[str]], progress: Progress | None = None) -> IndexOutcome:
         """Bring up to date the remembered roots that hold these paths (files or folders, changed or
@@ -492,11 +509,10 @@ class Memsearch:
         under no remembered root is an InvalidInputError."""
         from memsearch.ingest.indexing import index_notes
 
-        check_progress(progress)
-        within = check_note_paths("paths", paths)
+        within = check_paths(paths)
         if not within:
             raise InvalidInputError("are missing: give the changed files or folders", field="paths")
-        return index_notes(self, progress=progress, within=within)
+        return index_notes(self, progress=check_progress(progress), within=within)
 
     def watch(
         self,
@@ -509,28 +525,36 @@ class Memsearch:
     ) -> Iterator[IndexOutcome]:
         """Index as `index` does, then keep the roots in step with their files: one outcome for the
         first run, then one per batch of changes (see memsearch.ingest.watching), until `stop` is
-        set or the caller is interrupted."""
+        set or the caller is interrupted. The `paths` given stay named roots (read whoever owns
+        them) in every update; with none, every remembered root is checked as `index` checks it."""
         from memsearch.ingest.watching import watch_notes
 
-        check_progress(progress)
         store_files = [str(self.path)] if isinstance(self.path, Path) else []
         return watch_notes(
-            self, paths, include=include, exclude=exclude, progress=progress, stop=stop, store_files=store_files
+            self,
+            check_paths(paths),
+            include=check_patterns("include", include),
+            exclude=check_patterns("exclude", exclude),
+            progress=check_progress(progress),
+            stop=stop,
+            store_files=store_files,
         )
 
     def roots(self) -> builtins.list[RootInfo]:
-        """The remembered roots of the notes index, by path, each with its patterns, whether it is
-        there (`state`: ok or missing) and how many files and memories the store holds from it."""
+        """The remembered roots of the notes index, by path, each with its patterns, its `state` (ok;
+        missing; refused, with the `reason`, when a plain `index` would pass it over as another
+        user's to write) and how many files and memories the store holds from it."""
         from memsearch.ingest.roots import list_roots
 
         return list_roots(self)
 
     def forget_roots(self, paths: Iterable[str | os.PathLike[str]]) -> Forgotten:
         """Forget remembered roots and delete the memories of their files (those another remembered
-        root also covers stay). A path that is not a remembered root: NotARootError, nothing changed."""
+        root also covers stay). A path that is not a remembered root: NotARootError, nothing changed.
+        The roots are named: one another user could write is forgotten too (nothing is read)."""
         from memsearch.ingest.roots import forget_roots
 
-        return forget_roots(self, check_note_paths("paths", paths))
+        return forget_roots(self, check_paths(paths))
 
     def prune_roots(self) -> Forgotten:
         """Forget every remembered root that is missing (moved, unmounted), with its memories."""

@@ -138,20 +138,33 @@ def check_threshold(field: str, value: object) -> float:
     return float(value)
 
 
+def check_paths(paths: object, field: str = "paths") -> list[str]:
+    """Folder or file paths: one (a str or path-like) or a list of them, each valid Unicode
+    without NUL characters, and not empty (which would mean the current folder)."""
+    items = [paths] if isinstance(paths, str | os.PathLike) else check_iterable(field, paths)
+    checked = []
+    for item in items:
+        path = os.fspath(item) if isinstance(item, str | os.PathLike) else None
+        if not isinstance(path, str):
+            raise InvalidInputError(f"must be folder or file paths (str or path-like), not {shown(item)}", field=field)
+        if not check_text(field, path).strip() or "\x00" in path:
+            raise InvalidInputError(f"must be folder or file paths, not {shown(path)}", field=field)
+        checked.append(path)
+    return checked
+
+
+def check_patterns(field: str, patterns: object) -> tuple[str, ...]:
+    """Gitignore patterns: one str or a list of them, each valid Unicode."""
+    items = [patterns] if isinstance(patterns, str) else check_iterable(field, patterns)
+    for pattern in items:
+        if not isinstance(pattern, str):
+            raise InvalidInputError(f"must be gitignore patterns (strings), not {shown(pattern)}", field=field)
+        check_text(field, pattern)
+    return tuple(items)
+
+
 def check_iterable(field: str, values: object) -> list[Any]:
     """The items of a list (or any iterable but a str, bytes or mapping)."""
     if isinstance(values, str | bytes | bytearray | Mapping) or not isinstance(values, Iterable):
         raise InvalidInputError(f"must be a list, not {shown(values)}", field=field)
     return list(values)
-
-
-def check_note_paths(field: str, paths: object) -> list[str]:
-    """Paths of note files or folders: a list of str or path-like of valid Unicode, without NUL
-    characters, none empty."""
-    checked = []
-    for path in check_iterable(field, paths):
-        text = os.fspath(path) if isinstance(path, str | os.PathLike) else None
-        if not isinstance(text, str) or "\x00" in check_text(field, text) or not text.strip():
-            raise InvalidInputError(f"must be paths of files or folders, not {shown(path)}", field=field)
-        checked.append(text)
-    return checked

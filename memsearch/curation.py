@@ -33,19 +33,21 @@ def edit_text(target: Library, memory: Memory, text: str) -> None:
     """Give a note or a turn a new text, in one transaction: its vector, full-text row and the
     views made from its text (a long note's chunks; a turn's session views and facets) are
     made anew, and for a turn so are what its session derives from it (its neighbours' views, the
-    session chunk's text), as a delete rebuilds them."""
+    session chunk's text), as a delete rebuilds them. Nothing is written if the memory's text is
+    no longer `memory.text` by then (EditConflictError)."""
     if memory.kind == "session":
         raise InvalidInputError("a session chunk's text is made from its turns: edit a turn instead")
     NewMemory(text, kind=memory.kind)  # the text's checks: not empty, valid Unicode, within MAX_TEXT_CHARS
     store = target.store()
     if memory.kind == "turn" and memory.session is not None:
         rewrites, _ = rebuilt_sessions(target, store, (), {memory.id: text})
-        store.rewrite(rewrites)
-        return
-    old, new = (with_chunks(NewMemory(each, kind=memory.kind)) for each in (memory.text, text))
-    # the old chunks go, and the full-text views go back to their default: the text itself
-    named: dict[str, str | None] = {view: None for view in (*old.views, *LEXICAL_VIEWS)} | dict(new.views)
-    store.rewrite(_rewrites(target, store, [(replace(memory, text=text), new, named)]))
+    else:
+        old, new = (with_chunks(NewMemory(each, kind=memory.kind)) for each in (memory.text, text))
+        # the old chunks go, and the full-text views go back to their default: the text itself
+        named: dict[str, str | None] = {view: None for view in (*old.views, *LEXICAL_VIEWS)} | dict(new.views)
+        rewrites = _rewrites(target, store, [(replace(memory, text=text), new, named)])
+    # Written only if the memory still has the text the edit was made from (EditConflictError).
+    store.rewrite([replace(r, expected_text=memory.text) if r.id == memory.id else r for r in rewrites])
 
 
 def rebuilt_sessions(

@@ -45,6 +45,21 @@ class InvalidInputError(MemsearchError):
     exit_code = ExitCode.USAGE
 
 
+class NumberTooLongError(InvalidInputError):
+    """JSON input holds a whole number of more digits than memsearch reads (`jsonl.decode_json`):
+    `path` leads to it (object keys and array indexes from the top), `field` spells that path."""
+
+    def __init__(self, path: tuple[str | int, ...], digits: int, limit: int) -> None:
+        problem = f"is a number of {digits:,} digits; the limit is {limit:,}"
+        spelled = "".join(f"[{step}]" if isinstance(step, int) else f".{step}" for step in path).removeprefix(".")
+        super().__init__(problem if spelled else f"the JSON value {problem}", field=spelled or None)
+        self.path, self.digits, self.limit = path, digits, limit
+
+    def within(self, depth: int) -> NumberTooLongError:
+        """The same error with its path taken from `depth` levels down (the arguments of a message)."""
+        return NumberTooLongError(self.path[depth:], self.digits, self.limit)
+
+
 class ImportLineError(MemsearchError):
     """A line of an import or queries file is malformed; nothing of the file was used."""
 
@@ -69,6 +84,17 @@ class StoreUnavailableError(MemsearchError):
 
 class MemoryNotFoundError(MemsearchError):
     pass
+
+
+class EditConflictError(MemsearchError):
+    """A memory's text changed between the moment an edit of it started and the moment it was to be
+    written (another command wrote it meanwhile): nothing was written. `kept_in` is where a front
+    end kept the edit that was not written, when it did."""
+
+    def __init__(self, memory_id: int, kept_in: str | None = None) -> None:
+        problem = f"memory {memory_id} changed while it was being edited; nothing was written"
+        super().__init__(problem + (f"; your edit is kept in {kept_in}" if kept_in else ""))
+        self.memory_id, self.kept_in = memory_id, kept_in
 
 
 class DuplicateKeyError(MemsearchError):

@@ -153,12 +153,20 @@ class HttpLLM:
         return self._folder() / f"{prompt_key(self._settings.model, messages)}.json"
 
     def is_cached(self, messages: Sequence[Message]) -> bool:
-        return self._path(messages).is_file()
+        return self._cached(messages) is not None
+
+    def _read(self, path: Path) -> Any:
+        """A cache file's document, when it is the user's own in a folder of theirs (a file another
+        user could have written is not read: it could hold any answer)."""
+        from memsearch.paths import read_own_file
+
+        raw = read_own_file(path)
+        return None if raw is None else json.loads(raw)
 
     def _cached(self, messages: Sequence[Message]) -> str | None:
         try:
-            text = json.loads(self._path(messages).read_text(encoding="utf-8"))["text"]
-        except (OSError, ValueError, KeyError, TypeError):
+            text = self._read(self._path(messages))["text"]
+        except (ValueError, KeyError, TypeError):
             return None
         return text if isinstance(text, str) else None
 
@@ -181,8 +189,8 @@ class HttpLLM:
     def estimate_ms(self) -> float:
         """The moving average of this endpoint's calls; the timeout until one has been measured."""
         try:
-            value = float(json.loads(self._latency_path().read_text(encoding="utf-8"))["ms"])
-        except (OSError, ValueError, KeyError, TypeError):
+            value = float(self._read(self._latency_path())["ms"])
+        except (ValueError, KeyError, TypeError):
             return self.timeout_s * 1000
         return value
 

@@ -23,7 +23,14 @@ from memsearch.choices import GRANULARITIES, IMPORT_FORMATS, KINDS, MODES, RERAN
 from memsearch.errors import InvalidInputError, short_repr
 
 MAX_K = 1000  # the most results a search returns
-MAX_QUERY_CHARS = 4_000  # a query longer than this is not a question; refused before embedding
+# The most bytes one request may hold: an HTTP body, an MCP message (a line on stdio). An import of
+# a large conversation file fits; a mistake does not.
+MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+# A query may be a whole document (a search by example: an agent's prompt, a pasted paragraph):
+# the vector legs read the model's window of it, the lexical legs its most distinctive words, the
+# question's features (route, dates, names) its first characters. One bound for every front end,
+# that any query within it fits a message in any JSON spelling (12 bytes a character at worst).
+MAX_QUERY_CHARS = 1_000_000
 MAX_TEXT_CHARS = 100_000  # one memory's text
 MAX_TIMELINE = 10_000  # memories before or after one in a timeline
 MAX_MS = 600_000  # a search's latency budget
@@ -109,7 +116,7 @@ class Field:
                 if not isinstance(value, str):
                     raise self._error(f"must be a string, not {_shown(value)}")
                 if self.max_length is not None and len(value) > self.max_length:
-                    raise self._error(f"is {len(value)} characters long; the limit is {self.max_length}")
+                    raise self._error(f"is {len(value):,} characters long; the limit is {self.max_length:,}")
                 self._check_choice(value)
             case "integer":
                 if isinstance(value, bool) or not isinstance(value, int):

@@ -119,6 +119,40 @@ def file_problem(path: Path, info: os.stat_result) -> str | None:
     return None
 
 
+def own_folder_problem(folder: Path) -> str | None:
+    """Why `folder` is not a folder of the current user's that no one else may write (a symbolic
+    link is refused: memsearch makes none); None when it is. Unlike `folder_problem`, a folder of
+    root's does not pass: this is where memsearch keeps files it trusts when it reads them back."""
+    try:
+        info = folder.lstat()
+    except OSError as error:
+        return f"cannot read folder {folder}: {error.strerror or error}"
+    if not stat.S_ISDIR(info.st_mode):
+        return f"{folder} is not a folder" + (" (a symbolic link)" if stat.S_ISLNK(info.st_mode) else "")
+    if info.st_uid != os.geteuid():
+        return f"folder {folder} belongs to another user (uid {info.st_uid})"
+    if info.st_mode & 0o022:
+        return f"other users may write folder {folder} (mode {stat.S_IMODE(info.st_mode):o})"
+    return None
+
+
+def read_own_file(path: Path, limit: int = 1 << 20) -> bytes | None:
+    """The first `limit` bytes of `path` when it is a regular file of the current user's that no
+    one else may write, in a folder of theirs that no one else may write (opened without
+    following a link or blocking on a FIFO); None otherwise: a cache memsearch reads back."""
+    if own_folder_problem(path.parent) is not None:
+        return None
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    with os.fdopen(descriptor, "rb") as handle:
+        info = os.fstat(descriptor)
+        if not stat.S_ISREG(info.st_mode) or file_problem(path, info) is not None:
+            return None
+        return handle.read(limit)
+
+
 def tree_problem(folder: Path) -> str | None:
     """Why another user could have written `folder` or anything in it; None when no one could.
     Names starting with a dot (other processes' work in progress, never read) are passed over;

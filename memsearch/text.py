@@ -1,9 +1,13 @@
-"""Words of a query: the one tokenisation the lexical legs and the query analysis share."""
+"""Words of a query: the one tokenisation the lexical legs and the query analysis share, and the
+weight BM25 gives a word (FTS5's idf)."""
 
 from __future__ import annotations
 
+import math
 import re
 import unicodedata
+from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 MAX_TERMS = 64
@@ -25,11 +29,18 @@ STOPWORDS = frozenset(
 )
 
 
+def word_counts(query: str) -> dict[str, int]:
+    """Lower-cased words of the query with how often each occurs, in the order they first do;
+    stop words dropped when others remain."""
+    counts = Counter(word.lower() for word in WORD.findall(query))
+    content = {word: count for word, count in counts.items() if word not in STOPWORDS}
+    return content or dict(counts)
+
+
 def query_terms(query: str) -> list[str]:
-    """Lower-cased words of the query, de-duplicated, stop words dropped when others remain."""
-    words = list(dict.fromkeys(word.lower() for word in WORD.findall(query)))
-    content = [word for word in words if word not in STOPWORDS]
-    return (content or words)[:MAX_TERMS]
+    """Lower-cased words of the query, de-duplicated, stop words dropped when others remain: the
+    first MAX_TERMS (a longer query's lexical legs choose among them, see retrieval.query)."""
+    return list(word_counts(query))[:MAX_TERMS]
 
 
 _QUOTED_PHRASE = re.compile(r'"([^"]+)"')
@@ -46,10 +57,12 @@ class LexicalQuery:
     grams: tuple[str, ...]
 
     @classmethod
-    def of(cls, query: str) -> LexicalQuery:
+    def of(cls, query: str, counts: Mapping[str, int] | None = None) -> LexicalQuery:
+        """The query's lexical part (`counts`: its word_counts, when already read)."""
         quoted = (WORD.findall(phrase) for phrase in _QUOTED_PHRASE.findall(query))
-        phrases = tuple(" ".join(words).lower() for words in quoted if len(words) > 1)
-        return cls(tuple(query_terms(query)), phrases, tuple(query_grams(query)))
+        phrases = tuple(" ".join(words).lower() for words in quoted if len(words) > 1)[:MAX_TERMS]
+        words = list(word_counts(query) if counts is None else counts)[:MAX_TERMS]
+        return cls(tuple(words), phrases, tuple(query_grams(query)))
 
     @property
     def match_phrases(self) -> tuple[str, ...]:
@@ -129,3 +142,14 @@ def chunk_spans(text: str, pieces: int = CHUNK_PIECES, overlap: int = CHUNK_OVER
 def embedding_chunks(text: str, pieces: int = CHUNK_PIECES, overlap: int = CHUNK_OVERLAP) -> list[str]:
     """`text` as overlapping chunks of at most about `pieces` word pieces each; a short text is one chunk."""
     return [text[start:end] for start, end in chunk_spans(text, pieces, overlap)]
+
+
+# FTS5's idf floor (fts5_aux.c): a word in more than half the rows still counts a little.
+MIN_IDF = 1e-6
+
+
+def idf(rows: int, hits: int) -> float:
+    """FTS5's idf: log((N - n + 0.5) / (n + 0.5)), a non-positive value replaced by 1e-6 (n is
+    at most N; more would only come from counts read at different moments)."""
+    value = math.log((max(0, rows - hits) + 0.5) / (hits + 0.5))
+    return MIN_IDF if value <= 0.0 else value

@@ -1,4 +1,5 @@
-"""Helpers of the server tests: `memsearch serve` as a real subprocess, and a plain HTTP client."""
+"""Helpers of the server tests: `memsearch serve` (or `memsearch mcp --http`) as a real
+subprocess, and a plain HTTP client that sends the server's token unless told otherwise."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 START_TIMEOUT_S = 90
+AS_SERVED = "as served"  # a request's default token: the one the server made at start, if it made one
 
 
 @dataclass
@@ -32,6 +34,7 @@ class Served:
     url: str
     db: Path
     stderr_path: Path
+    token: str | None = None  # the token the server made at start (from its discovery file)
 
     @property
     def port(self) -> int:
@@ -43,12 +46,15 @@ class Served:
         path: str,
         body: bytes | str | dict[str, Any] | None = None,
         *,
-        token: str | None = None,
+        token: str | None = AS_SERVED,
         host: str = "127.0.0.1",
         headers: dict[str, str] | None = None,
     ) -> Reply:
+        """`token`: the server's own by default; None sends none (nor does a given Authorization header)."""
         connection = http.client.HTTPConnection(host, self.port, timeout=60)
         sent = dict(headers or {})
+        if token == AS_SERVED:
+            token = None if "Authorization" in sent else self.token
         if token is not None:
             sent["Authorization"] = f"Bearer {token}"
         if isinstance(body, dict):
@@ -77,20 +83,24 @@ def server_env(**extra: str) -> dict[str, str]:
     return env
 
 
-def start_server(db: Path, *args: str, env: dict[str, str] | None = None, **popen: Any) -> Served:
-    """`memsearch serve --port 0` on the store; returns once its discovery file (beside the store,
-    or in the runtime dir) names its URL. `popen` goes to the child's Popen (a `preexec_fn` that
-    sets a resource limit or a signal's disposition)."""
+COMMANDS = {"serve": ["serve"], "mcp": ["mcp", "--http"]}
+
+
+def start_server(db: Path, *args: str, env: dict[str, str] | None = None, kind: str = "serve", **popen: Any) -> Served:
+    """`memsearch serve --port 0` (`kind="mcp"`: `memsearch mcp --http --port 0`) on the store;
+    returns once its discovery file (beside the store, or in the runtime dir) names its URL (and
+    the token it made). `popen` goes to the child's Popen (a `preexec_fn` that sets a resource
+    limit or a signal's disposition)."""
     from memsearch.server.discovery import discovery_paths
 
     db.parent.mkdir(parents=True, exist_ok=True)
-    discoveries = discovery_paths(db)
+    discoveries = discovery_paths(db, kind)
     for discovery in discoveries:
         discovery.unlink(missing_ok=True)
-    stderr_path = db.parent / "serve.stderr"
+    stderr_path = db.parent / f"{kind}.stderr"
     with stderr_path.open("wb") as stderr:
         process = subprocess.Popen(
-            [sys.executable, "-m", "memsearch", "serve", "--db", str(db), "--port", "0", *args],
+            [sys.executable, "-m", "memsearch", *COMMANDS[kind], "--db", str(db), "--port", "0", *args],
             env=env or server_env(),
             stdout=subprocess.DEVNULL,
             stderr=stderr,
@@ -102,8 +112,8 @@ def start_server(db: Path, *args: str, env: dict[str, str] | None = None, **pope
             raise AssertionError(f"serve exited with {process.returncode}: {stderr_path.read_text()}")
         for discovery in discoveries:
             try:
-                url = json.loads(discovery.read_text())["url"]
-                return Served(process, url, db, stderr_path)
+                document = json.loads(discovery.read_text())
+                return Served(process, document["url"], db, stderr_path, document.get("token"))
             except (OSError, ValueError, KeyError):
                 pass
         time.sleep(0.05)

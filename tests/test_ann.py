@@ -4,6 +4,7 @@ generation: never stale, rebuilt when missing or damaged, exact where they shoul
 
 from __future__ import annotations
 
+import io
 import subprocess
 import sys
 from pathlib import Path
@@ -100,6 +101,38 @@ def test_a_missing_or_damaged_cache_file_is_written_again(db_path: Path, damage:
     index = SQLiteStore.open(db_path).vector_index()
     assert np.array_equal(index.ids, reference[0])
     assert np.array_equal(index.matrix, reference[1])
+
+
+def _replace_keeping_identity(file: Path, content: bytes) -> None:
+    """Put `content` in place of `file` as the user could (same name, owner and mode)."""
+    replacement = file.with_name(file.name + ".new")
+    replacement.write_bytes(content)
+    replacement.chmod(0o600)
+    replacement.replace(file)
+
+
+@pytest.mark.parametrize("planted", ["other vectors", "an older generation's files"])
+def test_a_cache_file_that_does_not_hold_what_the_store_recorded_is_not_read(db_path: Path, planted: str) -> None:
+    """Well-formed files of the right shape under the right names are still not the store's:
+    each file's digest, recorded in the store when it was written, must match."""
+    store = filled(db_path, 40)
+    store.vector_index()
+    older = {file.name.split("-", 2)[2]: file.read_bytes() for file in cache_files(db_path, ".npy")}
+    store.delete([1])
+    store.close()
+    reference = SQLiteStore.open(db_path).vector_index()  # writes the newer generation's files
+    expected = (reference.ids.copy(), np.array(reference.matrix))
+    del reference
+    for file in cache_files(db_path, ".npy"):
+        if planted == "other vectors" and file.name.endswith(".f32.npy"):
+            buffer = io.BytesIO()
+            np.save(buffer, -expected[1])
+            _replace_keeping_identity(file, buffer.getvalue())
+        elif planted != "other vectors":  # ids and rows of 40 memories, the deleted one among them
+            _replace_keeping_identity(file, older[file.name.split("-", 2)[2]])
+    fresh = SQLiteStore.open(db_path).vector_index()
+    assert np.array_equal(fresh.ids, expected[0]) and np.array_equal(fresh.matrix, expected[1])
+    assert [np.load(file).shape[0] for file in cache_files(db_path, ".npy")] == [39, 39]  # written again
 
 
 def test_the_cache_follows_writes_of_another_process(db_path: Path) -> None:
@@ -215,8 +248,10 @@ def test_a_replaced_memory_is_found_by_its_new_vector(db_path: Path) -> None:
 
 
 @needs_index
-@pytest.mark.parametrize("damage", ["missing", "garbage", "truncated"])
-def test_a_missing_or_damaged_index_is_rebuilt_not_an_error(db_path: Path, damage: str) -> None:
+@pytest.mark.parametrize("damage", ["missing", "garbage", "truncated", "another index"])
+def test_a_missing_damaged_or_unrecorded_index_is_rebuilt_not_an_error(db_path: Path, damage: str) -> None:
+    """ "another index": a readable index over the same ids built from other vectors (one that
+    could hide the nearest memories from a search), in place of the store's, is not used either."""
     store = filled(db_path, 150)
     store.ann_threshold = 100
     query = unit_rows(1, 4)[0]
@@ -227,12 +262,21 @@ def test_a_missing_or_damaged_index_is_rebuilt_not_an_error(db_path: Path, damag
         index_file.unlink()
     elif damage == "garbage":
         index_file.write_bytes(b"\x00garbage" * 1000)
-    else:
+    elif damage == "truncated":
         index_file.write_bytes(index_file.read_bytes()[:1000])
+    else:
+        from usearch.index import Index
+
+        planted = Index(ndim=DIM, metric="ip", dtype="f16")
+        planted.add(np.arange(1, 151, dtype=np.uint64), unit_rows(150, 999))
+        planted.save(str(index_file.with_name("planted")))
+        _replace_keeping_identity(index_file, index_file.with_name("planted").read_bytes())
+    planted_bytes = index_file.read_bytes() if index_file.exists() else b""
     fresh = SQLiteStore.open(db_path)
     fresh.ann_threshold = 100
     hits = fresh.vector_search(query, Scope(), 10)
     assert hits.engine == "index" and close_to_exact(fresh, hits, query, 10)
+    assert index_file.read_bytes() != planted_bytes  # built again
 
 
 @needs_index

@@ -26,6 +26,7 @@ from memsearch.api import Memsearch
 from memsearch.embedding import Encoder
 from memsearch.errors import InvalidInputError, MemsearchError
 from memsearch.models import NewMemory
+from memsearch.operations import MAX_QUERY_CHARS
 from memsearch.retrieval.request import Boost, SearchRequest
 from memsearch.store import Scope
 
@@ -322,7 +323,7 @@ def test_wrong_types_are_refused_naming_the_argument(
 @pytest.mark.parametrize(
     ("fields", "field"),
     [
-        ({"query": "x" * 4001}, "query"),
+        ({"query": "x" * (MAX_QUERY_CHARS + 1)}, "query"),
         ({"query": "\ud800"}, "query"),
         ({"query": "x", "scope": Scope(tags="ops")}, "tags"),  # type: ignore[arg-type]
         ({"query": "x", "scope": Scope(kinds=("memo",))}, "kinds"),

@@ -89,6 +89,10 @@ class FakeBackend:
         found = sum(word.lower() in query_terms(self._text(m, None) or "") for m in self._in(scope))
         return min(found, at_most)
 
+    def word_documents(self, words: Sequence[str]) -> tuple[int, list[int]]:
+        held = [set(WORD.findall((self._text(m, None) or "").lower())) for m in self.memories.values()]
+        return len(held), [sum(word.lower() in each for each in held) for word in words]
+
     def vector_search(
         self, vector: np.ndarray, scope: Scope, limit: int | None, view: str | None = None, *, model: str | None = None
     ) -> VectorHits:

@@ -20,8 +20,8 @@ from memsearch.cli.literal import one_line, one_line_offsets
 from memsearch.embedding import Encoder
 from memsearch.models import NewMemory
 from memsearch.retrieval.request import SearchRequest
+from memsearch.store.fts import FTS_TOKENIZER
 from memsearch.store.matches import match_offsets
-from memsearch.store.postgres.text import FTS_TOKENIZER
 from memsearch.text import LexicalQuery, query_grams
 from tests.conftest import T0
 from tests.serving import Served, server_env

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import select
 import subprocess
@@ -10,11 +11,13 @@ import time
 from pathlib import Path
 
 import anyio
+import httpx2
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
 from memsearch.embedding import Encoder
-from tests.serving import server_env
+from memsearch.server.discovery import discovery_path
+from tests.serving import server_env, start_server
 
 URL = re.compile(r"http://127\.0\.0\.1:[0-9]+/mcp\b")
 
@@ -31,9 +34,14 @@ def _announced_url(process: subprocess.Popen[bytes], timeout: float) -> tuple[st
     return found.group(), seen.decode(errors="replace")
 
 
-async def _stats_over_http(url: str) -> tuple[set[str], int]:
+async def _stats_over_http(url: str, token: str) -> tuple[set[str], int]:
     with anyio.fail_after(60):
-        async with streamable_http_client(url) as (read, write), ClientSession(read, write) as session:
+        client = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"})
+        async with (
+            client,
+            streamable_http_client(url, http_client=client) as (read, write),
+            ClientSession(read, write) as session,
+        ):
             await session.initialize()
             tools = {tool.name for tool in (await session.list_tools()).tools}
             stats = await session.call_tool("mem_stats", {})
@@ -46,9 +54,30 @@ def test_mcp_over_http_prints_its_url_and_serves_there(tmp_path: Path, encoder: 
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=server_env())
     try:
         url, printed = _announced_url(process, timeout=120)
-        assert printed.strip().endswith(url) and "Traceback" not in printed
-        tools, memories = anyio.run(_stats_over_http, url)
+        assert "Traceback" not in printed
+        assert printed.strip().endswith(f"at {url} (bearer token required: `memsearch token --mcp` prints it)")
+        token = json.loads(discovery_path(db, "mcp").read_text())["token"]
+        assert token not in printed
+        tools, memories = anyio.run(_stats_over_http, url, token)
         assert "mem_search" in tools and memories == 0
     finally:
         process.terminate()
         process.wait(timeout=30)
+
+
+def test_a_second_mcp_http_server_of_the_same_store_is_refused(tmp_path: Path, encoder: Encoder) -> None:
+    """Like `serve`: one advertises the store (STORE.mcp.json, with its token); a second would
+    replace the first's file and remove it on exit."""
+    db = tmp_path / "store" / "memsearch.db"
+    first = start_server(db, kind="mcp")
+    try:
+        second = subprocess.run(
+            [sys.executable, "-m", "memsearch", "mcp", "--http", "--port", "0", "--db", str(db)],
+            capture_output=True, text=True, env=server_env(), timeout=120,
+        )  # fmt: skip
+        served_already = f"{db} is served already at {first.url} (pid {first.process.pid})"
+        assert second.returncode == 1
+        assert second.stderr.strip().splitlines() == [f"memsearch: {served_already}; use that server, or stop it first"]
+    finally:
+        assert first.stop() == 0
+    assert not discovery_path(db, "mcp").exists()

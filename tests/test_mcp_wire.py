@@ -133,7 +133,7 @@ MALFORMED: list[tuple[str, str | bytes, Any, int]] = [
     ("nesting past Python's parser", _request(5, f'{{"query": "x", "tags": {_deep(5000)}}}'), 5, -32600),
     ("string id with a deep value", _request("six", f'{{"m": {_deep(3000)}}}', "mem_add"), "six", -32600),
     ("not JSON", "this is not json", None, -32700),
-    ("a number past the parsers", _request(7, '{"query": "x", "k": 1' + "0" * 5000 + "}"), 7, -32700),
+    ("a number past the parsers", _request(7, '{"query": "x", "k": 1' + "0" * 5000 + "}"), 7, -32602),
     ("truncated", _request(8, '{"query": "x"}')[:-3], 8, -32700),
     ("invalid UTF-8 bytes then bad JSON", b'{"jsonrpc": "2.0", "id": 10, "method": \xff\xfe}', 10, -32700),
     ("a batch", json.dumps([{"jsonrpc": "2.0", "id": 11, "method": "ping"}]), None, -32600),

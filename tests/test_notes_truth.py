@@ -216,7 +216,7 @@ def test_roots_are_listed_forgotten_and_a_missing_one_kept_until_pruned(
         ms.index([home])
         listed = {Path(root.path).name: root.to_dict() for root in ms.roots()}
         assert listed["work"] | {"path": ""} == {
-            "path": "", "include": [], "exclude": [], "state": "ok", "files": 1, "memories": 2
+            "path": "", "include": [], "exclude": [], "state": "ok", "reason": None, "files": 1, "memories": 2
         }  # fmt: skip
         # a moved (or unmounted) folder is reported, and its memories stay
         shutil.move(home, tmp_path / "moved")

@@ -105,6 +105,15 @@ def test_document_frequency_and_vector_search_equal_sqlite(twin_stores) -> None:
             assert np.allclose([s for _, s in found], [s for _, s in expected], atol=1e-6)
 
 
+def test_word_documents_equal_sqlite(twin_stores) -> None:  # type: ignore[no-untyped-def]
+    """A long query's lexical words are chosen by these counts: both stores count alike."""
+    sqlite, postgres = twin_stores
+    words = ["ana", "paint", "painting", "don't", "e", "mail", "ops", "zzz", "snake_case", "the"]
+    expected = sqlite.word_documents(words)
+    assert postgres.word_documents(words) == expected
+    assert expected[0] == len(corpus()) and any(expected[1]) and 0 in expected[1]
+
+
 def test_hnsw_search_keeps_recall_under_a_filter(pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Through the index (forced by a low threshold), a narrow filter still finds its top 10."""
     import memsearch.store.postgres.vectors as vectors_module
@@ -451,7 +460,7 @@ def test_lexical_statistics_stay_exact_through_every_write(pg_url: str, pg_serve
 def test_a_schema_2_store_upgrades_and_ranks_as_before(tmp_path: Path, pg_url: str) -> None:
     """Migration 3 fills the new statistics from a store written by the previous schema."""
     import memsearch.store.postgres as postgres_module
-    from memsearch.store.postgres.text import FTS_TOKENIZER
+    from memsearch.store.fts import FTS_TOKENIZER
 
     memories = corpus()
     old = postgres_module.PostgresStore(pg_url)
@@ -669,7 +678,7 @@ def test_messages_show_urls_without_their_password() -> None:
 
 
 def test_idf_of_a_word_in_every_memory_is_fts5s_floor() -> None:
-    from memsearch.store.postgres.text import MIN_IDF, idf
+    from memsearch.text import MIN_IDF, idf
 
     assert idf(10, 10) == MIN_IDF and idf(10, 12) == MIN_IDF  # never a math domain error
     assert idf(100, 1) > idf(100, 10) > 0

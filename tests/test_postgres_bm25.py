@@ -64,8 +64,8 @@ def test_bm25_over_a_connection_scores_as_fts5(
 
 
 def test_phrase_hits_count_each_occurrence_with_the_memorys_length(connection: object) -> None:
+    from memsearch.store.fts import FTS_TOKENIZER
     from memsearch.store.postgres.bm25 import Bm25, columns_of
-    from memsearch.store.postgres.text import FTS_TOKENIZER
 
     hits = Bm25(connection).phrase_hits(FTS_TOKENIZER.phrase("red apple"), columns_of(None))  # type: ignore[arg-type]
     assert {memory_id: count for memory_id, (count, _) in hits.items()} == {1: 1, 4: 3}

@@ -8,8 +8,6 @@ import http.client
 import json
 import resource
 import socket
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -167,39 +165,144 @@ def test_health_without_a_token_set_is_the_full_document(served: Served) -> None
     assert served.request("GET", "/health").json()["pid"] == served.process.pid
 
 
-# -- slow clients ----------------------------------------------------------------------------
+# -- the transport of both servers: slow, idle and oversized clients ---------------------------
 
 DESCRIPTORS = 256  # the server's limit on open files, soft and hard: fewer than the idle connections
+KINDS = ["serve", "mcp"]  # `memsearch serve` and `memsearch mcp --http`: one transport, one matrix
 
 
 def _few_descriptors() -> None:
     resource.setrlimit(resource.RLIMIT_NOFILE, (DESCRIPTORS, DESCRIPTORS))
 
 
-def test_idle_connections_do_not_starve_a_real_request(db_path: Path, encoder: Encoder) -> None:
+def _healthy(server: Served, timeout: float = 30) -> bool:
+    """Whether the server answers a real request within `timeout` (past its connection limit it
+    answers a quick 503: asked again until then)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        client = http.client.HTTPConnection("127.0.0.1", server.port, timeout=timeout)
+        try:
+            client.request("GET", "/health", headers={"Authorization": f"Bearer {server.token}"})
+            reply = client.getresponse()
+            status, body = reply.status, reply.read()
+        finally:
+            client.close()
+        if status != 503 or time.monotonic() > deadline:
+            return status == 200 and json.loads(body)["pid"] == server.process.pid
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_idle_connections_do_not_starve_a_real_request(kind: str, db_path: Path, encoder: Encoder) -> None:
     """More connections than the server has descriptors, each opened and left silent (or with half
     a request head): they are closed after the head timeout, and a real request gets its answer."""
-    server = start_server(db_path, preexec_fn=_few_descriptors)
+    server = start_server(db_path, kind=kind, preexec_fn=_few_descriptors)
     idle: list[socket.socket] = []
     try:
         for n in range(300):
             connection = socket.create_connection(("127.0.0.1", server.port), timeout=5)
             if n % 2:
-                connection.sendall(b"GET /stats HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # never finished
+                connection.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # never finished
             idle.append(connection)
         started = time.monotonic()
-        client = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
-        try:
-            client.request("GET", "/health")
-            reply = client.getresponse()
-            assert reply.status == 200 and json.loads(reply.read())["status"] == "ok"
-        finally:
-            client.close()
+        assert _healthy(server)
         assert time.monotonic() - started < 20
     finally:
         for connection in idle:
             connection.close()
         assert server.stop() == 0
+
+
+def _closed_by_server(connection: socket.socket, within: float, trickle: bytes = b"") -> float | None:
+    """Seconds until the server closes `connection` while a byte of `trickle` is sent every second
+    (None if it has not within `within` seconds)."""
+    started = time.monotonic()
+    connection.settimeout(1)
+    for byte in (trickle or b"\0" * int(within + 1))[: int(within + 1)]:
+        try:
+            if trickle:
+                connection.sendall(bytes([byte]))
+            if connection.recv(65536) == b"":
+                return time.monotonic() - started
+        except TimeoutError:
+            continue
+        except (ConnectionResetError, BrokenPipeError):
+            return time.monotonic() - started
+        if time.monotonic() - started > within:
+            break
+    return None
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_body_sent_a_byte_at_a_time_is_cut_off(kind: str, db_path: Path, encoder: Encoder) -> None:
+    """A request body that arrives a byte a second holds the connection for the grace period,
+    not without bound; nothing of it is stored and the server answers others meanwhile."""
+    server = start_server(db_path, kind=kind)
+    try:
+        path = "/add" if kind == "serve" else "/mcp"
+        body = json.dumps({"text": "x" * 500}).encode()
+        connection = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+        head = (
+            f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\nAuthorization: Bearer {server.token}\r\n"
+            f"Content-Type: application/json\r\nAccept: {MCP_ACCEPT}\r\nContent-Length: {len(body)}\r\n\r\n"
+        )
+        connection.sendall(head.encode())
+        closed_after = _closed_by_server(connection, within=20, trickle=body)
+        connection.close()
+        assert closed_after is not None, "the connection was still open after 20 s"
+        assert closed_after < 12
+        assert _healthy(server)
+    finally:
+        assert server.stop() == 0
+    with Memsearch(db_path) as ms:
+        assert ms.stats()["memories"] == 0
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_request_head_over_the_limit_is_refused_even_in_one_read(kind: str, db_path: Path, encoder: Encoder) -> None:
+    server = start_server(db_path, kind=kind)
+    try:
+        for size, expected in ((15 * 1024, 200), (17 * 1024, 431), (64 * 1024, 431)):
+            padding = "a" * (size - 200)
+            head = (
+                f"GET /health HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\nAuthorization: Bearer {server.token}\r\n"
+                f"X-Padding: {padding}\r\n\r\n"
+            ).encode()
+            with socket.create_connection(("127.0.0.1", server.port), timeout=30) as connection:
+                connection.sendall(head)  # one write: the whole head in (about) one read
+                answer = b""
+                while b"\r\n\r\n" not in answer and (chunk := connection.recv(65536)):
+                    answer += chunk
+            status = int(answer.split(b" ", 2)[1])
+            assert status == expected, (size, answer[:200])
+            if expected == 431:
+                assert b"application/json" in answer.lower()
+        assert _healthy(server)
+    finally:
+        assert server.stop() == 0
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_request_without_the_token_is_refused(kind: str, db_path: Path, encoder: Encoder) -> None:
+    """A server made its own token at start: a request without it (as any local user could send)
+    reads and changes nothing; `/health` says only that it is up."""
+    server = start_server(db_path, kind=kind)
+    try:
+        assert server.token
+        for token in (None, "wrong", server.token[:-1]):
+            if kind == "serve":
+                refused = server.request("POST", "/add", {"text": "planted"}, token=token)
+                assert server.request("GET", "/search?q=x", token=token).status == 401
+            else:
+                refused = server.request(
+                    "POST", "/mcp", _mem_add("planted"), token=token, headers={"Accept": MCP_ACCEPT}
+                )
+            assert refused.status == 401, refused.body
+            assert server.request("GET", "/health", token=token).json() == {"status": "ok"}
+        assert _healthy(server)
+    finally:
+        assert server.stop() == 0
+    with Memsearch(db_path) as ms:
+        assert ms.stats()["memories"] == 0
 
 
 # -- `memsearch mcp --http` ------------------------------------------------------------------
@@ -214,32 +317,13 @@ def _free_port() -> int:
 
 
 @pytest.fixture
-def mcp_http(db_path: Path, encoder: Encoder) -> Iterator[int]:
-    """`memsearch mcp --http` on a free loopback port; yields the port once it accepts connections."""
-    port = _free_port()
-    db_path.parent.mkdir(parents=True, exist_ok=True)
-    stderr_path = db_path.parent / "mcp.stderr"
-    with stderr_path.open("wb") as stderr:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "memsearch", "mcp", "--http", "--port", str(port), "--db", str(db_path)],
-            env=server_env(),
-            stdout=subprocess.DEVNULL,
-            stderr=stderr,
-        )
+def mcp_http(db_path: Path, encoder: Encoder) -> Iterator[Served]:
+    """`memsearch mcp --http` on a free loopback port, once it has advertised itself."""
+    server = start_server(db_path, kind="mcp")
     try:
-        deadline = time.monotonic() + 90
-        while True:
-            assert process.poll() is None, stderr_path.read_text()
-            assert time.monotonic() < deadline, f"mcp --http did not start: {stderr_path.read_text()}"
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                time.sleep(0.1)
-        yield port
+        yield server
     finally:
-        process.terminate()
-        process.wait(timeout=30)
+        server.stop()
 
 
 def _mcp_post(port: int, message: dict[str, object], headers: dict[str, str]) -> tuple[int, bytes, dict[str, str]]:
@@ -252,9 +336,11 @@ def _mcp_post(port: int, message: dict[str, object], headers: dict[str, str]) ->
         connection.close()
 
 
-def _mcp_session(port: int) -> dict[str, str]:
+def _mcp_session(port: int, token: str | None) -> dict[str, str]:
     """The headers of an initialized session (the legitimate client's)."""
     base = {"Host": f"127.0.0.1:{port}", "Content-Type": "application/json", "Accept": MCP_ACCEPT}
+    if token is not None:
+        base["Authorization"] = f"Bearer {token}"
     initialize = {
         "jsonrpc": "2.0",
         "id": 1,
@@ -278,9 +364,9 @@ def _mem_add(text: str) -> dict[str, object]:
     }
 
 
-def test_mcp_http_refuses_foreign_hosts_and_origins(mcp_http: int, db_path: Path) -> None:
-    port = mcp_http
-    session = _mcp_session(port)
+def test_mcp_http_refuses_foreign_hosts_and_origins(mcp_http: Served, db_path: Path) -> None:
+    port = mcp_http.port
+    session = _mcp_session(port, mcp_http.token)
     for host in ("127.0.0.1:{port}", "localhost:{port}", "[::1]:{port}"):
         initialize = {
             "jsonrpc": "2.0",

@@ -106,9 +106,9 @@ def recorder(db_path: Path) -> Iterator[Recorder]:
     started.stop()
 
 
-def _plant(path: Path, url: str, pid: int, mode: int = 0o600) -> Path:
+def _plant(path: Path, url: str, pid: int, mode: int = 0o600, token: str | None = None) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"url": url, "pid": pid, "db": "x", "authenticated": False}))
+    path.write_text(json.dumps({"url": url, "pid": pid, "db": "x", "authenticated": token is not None, "token": token}))
     path.chmod(mode)
     return path
 
@@ -261,12 +261,12 @@ def test_a_server_that_does_not_answer_for_this_store_is_not_used(
 
 
 def test_another_stores_server_named_beside_this_store_is_not_used(tmp_path: Path, encoder: Encoder) -> None:
-    """A discovery file of ours, beside store A, naming the live server of store B (a copied
-    folder, say): A's memories must not land in B."""
+    """A discovery file of ours, beside store A, naming the live server of store B and its token
+    (a copied folder, say): A's memories must not land in B."""
     a, b = tmp_path / "a" / "memsearch.db", tmp_path / "b" / "memsearch.db"
     served = start_server(b)
     try:
-        _plant(discovery_path(a), served.url, served.process.pid)
+        _plant(discovery_path(a), served.url, served.process.pid, token=served.token)
         code, _, err = _cli("--debug", "add", "belongs to A", "--db", str(a))
         assert code == 0, err
         assert "serves" in err and "another store" in err and "through the server" not in err
@@ -447,8 +447,8 @@ def test_a_stale_discovery_file_does_not_stop_a_server(db_path: Path, encoder: E
         while json.loads(discovery_path(db_path).read_text())["pid"] != process.pid:
             assert process.poll() is None and time.monotonic() < deadline
             time.sleep(0.05)
-        url = json.loads(discovery_path(db_path).read_text())["url"]
-        assert health(url, None, timeout=30)["pid"] == process.pid  # serving: SIGTERM is handled from here
+        document = json.loads(discovery_path(db_path).read_text())
+        assert health(document["url"], document["token"], timeout=30)["pid"] == process.pid  # SIGTERM handled from here
     finally:
         process.terminate()
         assert process.wait(timeout=30) == 0, process.stderr.read() if process.stderr else ""
@@ -526,3 +526,37 @@ def test_import_sends_the_schemas_query_names(db_path: Path, encoder: Encoder) -
         assert code == 0 and "POST /import?format=jsonl&source=stdin&replace=true through the server" in err, err
     finally:
         assert served.stop() == 0
+
+
+# -- 8. the token a server makes at start -------------------------------------------------------
+
+
+def test_the_token_a_server_made_reaches_the_cli_and_memsearch_token(db_path: Path, encoder: Encoder) -> None:
+    code, _, err = _cli("token", "--db", str(db_path))
+    assert code == 1 and err == f"memsearch: no `memsearch serve` of {db_path} runs\n"
+    served = start_server(db_path)
+    try:
+        assert served.token and served.request("GET", "/stats", token=None).status == 401
+        code, out, _ = _cli("token", "--db", str(db_path))
+        assert (code, out) == (0, f"{served.token}\n")
+        code, out, err = _cli("--debug", "add", "through the server", "--db", str(db_path))
+        assert code == 0 and "POST /add through the server" in err, err
+        code, out, err = _cli("--debug", "search", "server", "--server", served.url, "--db", str(db_path))
+        assert code == 0 and "POST /search through the server" in err and "through the server" in out, err
+        code, _, err = _cli("token", "--mcp", "--db", str(db_path))
+        assert code == 1 and "no `memsearch mcp --http`" in err
+    finally:
+        assert served.stop() == 0
+
+
+def test_no_token_opts_into_an_open_server_on_loopback_only(db_path: Path, encoder: Encoder) -> None:
+    served = start_server(db_path, "--no-token")
+    try:
+        assert served.token is None and served.request("GET", "/stats").status == 200
+        assert "no token: every user of this machine can use it" in served.stderr()
+        code, _, err = _cli("token", "--db", str(db_path))
+        assert code == 1 and "takes no token (started with --no-token)" in err
+    finally:
+        assert served.stop() == 0
+    refused = _run("serve", "--no-token", "--host", "0.0.0.0", "--port", "0", "--db", str(db_path))
+    assert refused.returncode == 2 and b"refusing to listen on 0.0.0.0 without a bearer token" in refused.stderr

@@ -82,7 +82,8 @@ def index(
     paths: Annotated[
         list[str] | None,
         typer.Argument(
-            help="Folders (or files) of notes to index; none: every folder indexed before.",
+            help="Folders (or files) of notes to index, whoever owns them; none: every folder indexed before, "
+            "less what another user could have written.",
             metavar="PATH",
             show_default=False,
         ),

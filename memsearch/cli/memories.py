@@ -6,6 +6,7 @@ server of the same store) and renders; library modules are imported inside the c
 """
 
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -299,10 +300,12 @@ def set_(
 
 
 def edit(ref: RefArgument, key: KeyOption = False, fmt: FormatOption = "table", db: DbOption = None) -> None:
-    """Edit a memory's text in $VISUAL, else $EDITOR, else vi, and show it; saved unchanged or
-    empty, nothing changes. A section of an indexed note is edited in its file, opened at its line,
-    which is then indexed again."""
+    """Edit a memory's text in $VISUAL, else $EDITOR, else vi (in a terminal), and show it; saved
+    unchanged or empty, nothing changes. If the memory changed meanwhile, nothing is written and
+    the edit is kept in a file. A section of an indexed note is edited in its file, opened at its
+    line, which is then indexed again (the file is the truth: no store text to conflict with)."""
     from memsearch.cli.render import render_memories
+    from memsearch.errors import EditConflictError
     from memsearch.sections import section_of
 
     with open_memsearch(db) as ms:
@@ -310,28 +313,30 @@ def edit(ref: RefArgument, key: KeyOption = False, fmt: FormatOption = "table", 
         if (section := section_of(memory)) is not None:
             _edit_section(ms, *section, fmt=str(fmt))
             return
-        text = _edited(memory.text, f"memsearch-{memory.id}.txt")
+        name = f"memsearch-{memory.id}.txt"
+        text = _edited(memory.text, name)
         if not text.strip():
             messages().print("the text is empty; nothing changed", markup=False)
         elif text == memory.text:
             messages().print("the text is unchanged; nothing changed", markup=False)
         else:
-            render_memories([ms.update(memory.id, text=text)], str(fmt), single=True)
+            try:
+                updated = ms.update(memory.id, text=text, expected_text=memory.text)
+            except EditConflictError:
+                raise EditConflictError(memory.id, kept_in=str(_kept(text, name))) from None
+            render_memories([updated], str(fmt), single=True)
 
 
 def _edited(text: str, name: str) -> str:
     """`text` as the user's editor leaves it, edited in a file only they can read, in a folder
     of its own (removed after); a final line break the editor added is taken off again."""
-    import os
     import tempfile
-    from pathlib import Path
 
     from memsearch.errors import MemsearchError
 
     with tempfile.TemporaryDirectory(prefix="memsearch-edit-") as folder:  # made 0700
         path = Path(folder) / name
-        with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w", encoding="utf-8") as file:
-            file.write(text)
+        _write_private(path, text)
         _run_editor([str(path)], "nothing changed")
         try:
             edited = path.read_text(encoding="utf-8")
@@ -344,15 +349,22 @@ def _edited(text: str, name: str) -> str:
 
 
 def _run_editor(arguments: list[str], unchanged: str) -> None:
-    """Run $VISUAL, else $EDITOR, else vi on the arguments and wait for it; an editor that cannot
-    run or fails is a MemsearchError ending with `unchanged` (what that left as it was)."""
+    """Run $VISUAL, else $EDITOR, else vi (only in a terminal: no editor and no terminal is a
+    MemsearchError before anything is opened) on the arguments and wait for it; an editor that
+    cannot run or fails is a MemsearchError ending with `unchanged` (what that left as it was)."""
     import os
     import shlex
     import subprocess
 
     from memsearch.errors import MemsearchError
 
-    editor = os.environ.get("VISUAL") or os.environ.get("EDITOR") or ("notepad" if os.name == "nt" else "vi")
+    editor = os.environ.get("VISUAL") or os.environ.get("EDITOR")
+    if not editor and os.name == "nt":
+        editor = "notepad"
+    elif not editor:
+        if not (_is_terminal(sys.stdin) and _is_terminal(sys.stdout)):  # vi would wait for one forever
+            raise MemsearchError("no editor: set $VISUAL or $EDITOR (vi needs a terminal, and there is none)")
+        editor = "vi"
     try:
         finished = subprocess.run([*shlex.split(editor, posix=os.name != "nt"), *arguments], check=False)
     except (OSError, ValueError) as error:  # not found, not executable, or unbalanced quotes
@@ -365,8 +377,6 @@ def _run_editor(arguments: list[str], unchanged: str) -> None:
 def _edit_section(ms: "Memsearch", path: str, line: int, *, fmt: str) -> None:
     """A note's section is its file's: the editor opens the file at the section's line (`+LINE`,
     as vi, nano and emacs take it), then the file's folder is indexed again, as `index` does."""
-    from pathlib import Path
-
     from memsearch.cli.render import render_index, shown_path
     from memsearch.errors import MemsearchError
 
@@ -374,6 +384,30 @@ def _edit_section(ms: "Memsearch", path: str, line: int, *, fmt: str) -> None:
         raise MemsearchError(f"{shown_path(path)} is gone; `memsearch index` removes its sections")
     _run_editor([f"+{line}", path], "the file was not indexed again")
     render_index(ms.index_changed([path]), "json" if fmt == "json" else "table")
+
+
+def _is_terminal(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):  # no stream, or a closed one
+        return False
+
+
+def _write_private(path: Path, text: str) -> None:
+    """A new file only its owner can read (whatever the umask), holding `text`."""
+    import os
+
+    with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w", encoding="utf-8") as file:
+        file.write(text)
+
+
+def _kept(text: str, name: str) -> Path:
+    """An edit that could not be written, kept in a new folder only the user can read; its path."""
+    import tempfile
+
+    path = Path(tempfile.mkdtemp(prefix="memsearch-edit-")) / name  # made 0700, and left for the user
+    _write_private(path, text)
+    return path
 
 
 def _set_pinned(refs: list[str], by_key: bool, db: str | None, pinned: bool) -> None:

@@ -118,7 +118,20 @@ def find_server(db: Path | str | None, explicit: str | None) -> Remote | None:
     from memsearch.server.discovery import discover
 
     if explicit is not None:
-        return Remote(explicit, configured_token(), explicit=True) if explicit else None
-    token = configured_token()
-    advertised = discover(resolve_db_path(db), token)
-    return Remote(advertised.url, token, explicit=False) if advertised is not None else None
+        if not explicit:
+            return None
+        return Remote(explicit, _made_token(resolve_db_path(db), explicit) or configured_token(), explicit=True)
+    advertised = discover(resolve_db_path(db), configured_token())
+    return Remote(advertised.url, advertised.token, explicit=False) if advertised is not None else None
+
+
+def _made_token(db: Path | str, url: str) -> str | None:
+    """The token the store's own running server made at start, when `url` is that server's."""
+    from memsearch.errors import MemsearchError
+    from memsearch.server.discovery import running_token
+
+    try:
+        advertised, made = running_token(db)
+    except MemsearchError:
+        return None
+    return made if advertised.url.rstrip("/") == url.rstrip("/") else None

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from memsearch.cli.consoles import is_terminal, messages, stdout_console
 from memsearch.cli.grid import Column, print_grid
-from memsearch.cli.literal import literal, one_line
+from memsearch.cli.literal import literal, one_line, visible
 from memsearch.models import CSV_FIELDS
 
 if TYPE_CHECKING:  # Rich is imported where a table is drawn: machine output never loads it
@@ -370,16 +370,16 @@ def render_index(outcome: IndexOutcome, fmt: str) -> None:
             if line.status != "skipped"
         ]
         print_grid(INDEX_COLUMNS, rows)
-    for path, reason in outcome.skipped:
-        messages().print(f"skipped {shown_path(path)}: {reason}", markup=False)
+    for path, reason in outcome.skipped:  # a file name is data: its escape sequences must not reach the terminal
+        messages().print(visible(f"skipped {shown_path(path)}: {reason}"), markup=False)
     for where, reason in outcome.warnings:  # front matter left unused: the note is indexed all the same
-        messages().print(f"{shown_path(where)}: {reason}", markup=False)
+        messages().print(visible(f"{shown_path(where)}: {reason}"), markup=False)
     messages().print(outcome.summary, markup=False)
 
 
 ROOT_COLUMNS = (
     Column("path", "text"),
-    Column("state", "key"),
+    Column("state", "text"),
     Column("files", "key", "right"),
     Column("memories", "key", "right"),
     Column("include"),
@@ -401,7 +401,7 @@ def render_roots(roots: Sequence[RootInfo], fmt: str) -> None:
         [
             (
                 shown_path(root.path),
-                (root.state, "green" if root.state == "ok" else "yellow"),
+                (f"refused: {root.reason}" if root.reason else root.state, "green" if root.state == "ok" else "yellow"),
                 root.files,
                 root.memories,
                 ", ".join(root.include),
@@ -420,7 +420,7 @@ def render_forgotten(forgotten: Forgotten, fmt: str) -> None:
     if not forgotten.roots:
         messages().print("no remembered folder is missing; nothing was forgotten", markup=False)
     for root in forgotten.roots:
-        messages().print(f"forgot {shown_path(root.path)} ({root.state})", markup=False)
+        messages().print(visible(f"forgot {shown_path(root.path)} ({root.state})"), markup=False)
     memories, files = forgotten.memories_removed, forgotten.files_removed
     removed = f"{memories:,} {'memory' if memories == 1 else 'memories'} of {files:,} file{'' if files == 1 else 's'}"
     messages().print(f"removed {removed}", markup=False)

@@ -38,6 +38,7 @@ RAW_COLUMNS = (
     Column("dropped", "key"),
     Column("text", "text", wrap=False),  # every candidate on one line, to scan down
 )
+SHOWN_QUERY_CHARS = 300  # of a long query (a document searched by example), in a table's title
 EXPLAIN_COLUMNS = (
     Column("stage", "key"),
     Column("rank", "key", "right"),
@@ -174,7 +175,7 @@ def _search_tables(console: Console, document: dict[str, Any], *, raw: bool, exp
     from rich.text import Text
 
     title = Text.assemble(
-        literal(document["query"], style="bold"),
+        literal(document["query"], style="bold", limit=SHOWN_QUERY_CHARS),
         "  →  ",
         (document["strategy"], "cyan"),
         f"  ({document['strategy_reason']})",
@@ -186,7 +187,8 @@ def _search_tables(console: Console, document: dict[str, Any], *, raw: bool, exp
         console.print(Text.assemble(title, "\n", ("no results", "yellow")))
     if explain:
         if document.get("embedded_query") is not None:
-            console.print(Text.assemble(("vector legs embedded: ", "bold"), literal(document["embedded_query"])))
+            embedded = literal(document["embedded_query"], limit=SHOWN_QUERY_CHARS)
+            console.print(Text.assemble(("vector legs embedded: ", "bold"), embedded))
         for line in stage_lines(document):
             console.print(Text(line))
         legs = _leg_specs(document)

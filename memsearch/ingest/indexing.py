@@ -20,6 +20,14 @@ The file is the truth: each run checks the keys the state records against what t
 (`checked_records`); a chunk the store lost, or holds with another text, and a note key under
 the run's roots that no file names are put right by reading those files again.
 
+A root given to the run is named by the user and walked whoever owns it; every other root and
+every folder or file under it is walked only if no other user could have written it
+(`note_files.walk`). What a walk could not or would not look into (such a folder, one that
+cannot be listed, a root that now leads elsewhere) is held: the files stored from it stay as
+they are, neither removed nor re-read (`_held`), so a refused root never replaces the user's notes.
+The store check runs after the held files are set aside, so it neither repairs them nor removes
+a stray key under a held folder: they wait until the folder is named or trusted again.
+
 Nothing is left half-done that a re-run cannot fix: before a batch is written, its files are
 saved as *pending* (every key they had or will have, no digest, no mtime), so a run that stops
 in the middle leaves them to be read, deleted and added afresh next time; deleting a key that is
@@ -50,9 +58,11 @@ from memsearch.ingest.note_files import (
     plan,
     under_roots,
     walk,
+    walked_reader,
 )
 from memsearch.ingest.note_memories import checked_records, chunk_memory, restamped, taken_over
 from memsearch.ingest.notes import NoteChunk
+from memsearch.ingest.safe_files import quoted
 from memsearch.models import NewMemory
 from memsearch.sections import NOTE_KEY_PREFIX
 from memsearch.timeutil import utc_now
@@ -204,14 +214,14 @@ def index_notes(
     dry_run: bool = False,
     progress: Progress | None = None,
     within: Sequence[str] = (),
+    named: Sequence[str] = (),
 ) -> IndexOutcome:
     """Index the roots given (remembering them with these patterns; a root given again without
     patterns keeps the ones it has), or every remembered root when none is given (module doc);
     with `within` (and no root given), only the remembered roots that hold or lie under one of
-    those paths."""
-    include, exclude = _patterns(include), _patterns(exclude)
-    if isinstance(paths, str | os.PathLike):  # one path, not a sequence of one-letter paths
-        paths = [paths]
+    those paths. The roots given, and the `named` ones (resolved: a watch's own after its first
+    run), are walked whoever owns them."""
+    include, exclude = tuple(include), tuple(exclude)
     given = [_resolved_root(path) for path in paths]
     if not given and (include or exclude):
         raise InvalidInputError(
@@ -222,15 +232,22 @@ def index_notes(
     skipped: list[tuple[str, str]] = []
     runs, scope, remembered = _roots(state, given, include, exclude, skipped, [_absolute(path) for path in within])
     current: dict[str, FileState] = {}
+    walks: list[tuple[str, list[str]]] = []  # each walk's root and the paths it held (`_held`)
     for root in [*runs.values(), *_enclosing(state, scope)]:
-        found = walk([root.path], root.include, root.exclude, on_skip=lambda path, why: skipped.append((path, why)))
+        walks.append((root.path, []))
+        found = walk(
+            [root.path], root.include, root.exclude, on_skip=lambda path, why: skipped.append((path, why)),
+            named=[*given, *named], on_held=walks[-1][1].append,
+        )  # fmt: skip
         current |= {file.path: file for file in found if file.path not in current and is_under(file.path, scope)}
-    previous = under_roots(state.files, scope) if scope else {}
-    if store is not None and scope:
-        previous, repaired = checked_records(previous, store.key_hashes(NOTE_KEY_PREFIX), state.files, scope)
-    else:
-        repaired = set()
-    the_plan = _without_binary(plan(previous, sorted(current.values(), key=lambda file: file.path), _read_bytes))
+    stored = under_roots(state.files, scope) if scope else {}
+    previous = {path: record for path, record in stored.items() if not _held(path, walks)}
+    repaired: set[str] = set()
+    if store is not None and scope:  # checked after the held files are set aside: they keep what they have
+        checked, repaired = checked_records(previous, store.key_hashes(NOTE_KEY_PREFIX), state.files, scope)
+        previous = {path: record for path, record in checked.items() if not _held(path, walks)}  # strays too
+    states = sorted(current.values(), key=lambda file: file.path)
+    the_plan = _without_binary(plan(previous, states, walked_reader(states)))
     skipped += [(file.path, file.reason) for file in the_plan.having(FileStatus.SKIPPED)]
     takeovers = taken_over(store, the_plan) if store is not None else {}
     lines = [_file_line(file, takeovers, file.path in repaired) for file in the_plan.files]
@@ -314,8 +331,11 @@ def _enclosing(state: IndexState, scope: Sequence[str]) -> list[Root]:
     ]
 
 
-def _patterns(patterns: Sequence[str]) -> tuple[str, ...]:
-    return (patterns,) if isinstance(patterns, str) else tuple(patterns)
+def _held(path: str, walks: Sequence[tuple[str, Sequence[str]]]) -> bool:
+    """Whether every walk that could reach the stored file held it (a folder on the way refused,
+    unreadable or replaced): it stays as stored, neither removed nor re-read."""
+    reaching = [held for root, held in walks if is_under(path, [root])]
+    return bool(reaching) and all(is_under(path, held) for held in reaching)
 
 
 def _kept(state: IndexState, path: str) -> Root:
@@ -327,7 +347,7 @@ def _resolved_root(path: str | os.PathLike[str]) -> str:
     try:
         return str(given.resolve(strict=True))
     except (OSError, RuntimeError):
-        raise InvalidInputError(f"{given}: no such file or folder") from None
+        raise InvalidInputError(f"{quoted(str(given))}: no such file or folder") from None
 
 
 def existing_store(ms: Library) -> Store | None:
@@ -336,11 +356,6 @@ def existing_store(ms: Library) -> Store | None:
         return ms.store()
     except StoreNotFoundError:
         return None
-
-
-def _read_bytes(path: str) -> bytes:
-    with open(path, "rb") as file:
-        return file.read()
 
 
 def _without_binary(the_plan: IndexPlan) -> IndexPlan:

@@ -19,20 +19,39 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import stat
+import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from pathlib import Path
 
+import re2
 from pathspec import GitIgnoreSpec
+from pathspec.patterns.gitignore.spec import GitIgnoreSpecPattern
 
-from memsearch.errors import InvalidInputError
+from memsearch.errors import InvalidInputError, short_repr
 from memsearch.ingest.notes import NoteChunk, UnreadableNoteError, read_note, text_fingerprint
+from memsearch.ingest.safe_files import (
+    Identity,
+    RefusedFileError,
+    identity,
+    kind,
+    lstat_beneath,
+    open_folder,
+    printable,
+    quoted,
+    read_in_folder,
+    read_walked,
+    storable,
+    untrusted,
+)
 
 DEFAULT_INCLUDE = ("*.md", "*.markdown", "*.txt")
 MAX_NOTE_BYTES = 8 * 1024 * 1024  # a larger "note" is a log or a dump: skipped, with the reason, unread
 IGNORE_FILE = ".gitignore"
+MAX_IGNORE_BYTES = 1024 * 1024  # a larger .gitignore is no one's hand-kept list: skipped, with the reason
 
 
 @dataclass(frozen=True)
@@ -40,6 +59,8 @@ class FileState:
     path: str  # absolute, symlinks resolved: the file's identity in the store
     size: int
     mtime_ns: int
+    device: int = -1  # with the inode, the file the walk saw at the path: the only one read (-1: none)
+    inode: int = -1
 
 
 @dataclass(frozen=True)
@@ -128,139 +149,277 @@ def walk(
     include_globs: Sequence[str] = (),
     exclude_patterns: Sequence[str] = (),
     on_skip: Callable[[str, str], None] | None = None,
+    *,
+    named: Sequence[str] = (),
+    on_held: Callable[[str], None] | None = None,
 ) -> list[FileState]:
     """The note files under the roots, sorted by path, each once.
 
     A root that is a file is taken as named, whatever its suffix and the exclude patterns (as
     ripgrep does). In a folder: files matching `include_globs` (gitignore globs against the path
     under the root; `DEFAULT_INCLUDE` when empty), less those ignored by a `.gitignore` of a walked
-    folder (deeper ones win; a .gitignore above the root is not read) or by `exclude_patterns`
-    (gitignore syntax, relative to the root; they win over the .gitignore files, so `!keep.md`
-    brings back an ignored file). Hidden files and folders (`.git`, `.obsidian`) are skipped, and
-    so are symlinks that lead out of the root, broken ones, folders already walked (a link loop),
-    folders that cannot be listed and invalid .gitignore lines: `on_skip(path, reason)` hears of
-    each but hidden and ignored ones. Each root is walked with its own rules and the result is the
+    folder (deeper ones win; a .gitignore above the root is not read, nor one that is a symlink, as
+    git does) or by `exclude_patterns` (gitignore syntax, relative to the root; they win over the
+    .gitignore files, so `!keep.md` brings back an ignored file). Patterns match in time linear in
+    the path's length, whatever they are (`_pattern`). Hidden files and folders (`.git`,
+    `.obsidian`) are skipped, and so are symlinks that lead out of the root, broken ones, folders
+    already walked (a link loop), folders that cannot be listed, invalid .gitignore lines, FIFOs,
+    sockets and devices, names that are not valid UTF-8 (no store can hold them), and every folder
+    or file that another user could have written (`safe_files.untrusted`) unless it is at or under
+    one of the `named` paths (the roots the user gave by name). `on_skip(path, reason)` hears of
+    each but hidden and ignored ones (the path as valid Unicode, `safe_files.printable`);
+    `on_held(path)` of each folder or file the walk could not or would not look into, whose stored
+    notes should stay as they are. Each root is walked with its own rules and the result is the
     union. A missing root, or a pattern that is not gitignore syntax, is an `InvalidInputError`
     (its field "include" or "exclude" for a pattern).
     """
-    include = _spec(include_globs or DEFAULT_INCLUDE, "include")
-    exclude = _spec(exclude_patterns, "exclude")
-    skip = on_skip or (lambda path, reason: None)
-    found: dict[str, FileState] = {}
+    walker = _Walker(
+        _spec(include_globs or DEFAULT_INCLUDE, "include"), _spec(exclude_patterns, "exclude"), named, on_skip, on_held
+    )
     for root in roots:
-        given = Path(root).expanduser()
-        try:
-            resolved = given.resolve(strict=True)
-        except (OSError, RuntimeError):
-            raise InvalidInputError(f"{given}: no such file or folder") from None
-        if resolved.is_dir():
-            _walk_folder(resolved, include, exclude, found, skip)
-        elif resolved.is_file():
-            _add(resolved, found, skip)
-        else:
-            raise InvalidInputError(f"{given} is neither a file nor a folder")
-    return sorted(found.values(), key=lambda state: state.path)
-
-
-def _spec(patterns: Sequence[str], name: str) -> GitIgnoreSpec:
-    try:
-        return GitIgnoreSpec.from_lines(patterns)
-    except (ValueError, TypeError, re.error) as error:
-        raise InvalidInputError(f"has a pattern that is not valid gitignore syntax ({error})", field=name) from None
-
-
-Layers = tuple[tuple[str, GitIgnoreSpec], ...]  # (folder under the root, its .gitignore), root first
-
-
-Skip = Callable[[str, str], None]  # (path, reason)
-
-
-def _walk_folder(
-    root: Path, include: GitIgnoreSpec, exclude: GitIgnoreSpec, found: dict[str, FileState], skip: Skip
-) -> None:
-    visited = {root}
-    stack: list[tuple[Path, str, Layers]] = [(root, "", ())]
-    while stack:
-        folder, relative, layers = stack.pop()
-        try:
-            with os.scandir(folder) as listing:
-                entries = sorted(listing, key=lambda entry: entry.name)
-        except OSError as error:
-            skip(str(folder), f"cannot be listed ({error.strerror or error})")
-            continue
-        layers = _with_ignore_file(folder, relative, layers, entries, skip)
-        subfolders = []
-        for entry in entries:
-            if entry.name.startswith("."):
-                continue
-            path = f"{relative}{entry.name}"
-            target = Path(entry.path)
-            if entry.is_symlink():
-                try:
-                    target = target.resolve(strict=True)
-                except (OSError, RuntimeError):
-                    skip(entry.path, "is a broken symlink")
-                    continue
-                if not target.is_relative_to(root):
-                    skip(entry.path, f"is a symlink out of {root}")
-                    continue
-            if target.is_dir():
-                if _ignored(f"{path}/", layers, exclude):
-                    continue
-                if target in visited:
-                    skip(entry.path, "leads to a folder already walked")
-                    continue
-                visited.add(target)
-                subfolders.append((target, f"{path}/", layers))
-            elif target.is_file() and include.match_file(path) and not _ignored(path, layers, exclude):
-                _add(target, found, skip)
-        stack.extend(reversed(subfolders))  # walked in name order
-
-
-def _with_ignore_file(
-    folder: Path, relative: str, layers: Layers, entries: list[os.DirEntry[str]], skip: Skip
-) -> Layers:
-    if not any(entry.name == IGNORE_FILE and entry.is_file() for entry in entries):
-        return layers
-    path = folder / IGNORE_FILE
-    try:
-        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-    except OSError as error:
-        skip(str(path), f"cannot be read ({error.strerror or error})")
-        return layers
-    valid = []
-    for number, line in enumerate(lines, start=1):
-        try:
-            GitIgnoreSpec.from_lines([line])
-        except (ValueError, TypeError, re.error):
-            skip(f"{path}:{number}", "is not a valid gitignore pattern; the file's other lines apply")  # as git does
-            continue
-        valid.append(line)
-    return (*layers, (relative, GitIgnoreSpec.from_lines(valid)))
-
-
-def _ignored(path: str, layers: Layers, exclude: GitIgnoreSpec) -> bool:
-    """Whether git would ignore the path (a folder's ends in "/"), the user's patterns last."""
-    ignored = False
-    for folder, spec in layers:
-        verdict = spec.check_file(path[len(folder) :]).include
-        ignored = ignored if verdict is None else verdict
-    verdict = exclude.check_file(path).include
-    return ignored if verdict is None else bool(verdict)
-
-
-def _add(path: Path, found: dict[str, FileState], skip: Skip) -> None:
-    try:
-        stat = path.stat()
-    except OSError as error:
-        skip(str(path), f"cannot be read ({error.strerror or error})")
-        return
-    found.setdefault(str(path), FileState(str(path), stat.st_size, stat.st_mtime_ns))
+        walker.root(Path(root).expanduser())
+    return sorted(walker.found.values(), key=lambda state: state.path)
 
 
 def is_under(path: str, roots: Iterable[str]) -> bool:
     """Whether the path is one of the roots or inside one (all absolute)."""
     return any(path == root or path.startswith(root.rstrip(os.sep) + os.sep) for root in roots)
+
+
+def refusal(root: str) -> str | None:
+    """Why a walk that is not told the root is named refuses it (it leads elsewhere now, through a
+    symlink, or another user could have written it: `safe_files.untrusted`), or None; None too for
+    a root that is not there. For `index --roots`: folders and files under it are judged by walks."""
+    try:
+        path = str(Path(root).resolve(strict=True))
+        info = lstat_beneath(path)
+    except (OSError, RuntimeError, ValueError):
+        return None
+    return _leads_to(path) if path != os.path.abspath(root) else untrusted(info)
+
+
+def _leads_to(path: str) -> str:
+    return f"leads to {quoted(path)} now, through a symlink"
+
+
+_PATTERN_ERRORS = (ValueError, TypeError, re.error, re2.error)
+
+
+def _pattern(line: str) -> GitIgnoreSpecPattern:
+    """One gitignore line as pathspec reads it, its regular expression run by RE2, which matches in
+    time linear in the path's length: Python's re backtracks, and `*a*a*a*a*a*a*a*a*b` took it
+    hours against a long name."""
+    with warnings.catch_warnings():  # re's FutureWarning about `[[` is no news to the user of a .gitignore
+        warnings.simplefilter("ignore", FutureWarning)
+        parsed = GitIgnoreSpecPattern(line)
+    if parsed.regex is None:  # a comment or a blank line
+        return parsed
+    return GitIgnoreSpecPattern(re2.compile(parsed.regex.pattern), parsed.include)
+
+
+def _matcher(patterns: Sequence[GitIgnoreSpecPattern]) -> GitIgnoreSpec:
+    """The patterns as one RE2 set (pathspec's re2 backend: one pass over a path for them all) or,
+    when RE2 cannot fit the set in its memory budget, each pattern's RE2 expression in turn."""
+    try:
+        return GitIgnoreSpec(patterns, backend="re2")
+    except re2.error:
+        return GitIgnoreSpec(patterns, backend="simple")
+
+
+def _spec(patterns: Sequence[str], name: str) -> GitIgnoreSpec:
+    compiled = []
+    for pattern in patterns:
+        try:
+            compiled.append(_pattern(pattern))
+        except _PATTERN_ERRORS:
+            shown = short_repr(pattern, 60) or "one of them"
+            raise InvalidInputError(f"has a pattern that is not valid gitignore syntax: {shown}", field=name) from None
+    return _matcher(compiled)
+
+
+_UNLESS_NAMED = "read only when named as a root; what was indexed from it is kept"
+Layers = tuple[tuple[str, GitIgnoreSpec], ...]  # (folder under the root, its .gitignore), root first
+Subfolder = tuple[str, str, Layers, Identity]  # its path, its path under the root with "/", layers, identity
+
+
+class _Walker:
+    """One walk: its rules, what it found, and whom it tells what it skipped (`walk`)."""
+
+    def __init__(
+        self,
+        include: GitIgnoreSpec,
+        exclude: GitIgnoreSpec,
+        named: Sequence[str],
+        on_skip: Callable[[str, str], None] | None,
+        on_held: Callable[[str], None] | None,
+    ) -> None:
+        self.include, self.exclude, self.named = include, exclude, tuple(named)
+        self.on_skip = on_skip or (lambda path, reason: None)
+        self.on_held = on_held or (lambda path: None)
+        self.found: dict[str, FileState] = {}
+
+    def skip(self, path: str, reason: str, *, held: bool = False) -> None:
+        self.on_skip(printable(path), reason)
+        if held:
+            self.on_held(path)
+
+    def refused(self, path: str, info: os.stat_result) -> bool:
+        """Whether the folder or file is passed over as another user's to write; says why."""
+        if is_under(path, self.named) or (why := untrusted(info)) is None:
+            return False
+        self.skip(path, f"{why}: {_UNLESS_NAMED}", held=True)
+        return True
+
+    def root(self, given: Path) -> None:
+        try:
+            path = str(given.resolve(strict=True))
+            info = lstat_beneath(path)
+        except (OSError, RuntimeError, ValueError):  # ValueError: a NUL character
+            raise InvalidInputError(f"{quoted(str(given))}: no such file or folder") from None
+        if not storable(path):
+            raise InvalidInputError(f"{quoted(path)}: the name is not valid UTF-8, which no store can hold")
+        if path != os.path.abspath(given) and not is_under(path, self.named):  # a remembered root is stored resolved
+            self.skip(os.path.abspath(given), f"{_leads_to(path)}: {_UNLESS_NAMED}", held=True)
+            return
+        if stat.S_ISDIR(info.st_mode):
+            self.folder(path, identity(info))
+        elif stat.S_ISREG(info.st_mode):
+            self.add(path, info)
+        else:
+            raise InvalidInputError(f"{quoted(str(given))} is neither a file nor a folder")
+
+    def add(self, path: str, info: os.stat_result) -> None:
+        if not self.refused(path, info):
+            self.found.setdefault(path, FileState(path, info.st_size, info.st_mtime_ns, info.st_dev, info.st_ino))
+
+    def folder(self, root: str, walked: Identity) -> None:
+        """The files under the folder `root`, each subfolder opened without following a link and
+        listed only if it is the folder its parent's listing showed."""
+        visited = {walked}
+        stack: list[Subfolder] = [(root, "", (), walked)]
+        while stack:
+            path, relative, layers, expected = stack.pop()
+            try:
+                descriptor = open_folder(path)
+            except OSError as error:
+                reason = str(error) if isinstance(error, RefusedFileError) else f"cannot be listed ({error.strerror})"
+                self.skip(path, reason, held=True)
+                continue
+            try:
+                subfolders = self.listing(descriptor, root, (path, relative, layers, expected), visited)
+            finally:
+                os.close(descriptor)
+            stack.extend(reversed(subfolders))  # walked in name order
+
+    def listing(self, descriptor: int, root: str, folder: Subfolder, visited: set[Identity]) -> list[Subfolder]:
+        path, relative, layers, expected = folder
+        info = os.fstat(descriptor)
+        if identity(info) != expected:
+            self.skip(path, "was replaced by another folder while it was walked; not read", held=True)
+            return []
+        if self.refused(path, info):
+            return []
+        try:
+            with os.scandir(descriptor) as listing:
+                entries = sorted(listing, key=lambda entry: entry.name)
+        except OSError as error:
+            self.skip(path, f"cannot be listed ({error.strerror or error})", held=True)
+            return []
+        layers = self.with_ignore_file(descriptor, path, relative, layers, entries)
+        subfolders: list[Subfolder] = []
+        for entry in entries:
+            if entry.name.startswith("."):
+                continue
+            entry_path, name = os.path.join(path, entry.name), f"{relative}{entry.name}"
+            found = self.entry(entry, entry_path, root)
+            if found is None:
+                continue
+            target, info = found
+            if stat.S_ISDIR(info.st_mode):
+                if self.ignored(f"{name}/", layers):
+                    continue
+                if identity(info) in visited:
+                    self.skip(entry_path, "leads to a folder already walked")
+                    continue
+                visited.add(identity(info))
+                subfolders.append((target, f"{name}/", layers, identity(info)))
+            elif self.include.match_file(name) and not self.ignored(name, layers):
+                if stat.S_ISREG(info.st_mode):
+                    self.add(target, info)
+                else:
+                    self.skip(entry_path, f"is {kind(info)}, not a regular file")
+        return subfolders
+
+    def entry(self, entry: os.DirEntry[str], path: str, root: str) -> tuple[str, os.stat_result] | None:
+        """What a listed name is (its path, a symlink's resolved, and its lstat), or None if skipped."""
+        if not storable(entry.name):
+            self.skip(path, "has a name that is not valid UTF-8, which no store can hold; rename it to index it")
+            return None
+        try:
+            info = entry.stat(follow_symlinks=False)  # relative to the open folder: no link followed
+        except OSError as error:
+            self.skip(path, f"cannot be read ({error.strerror or error})", held=True)
+            return None
+        if not stat.S_ISLNK(info.st_mode):
+            return path, info
+        try:
+            target = str(Path(path).resolve(strict=True))
+        except (OSError, RuntimeError):
+            self.skip(path, "is a broken symlink")
+            return None
+        if not is_under(target, [root]):
+            self.skip(path, f"is a symlink out of {root}")
+            return None
+        if not storable(target):
+            self.skip(path, "leads to a name that is not valid UTF-8, which no store can hold")
+            return None
+        try:
+            return target, lstat_beneath(target)
+        except OSError as error:
+            self.skip(path, f"cannot be read ({error.strerror or error})")
+            return None
+
+    def with_ignore_file(
+        self, descriptor: int, folder: str, relative: str, layers: Layers, entries: list[os.DirEntry[str]]
+    ) -> Layers:
+        entry = next((entry for entry in entries if entry.name == IGNORE_FILE), None)
+        if entry is None:
+            return layers
+        path = os.path.join(folder, IGNORE_FILE)
+        try:
+            info = entry.stat(follow_symlinks=False)  # (a link is refused by the read, whatever its mode)
+            if stat.S_ISREG(info.st_mode) and self.refused(path, info):
+                return layers
+            data = read_in_folder(descriptor, IGNORE_FILE, MAX_IGNORE_BYTES)
+        except RefusedFileError as error:
+            self.skip(path, f"{error}; its patterns do not apply")
+            return layers
+        except OSError as error:
+            self.skip(path, f"cannot be read ({error.strerror or error})")
+            return layers
+        patterns = []
+        for number, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), start=1):
+            try:
+                patterns.append(_pattern(line))
+            except _PATTERN_ERRORS:  # as git does
+                self.skip(f"{path}:{number}", "is not a valid gitignore pattern; the file's other lines apply")
+        return (*layers, (relative, _matcher(patterns)))
+
+    def ignored(self, path: str, layers: Layers) -> bool:
+        """Whether git would ignore the path (a folder's ends in "/"), the user's patterns last."""
+        ignored = False
+        for folder, spec in layers:
+            verdict = spec.check_file(path[len(folder) :]).include
+            ignored = ignored if verdict is None else verdict
+        verdict = self.exclude.check_file(path).include
+        return ignored if verdict is None else bool(verdict)
+
+
+def walked_reader(states: Iterable[FileState]) -> Callable[[str], bytes]:
+    """The `read` of a plan of these walked files: each path opens only the file the walk saw there
+    (`safe_files.read_walked`), and no more than a note's size limit of it is read."""
+    walked = {state.path: (state.device, state.inode) for state in states}
+    return lambda path: read_walked(path, walked[path], MAX_NOTE_BYTES)
 
 
 def under_roots(previous: Mapping[str, IndexedFile], roots: Iterable[str | os.PathLike[str]]) -> dict[str, IndexedFile]:
@@ -291,6 +450,9 @@ def plan(previous: Mapping[str, IndexedFile], current: Sequence[FileState], read
         try:
             reads += 1
             data = read(state.path)
+        except RefusedFileError as error:
+            files.append(_skipped(state.path, str(error)))
+            continue
         except OSError as error:
             files.append(_skipped(state.path, f"cannot be read ({error.strerror or error})"))
             continue

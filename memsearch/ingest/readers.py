@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TextIO
 
-from memsearch.errors import MemsearchError
+from memsearch.errors import MemsearchError, NumberTooLongError
 from memsearch.jsonl import BOM, decode_json, split_lines
 from memsearch.timeutil import MONTHS, parse_time
 
@@ -70,6 +70,8 @@ def read_json(content: str, source: str) -> Any:
         return decode_json(content.removeprefix(BOM))
     except json.JSONDecodeError as error:
         raise DatasetError(f"{source}: not valid JSON ({error})") from None
+    except NumberTooLongError as error:
+        raise DatasetError(f"{source}: {error}") from None
 
 
 def need(obj: Any, name: str, kind: type | tuple[type, ...], where: str) -> Any:
@@ -351,6 +353,8 @@ def read_chat(content: str | Iterable[str], source: str, conversation_id: str) -
             obj = decode_json(line)
         except json.JSONDecodeError as error:
             raise DatasetError(f"{where}: not valid JSON ({error.msg})") from None
+        except NumberTooLongError as error:
+            raise DatasetError(f"{where}: {error}") from None
         session_id, speaker, text, created, turn_id = _chat_line(obj, where)
         turns = by_session.setdefault(session_id, [])
         position = len(turns) + 1

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from memsearch.errors import ImportLineError, InvalidInputError
+from memsearch.errors import ImportLineError, InvalidInputError, NumberTooLongError
 from memsearch.jsonl import BOM, decode_json, parse_jsonl, split_lines
 from memsearch.models import GIVEN_FIELDS, NOT_IMPORTED_FIELDS, NewMemory, default_view_text, is_chunk_view
 
@@ -81,6 +81,8 @@ def decoded_values(text: str, source: str) -> tuple[list[tuple[int, Any]], bool]
         return [], False
     try:
         decode_json(first)
+    except NumberTooLongError:
+        pass  # JSON of its own: parse_jsonl names its line
     except json.JSONDecodeError:
         try:
             return [(1, decode_json(text.removeprefix(BOM)))], True
@@ -88,6 +90,8 @@ def decoded_values(text: str, source: str) -> tuple[list[tuple[int, Any]], bool]
             raise ImportLineError(
                 source, error.lineno, f"not valid JSON ({error.msg} at column {error.colno})"
             ) from None
+        except NumberTooLongError as error:
+            raise InvalidInputError(f"{source}: {error}; nothing from this file was stored") from None
     return parse_jsonl(lines, source), False
 
 

@@ -4,6 +4,8 @@ missing ones pruned.
 
 A root that is missing (moved, unmounted) is only reported by an index run, and what was indexed
 from it is kept (`indexing._roots`): forgetting or pruning is the user's word that it is gone.
+A root that a plain `index` run would refuse as another user's to write (`note_files.refusal`) is
+listed `refused` with the reason; it is not pruned, and forgetting it (it is named) reads nothing.
 A file under a root being forgotten that another remembered root also covers stays indexed: that
 root's next run decides about it.
 """
@@ -18,12 +20,12 @@ from typing import TYPE_CHECKING, Any
 from memsearch.errors import NotARootError
 from memsearch.ingest import Library
 from memsearch.ingest.indexing import IndexState, Root, existing_store
-from memsearch.ingest.note_files import is_under
+from memsearch.ingest.note_files import is_under, refusal
 
 if TYPE_CHECKING:
     from memsearch.store.base import Store
 
-ROOT_STATES = ("ok", "missing")
+ROOT_STATES = ("ok", "missing", "refused")
 
 
 @dataclass(frozen=True)
@@ -36,11 +38,12 @@ class RootInfo:
     state: str  # one of ROOT_STATES
     files: int  # files indexed from under it
     memories: int  # their sections
+    reason: str | None = None  # why it is refused
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "path": self.path, "include": list(self.include), "exclude": list(self.exclude), "state": self.state,
-            "files": self.files, "memories": self.memories,
+            "reason": self.reason, "files": self.files, "memories": self.memories,
         }  # fmt: skip
 
 
@@ -62,13 +65,16 @@ class Forgotten:
 
 def root_info(state: IndexState, root: Root) -> RootInfo:
     held = [record for path, record in state.files.items() if is_under(path, [root.path])]
+    there = Path(root.path).exists()
+    reason = refusal(root.path) if there else None
     return RootInfo(
         root.path,
         root.include,
         root.exclude,
-        "ok" if Path(root.path).exists() else "missing",
+        "missing" if not there else "ok" if reason is None else "refused",
         len(held),
         sum(len(record.chunks) for record in held),
+        reason,
     )
 
 

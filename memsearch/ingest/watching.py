@@ -37,11 +37,15 @@ def watch_notes(
     store_files: Sequence[str] = (),
 ) -> Iterator[IndexOutcome]:
     """The outcome of a first index run (as `index_notes`), then of one run per batch of changes,
-    until `stop` is set (or KeyboardInterrupt). `store_files` are left unwatched."""
+    until `stop` is set (or KeyboardInterrupt). The roots given are named in every update, as in
+    the first (walked whoever owns them); with none, each update checks the remembered roots as
+    `index` does. `store_files` are left unwatched."""
     from watchfiles import DefaultFilter, watch
 
+    paths = list(paths)
     first = index_notes(ms, paths, include=include, exclude=exclude, progress=progress)
     roots = [root.path for root in first.roots]
+    named = roots if paths else []  # the folders given stay named in every update; remembered ones are checked
     if not roots:
         yield first
         return
@@ -51,11 +55,11 @@ def watch_notes(
         rust_timeout=WAKE_MS, yield_on_timeout=True,
     )  # fmt: skip
     next(batches, None)  # the watcher is live once it has answered (a timeout at the latest)
-    caught_up = index_notes(ms, progress=progress, within=roots)  # what changed before it was
+    caught_up = index_notes(ms, progress=progress, within=roots, named=named)  # what changed before it was
     yield first
     if caught_up.files:
         yield caught_up
     for changes in batches:
         changed = sorted({path for _, path in changes if not Path(path).name.startswith(".")})
         if changed:
-            yield index_notes(ms, progress=progress, within=changed)
+            yield index_notes(ms, progress=progress, within=changed, named=named)

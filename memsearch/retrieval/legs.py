@@ -17,11 +17,21 @@ from memsearch.models import OWN_TEXT_VIEWS, Memory
 from memsearch.profiles import LegSpec, Profile, leg_kind
 from memsearch.retrieval.candidates import Candidate, LegHit, rank_hits
 from memsearch.retrieval.dates import MENTION_REACH, as_datetimes, mentioned_ranges
-from memsearch.retrieval.query import ParsedQuery
+from memsearch.retrieval.query import ParsedQuery, distinctive_words
 from memsearch.retrieval.request import SearchRequest
 from memsearch.retrieval.routing import Route, route_query
 from memsearch.store.base import Scope, SearchBackend
 from memsearch.text import WORD
+
+
+def with_lexical_words(store: SearchBackend, query: ParsedQuery) -> ParsedQuery:
+    """The query with the words its lexical legs search: its own, or for a query with more words
+    than they take (a document given as the query) its most distinctive ones in this store."""
+    if not query.has_more_words:
+        return query
+    memories, documents = store.word_documents([word for word, _ in query.word_counts])
+    words = distinctive_words(query.word_counts, documents, memories)
+    return replace(query, lexical=replace(query.lexical, words=words))
 
 
 def request_route(request: SearchRequest, query: ParsedQuery) -> Route:

@@ -33,6 +33,7 @@ from memsearch.retrieval.legs import (
     choose_route,
     own_text_legs,
     request_route,
+    with_lexical_words,
 )
 from memsearch.retrieval.query import ParsedQuery, parse_query
 from memsearch.retrieval.request import SearchRequest
@@ -77,7 +78,7 @@ def run_search(
     stages.plan(
         lambda stage: stage == "intent" and llm is not None and llm.is_cached(llm_prompts.intent_prompt(request.query))
     )
-    query = parse_query(request.query)  # the one reading of the query's text
+    query = with_lexical_words(store, parse_query(request.query))  # the one reading of the query's text
     route, legs_to_run = choose_route(request_route(request, query), profile)
     if stages.wants("intent"):
         intent = stages.ask("intent", llm_prompts.intent_prompt(request.query), llm_prompts.parse_intent)

@@ -16,7 +16,8 @@ if TYPE_CHECKING:
 from memsearch.operations import MAX_QUERY_CHARS, MAX_TEXT_CHARS, parse_ref
 
 __all__ = [
-    "MAX_QUERY_CHARS", "MAX_TEXT_CHARS", "WarmService", "check_text", "delete_by_fields", "new_memory", "parse_ref",
+    "MAX_QUERY_CHARS", "MAX_TEXT_CHARS", "WarmService", "check_text", "delete_by_fields", "health_document",
+    "new_memory", "parse_ref",
 ]  # fmt: skip
 
 
@@ -24,7 +25,7 @@ def check_text(name: str, value: object, limit: int) -> str:
     if not isinstance(value, str):
         raise InvalidInputError(f"must be a string, not {value!r}", field=name)
     if len(value) > limit:
-        raise InvalidInputError(f"is {len(value)} characters long; the limit is {limit}", field=name)
+        raise InvalidInputError(f"is {len(value):,} characters long; the limit is {limit:,}", field=name)
     return value
 
 
@@ -46,6 +47,16 @@ def delete_by_fields(ms: Memsearch, fields: dict[str, Any]) -> dict[str, Any]:
     scope = scope_from_fields(**fields) if fields else None
     gone = ms.delete_matching(refs, scope, everything=everything, dry_run=dry_run)
     return {"would_delete" if dry_run else "deleted": [memory.id for memory in gone]}
+
+
+def health_document(authenticated: bool, db: object) -> dict[str, Any]:
+    """`/health` of either HTTP server: liveness for anyone; with the token (or when none is
+    required) also the version, the store and the pid, by which the CLI knows its server."""
+    if not authenticated:
+        return {"status": "ok"}
+    from memsearch import __version__
+
+    return {"status": "ok", "version": __version__, "db": str(db), "pid": os.getpid()}
 
 
 class WarmService:

@@ -1,9 +1,11 @@
 """Discovery files: how a CLI call finds the server of the same store, and what it trusts.
 
-A server advertises itself in `STORE.server.json` beside the store, or, when that folder cannot be
-written (or other users may write it), in the user's runtime dir under a hash of the store's path;
-a store named by URL is advertised in the cache dir under a hash of the URL. The document holds
-the server's URL and pid, readable by its owner only.
+A server advertises itself in `STORE.server.json` beside the store (`memsearch mcp --http` in
+`STORE.mcp.json`), or, when that folder cannot be written (or other users may write it), in the
+user's runtime dir under a hash of the store's path; a store named by URL is advertised in the
+cache dir under a hash of the URL. The document holds the server's URL and pid, and the bearer
+token the server made at start (when it was not given one), readable by its owner only: that is
+how the owner's CLI, and `memsearch token`, get the token, and no other user can.
 
 A client trusts a discovery file only when all of these hold (else it works in-process):
 the file is a regular file of the current user that no one else may write, in a folder that other
@@ -23,7 +25,7 @@ import json
 import logging
 import os
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -33,6 +35,7 @@ from memsearch.paths import file_problem, folder_problem
 
 HEALTH_TIMEOUT_S = 0.5
 SUFFIX = ".server.json"
+SUFFIXES = {"serve": SUFFIX, "mcp": ".mcp.json"}  # each server kind's discovery file
 _log = logging.getLogger("memsearch")
 
 
@@ -56,6 +59,7 @@ class Advertised:
     pid: int
     authenticated: bool
     path: Path
+    token: str | None = None  # the token the server made at start, if it made one
 
 
 def is_loopback(host: str) -> bool:
@@ -77,34 +81,52 @@ def same_store(a: Path | str, b: Path | str) -> bool:
 # -- where --------------------------------------------------------------------------------------
 
 
-def _hashed(location: Path | str) -> str:
+def _hashed(location: Path | str, suffix: str = SUFFIX) -> str:
     key = str(location.resolve()) if isinstance(location, Path) else location
-    return hashlib.sha256(key.encode("utf-8", "surrogateescape")).hexdigest()[:16] + SUFFIX
+    return hashlib.sha256(key.encode("utf-8", "surrogateescape")).hexdigest()[:16] + suffix
 
 
-def runtime_dir() -> Path:
-    """The user's runtime dir (XDG_RUNTIME_DIR; platformdirs' fallback when it is unset)."""
+def runtime_dir() -> Path | None:
+    """The user's runtime dir (XDG_RUNTIME_DIR; platformdirs' fallback when it is unset or not
+    the user's); None when there is none to trust (the fallback, /tmp/runtime-UID, is another
+    user's: recent platformdirs refuse it, and `_place_problem` checks it for older ones)."""
     import warnings
 
     import platformdirs
 
     with warnings.catch_warnings():  # "XDG_RUNTIME_DIR is not set": the fallback is checked like any folder
         warnings.simplefilter("ignore")
-        return Path(platformdirs.user_runtime_dir("memsearch", appauthor=False))
+        try:
+            return Path(platformdirs.user_runtime_dir("memsearch", appauthor=False))
+        except PermissionError as error:
+            _log.debug("no runtime folder: %s", error)
+            return None
 
 
-def discovery_path(db: Path | str) -> Path:
+def discovery_path(db: Path | str, kind: str = "serve") -> Path:
     """Beside a store file; for a database URL, in the cache dir under a hash of the URL."""
     if isinstance(db, str):
         from memsearch.paths import cache_dir
 
-        return cache_dir() / "servers" / _hashed(db)
-    return db.with_name(db.name + SUFFIX)
+        return cache_dir() / "servers" / _hashed(db, SUFFIXES[kind])
+    return db.with_name(db.name + SUFFIXES[kind])
 
 
-def discovery_paths(db: Path | str) -> tuple[Path, ...]:
+def discovery_paths(db: Path | str, kind: str = "serve") -> tuple[Path, ...]:
     """Where a client looks, in order: beside the store (or the URL's file), then the runtime dir."""
-    return (discovery_path(db), runtime_dir() / _hashed(db))
+    runtime = runtime_dir()
+    beside = discovery_path(db, kind)
+    return (beside,) if runtime is None else (beside, runtime / _hashed(db, SUFFIXES[kind]))
+
+
+def _place_problem(folder: Path) -> str | None:
+    """Why a discovery file in `folder` is not to be trusted (or written); None when it may be.
+    The runtime dir's parent too must be safe: without XDG_RUNTIME_DIR it is /tmp/runtime-UID,
+    a name any user can take first."""
+    problem = folder_problem(folder)
+    if problem is None and folder == runtime_dir():
+        problem = folder_problem(folder.parent)
+    return problem
 
 
 # -- what a client trusts -----------------------------------------------------------------------
@@ -125,14 +147,17 @@ def read_advertised(path: Path) -> Advertised:
         if (problem := file_problem(path, info)) is not None:
             raise Untrusted(problem)
         raw = handle.read(65536)
-    if (problem := folder_problem(path.parent)) is not None:
+    if (problem := _place_problem(path.parent)) is not None:
         raise Untrusted(problem)
     try:
         document = json.loads(raw)
         url, pid, authenticated = document["url"], document["pid"], document.get("authenticated", False)
-    except (ValueError, KeyError, TypeError):
+        token = document.get("token")
+    except (ValueError, KeyError, TypeError, AttributeError):
         raise Untrusted(f"{path} is not a discovery document") from None
     if not isinstance(url, str) or isinstance(pid, bool) or not isinstance(pid, int) or pid <= 0:
+        raise Untrusted(f"{path} is not a discovery document")
+    if token is not None and (not isinstance(token, str) or not token.isascii() or not token.isprintable()):
         raise Untrusted(f"{path} is not a discovery document")
     parts = urlsplit(url)
     try:
@@ -149,7 +174,7 @@ def read_advertised(path: Path) -> Advertised:
         raise Untrusted(f"{path} names pid {pid}, another user's process") from None
     except OSError as error:
         raise Untrusted(f"cannot check pid {pid} of {path}: {error.strerror or error}") from None
-    return Advertised(url, pid, authenticated is True, path)
+    return Advertised(url, pid, authenticated is True, path, token)
 
 
 def health(url: str, token: str | None, timeout: float = HEALTH_TIMEOUT_S) -> dict[str, Any]:
@@ -200,12 +225,15 @@ def verify(advertised: Advertised, db: Path | str, token: str | None) -> None:
 
 
 def discover(db: Path | str, token: str | None) -> Advertised | None:
-    """The trusted server of `db`, if one runs. Each file passed over is said why under --debug;
-    a server that wants a token this process lacks is said on stderr (the call works in-process)."""
+    """The trusted server of `db`, if one runs, with the token to send it (the one it made at
+    start, else `token`). Each file passed over is said why under --debug; a server that wants a
+    token this process lacks is said on stderr (the call works in-process)."""
     for path in discovery_paths(db):
         try:
             advertised = read_advertised(path)
-            verify(advertised, db, token)
+            if advertised.token is None:
+                advertised = replace(advertised, token=token)
+            verify(advertised, db, advertised.token)
         except WantsToken as reason:
             _log.info("%s; working in-process", reason)
             return None
@@ -239,27 +267,28 @@ class Advertisement:
     """A server's discovery file: `claim` before binding (refuses a store served already),
     `publish` once serving, `withdraw` on the way out (only a file that is still ours)."""
 
-    def __init__(self, db: Path | str, token: str | None) -> None:
+    def __init__(self, db: Path | str, token: str | None, kind: str = "serve") -> None:
         self.db = db
         self.token = token
+        self.kind = kind
         self.path: Path | None = None
 
     @classmethod
-    def claim(cls, db: str | os.PathLike[str] | None, token: str | None) -> Advertisement:
+    def claim(cls, db: str | os.PathLike[str] | None, token: str | None, kind: str = "serve") -> Advertisement:
         from memsearch.paths import resolve_db_path
 
-        advertisement = cls(resolve_db_path(db), token)
+        advertisement = cls(resolve_db_path(db), token, kind)
         advertisement.refuse_if_served()
         return advertisement
 
     def refuse_if_served(self) -> None:
         """One server per store: a second one would replace the first's file and remove it on exit."""
-        for path in discovery_paths(self.db):
+        for path in discovery_paths(self.db, self.kind):
             try:
                 advertised = read_advertised(path)
                 if advertised.pid == os.getpid():
                     continue
-                verify(advertised, self.db, self.token)
+                verify(advertised, self.db, advertised.token or self.token)
             except WantsToken:  # a live server of ours, named by the file of this store, with another token
                 pass
             except Untrusted:
@@ -269,21 +298,26 @@ class Advertisement:
                 "use that server, or stop it first"
             )
 
-    def publish(self, url: str, *, authenticated: bool) -> Path:
+    def publish(self, url: str, *, authenticated: bool, made_token: str | None = None) -> Path:
         """Write the discovery file where a client will trust it: beside the store when its folder
-        is ours to write, else in the runtime dir."""
+        is ours to write, else in the runtime dir. `made_token`, the token the server made at start,
+        is kept in it (a token the user gave is not written anywhere)."""
         self.refuse_if_served()  # a server that started while this one warmed up
-        document = {"url": advertised_url(url), "pid": os.getpid(), "db": str(self.db), "authenticated": authenticated}
+        document: dict[str, Any] = {
+            "url": advertised_url(url), "pid": os.getpid(), "db": str(self.db), "authenticated": authenticated,
+        }  # fmt: skip
+        if made_token is not None:
+            document["token"] = made_token
         from memsearch.paths import make_private_dirs
 
         problems = []
-        for path in discovery_paths(self.db):
+        for path in discovery_paths(self.db, self.kind):
             try:
                 make_private_dirs(path.parent)  # the runtime dir, or the cache dir of a URL's store
             except OSError as error:
                 problems.append(f"cannot make {path.parent}: {error.strerror or error}")
                 continue
-            if (problem := folder_problem(path.parent)) is not None:
+            if (problem := _place_problem(path.parent)) is not None:
                 problems.append(problem)
                 continue
             try:
@@ -294,6 +328,8 @@ class Advertisement:
             self.path = path
             _log.debug("advertised in %s", path)
             return path
+        if runtime_dir() is None:
+            problems.append("no runtime folder of yours (set XDG_RUNTIME_DIR to one)")
         raise MemsearchError(f"cannot write the discovery file: {'; '.join(problems)}")
 
     def withdraw(self) -> None:
@@ -306,6 +342,22 @@ class Advertisement:
         except (OSError, ValueError):
             pass
         self.path = None
+
+
+def running_token(db: Path | str, kind: str = "serve") -> tuple[Advertised, str | None]:
+    """The running server of `db` (of `kind`) as its trusted discovery file names it, and the token
+    it made at start (None when it was given one, or takes none). MemsearchError when none runs."""
+    reasons = []
+    for path in discovery_paths(db, kind):
+        try:
+            advertised = read_advertised(path)
+        except Untrusted as reason:
+            if os.path.lexists(path):
+                reasons.append(str(reason))
+            continue
+        return advertised, advertised.token
+    command = "memsearch serve" if kind == "serve" else "memsearch mcp --http"
+    raise MemsearchError(f"no `{command}` of {db} runs" + (f" ({'; '.join(reasons)})" if reasons else ""))
 
 
 def advertised_url(url: str) -> str:

@@ -20,13 +20,11 @@ from typing import Any
 import anyio.to_thread
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp
 
-from memsearch import __version__
-from memsearch.config import config_path, configured_token
 from memsearch.errors import (
     DuplicateKeyError,
     ImportLineError,
@@ -39,21 +37,17 @@ from memsearch.errors import (
     StoreNotFoundError,
 )
 from memsearch.ingest.readers import DatasetError
-from memsearch.operations import ADD, DELETE, GET, IMPORT, SEARCH, STATS, TIMELINE, Field, Operation
+from memsearch.jsonl import TOO_DEEP, decode_json
+from memsearch.operations import ADD, DELETE, GET, IMPORT, MAX_MESSAGE_BYTES, SEARCH, STATS, TIMELINE, Field, Operation
 from memsearch.retrieval.request import request_from_fields
-from memsearch.server.common import WarmService, delete_by_fields, new_memory
-from memsearch.server.http_guard import AUTHENTICATED, error_response, guarded, host_names
+from memsearch.server.common import WarmService, delete_by_fields, health_document, new_memory
+from memsearch.server.http_guard import AUTHENTICATED, ServerToken, error_response, guarded, host_names, server_token
 from memsearch.server.http_openapi import Endpoint, openapi_document
-from memsearch.server.http_transport import (
-    is_loopback,
-    listening_socket,
-    raise_descriptor_limit,
-    uvicorn_settings,
-)
+from memsearch.server.http_transport import is_loopback, listening_socket, serve_app
 
 __all__ = ["ENDPOINTS", "MAX_BODY_BYTES", "Endpoint", "build_app", "is_loopback", "listening_socket", "run_serve"]
 
-MAX_BODY_BYTES = 16 * 1024 * 1024  # an import of a large conversation file fits; a mistake does not
+MAX_BODY_BYTES = MAX_MESSAGE_BYTES
 JSON_TYPES = ("application/json",)
 # The body types of /import: JSON Lines under its own names too. None is a type a web page may
 # send without asking first (a CORS "simple" request), so a page of another origin cannot send one.
@@ -102,14 +96,15 @@ async def read_body(request: Request, *, limit: int = MAX_BODY_BYTES) -> bytes:
 
 
 def _decode_json(body: bytes) -> Any:
+    """The body's JSON (a number too long for its field is the library's one-line refusal)."""
     if not body.strip():
         raise BadRequest("request body is empty; send a JSON object")
     try:
-        return json.loads(body)
+        return decode_json(body)
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        if isinstance(error, json.JSONDecodeError) and error.msg == TOO_DEEP:
+            raise BadRequest("request body nests JSON too deeply") from None
         raise BadRequest(f"request body is not valid JSON ({error})") from None
-    except RecursionError:
-        raise BadRequest("request body nests JSON too deeply") from None
 
 
 def check_content_type(request: Request, accepted: Sequence[str]) -> None:
@@ -276,9 +271,7 @@ async def get_stats(service: Service, request: Request) -> Any:
 
 
 async def get_health(service: Service, request: Request) -> Any:
-    if not request.scope.get(AUTHENTICATED):  # liveness only: no path or pid for whoever asks
-        return {"status": "ok"}
-    return {"status": "ok", "version": __version__, "db": str(service.ms.path), "pid": os.getpid()}
+    return health_document(bool(request.scope.get(AUTHENTICATED)), service.ms.path)
 
 
 _REF = GET.field("ref")
@@ -346,6 +339,8 @@ def _route(service: Service, endpoint: Endpoint) -> Route:
             return error_response(str(error), status, kind=type(error).__name__, field_name=error.field)
         except RecursionError:  # a JSON line nested thousands deep, parsed by the library
             return error_response("the request nests JSON too deeply", 400)
+        except ClientDisconnect:  # gone before its body was whole (or closed for sending it too slowly)
+            return error_response("the client went away before its request was whole", 400)
         except Exception as error:  # a bug: one JSON line for the client, the traceback in the server's log
             logging.getLogger("memsearch").exception("internal error in %s %s", endpoint.method, endpoint.path)
             return error_response(f"internal error: {type(error).__name__}: {error}", 500, kind="InternalError")
@@ -382,6 +377,9 @@ def build_app(
     document = openapi_document(ENDPOINTS)
     routes.append(Route("/openapi.json", lambda request: JSONResponse(document), methods=["GET"]))
     app = Starlette(routes=routes, exception_handlers={HTTPException: _http_error})
+    # No redirects: `/memories/%2F?tag=x` redirected to `/memories?tag=x`, which a client that
+    # follows redirects would send on as a delete by filter. A path no route has is a JSON 404.
+    app.router.redirect_slashes = False
     return guarded(app, token=token, hosts=host_names(host, allowed_hosts), port=port, cors_origins=cors_origins)
 
 
@@ -396,51 +394,37 @@ def run_serve(
     port: int = 8765,
     allowed_hosts: Sequence[str] = (),
     cors_origins: Sequence[str] = (),
+    no_token: bool = False,
     announce: Callable[[str], None] = print,
 ) -> None:
     """Bind, warm the library, write the discovery file, serve until SIGTERM or Ctrl-C (in-flight
     requests finish), then remove the discovery file."""
-    import signal
-
-    import uvicorn
-
     from memsearch.server.discovery import Advertisement
 
-    token = configured_token()
-    if token is None and not is_loopback(host):
-        raise InvalidInputError(
-            f"refusing to listen on {host} without a bearer token: set MEMSEARCH_API_KEY or api_key in "
-            f"{config_path()} (or bind to 127.0.0.1)"
-        )
-    advertisement = Advertisement.claim(db, token)  # one server per store, refused before binding
+    token = server_token(host, no_token=no_token, loopback=is_loopback(host))
+    advertisement = Advertisement.claim(db, token.value)  # one server per store, refused before binding
     listener = listening_socket(host, port)
     bound_port = listener.getsockname()[1]
     shown_host = f"[{host}]" if ":" in host else host
     url = f"http://{shown_host}:{bound_port}"
     warm = WarmService(db, model)
     app = build_app(
-        warm, token=token, host=host, port=bound_port, allowed_hosts=allowed_hosts, cors_origins=cors_origins
+        warm, token=token.value, host=host, port=bound_port, allowed_hosts=allowed_hosts, cors_origins=cors_origins
     )
-    config = uvicorn.Config(
-        app,
-        log_level="warning",
-        access_log=False,
-        timeout_graceful_shutdown=30,
-        lifespan="off",
-        **uvicorn_settings(raise_descriptor_limit()),
-    )
-    server = uvicorn.Server(config)
-    advertisement.publish(url, authenticated=token is not None)
-    announce(f"serving {warm.ms.path} at {url}" + (" (bearer token required)" if token else ""))
-    # uvicorn re-raises the signal that stopped it once it has shut down; with handlers of ours in
-    # place that is a no-op, so SIGTERM and Ctrl-C (SIGINT) both end, after in-flight requests and
-    # the clean-up below, in a clean exit 0.
-    previous = {number: signal.signal(number, lambda *_: None) for number in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        server.run(sockets=[listener])
-    finally:
-        for number, handler in previous.items():
-            signal.signal(number, handler)
+    advertisement.publish(url, authenticated=token.value is not None, made_token=token.value if token.made else None)
+    announce(f"serving {warm.ms.path} at {url} ({token_note(token)})")
+
+    def stop() -> None:
         advertisement.withdraw()
         warm.close()
-        listener.close()
+
+    serve_app(app, listener, on_stop=stop)
+
+
+def token_note(token: ServerToken, command: str = "memsearch token") -> str:
+    """How a client gets in, for a server's start-up line (never the token itself)."""
+    if token.value is None:
+        return "no token: every user of this machine can use it"
+    if token.made:
+        return f"bearer token required: `{command}` prints it"
+    return "bearer token required"

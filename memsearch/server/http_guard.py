@@ -13,13 +13,19 @@ Outermost first:
    compared in constant time); `/health` answers a bare liveness document without it.
 
 Each refusal is the API's JSON error document `{error, type, field}`.
+
+Which token (`server_token`): the one the user gave (MEMSEARCH_API_KEY or api_key), else one made
+at start and kept in the owner-only discovery file, so every other user of the machine, who can
+connect to 127.0.0.1 as well, is refused; only `--no-token` serves without one, on loopback only.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import secrets
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from starlette.datastructures import Headers
 from starlette.middleware.cors import CORSMiddleware
@@ -31,6 +37,31 @@ LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
 MAX_URL_BYTES = 8 * 1024
 AUTHENTICATED = "memsearch.authenticated"  # scope key: the request showed the token (or none is needed)
 PUBLIC_PATHS = ("/health",)  # answered without the token, with less in them
+
+
+@dataclass(frozen=True)
+class ServerToken:
+    """The bearer token a server requires (None: none), and whether it made it at start."""
+
+    value: str | None
+    made: bool = False
+
+
+def server_token(host: str, *, no_token: bool, loopback: bool) -> ServerToken:
+    """The token to require (see the module's docstring); InvalidInputError off loopback without
+    one the user gave (a token made at start is for the user's own clients on this machine)."""
+    from memsearch.config import config_path, configured_token
+    from memsearch.errors import InvalidInputError
+
+    given = None if no_token else configured_token()
+    if given is None and not loopback:
+        raise InvalidInputError(
+            f"refusing to listen on {host} without a bearer token: set MEMSEARCH_API_KEY or api_key in "
+            f"{config_path()} (or bind to 127.0.0.1)"
+        )
+    if given is not None:
+        return ServerToken(given)
+    return ServerToken(None) if no_token else ServerToken(secrets.token_urlsafe(32), made=True)
 
 
 def error_response(message: str, status: int, *, kind: str = "BadRequest", field_name: str | None = None) -> Response:

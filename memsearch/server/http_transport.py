@@ -1,20 +1,28 @@
-"""The HTTP API's socket and uvicorn's settings: what bounds a slow or idle client.
+"""The HTTP servers' transport, one for `memsearch serve` and `memsearch mcp --http`: the socket,
+uvicorn's settings and what bounds a slow, idle or oversized client, and the run until a signal.
 
-uvicorn (0.54, h11) times out a connection only once it is idle after a response
-(`timeout_keep_alive`); nothing bounds a connection that opens and never sends a request, or
-sends its head a byte at a time, and the token is read only from a complete head. Each such
-connection holds a file descriptor, and once the process has none left it accepts nothing: every
-request waits. So here the request head gets a deadline (`RequestHeadTimeout`), the descriptor
-limit is raised to what the system allows, and past `limit_concurrency` connections uvicorn
-answers 503 at once instead of the process running out of descriptors.
+uvicorn (0.54, h11) gives `limit_concurrency` (past it, a quick 503), `backlog`,
+`timeout_keep_alive` (a connection idle after a response) and h11's bound on an *incomplete*
+request head. What it lacks is written here, in `BoundedH11Protocol`:
+- a deadline for the request head from the connection's opening (not reset by each byte), so a
+  client that sends nothing, or its head a byte at a time, is closed after HEAD_TIMEOUT_S;
+- the head size limit on a head that arrives whole in one read (h11 bounds only the part it
+  still waits on), answered 431;
+- a deadline for the body: it must keep arriving at MIN_BODY_RATE after a grace period, so a body
+  sent a byte every few seconds does not hold a connection without bound.
+Each such connection holds a file descriptor, and once the process has none left it accepts
+nothing: the descriptor limit is also raised to what the system allows, and `limit_concurrency`
+keeps connections below it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import ipaddress
+import json
 import socket
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Literal
 
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
@@ -22,20 +30,25 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 from memsearch.errors import InvalidInputError
 
 HEAD_TIMEOUT_S = 5  # from a connection's opening (or its last response) to the end of a request's head
+BODY_GRACE_S = 5  # a body's first bytes may take this long; then it must keep to MIN_BODY_RATE
+MIN_BODY_RATE = 64 * 1024  # bytes a second, on average: a 16 MiB body may take 5 + 256 s, a byte a second 5 s
 BACKLOG = 128
 MAX_HEAD_BYTES = 16 * 1024  # a request's line and headers (h11's default, said here)
 RESERVED_DESCRIPTORS = 64  # for the store, the model, logs: never given to connections
 
 
-class RequestHeadTimeout(H11Protocol):
-    """uvicorn's h11 protocol, with its keep-alive timer also running from the connection's opening
-    until a request's head has arrived (not reset by each byte), so a client that sends nothing,
-    or a head too slowly, is closed after `timeout_keep_alive` seconds."""
+class BoundedH11Protocol(H11Protocol):
+    """uvicorn's h11 protocol with the bounds its settings lack (see the module's docstring)."""
 
     _head_deadline: float
+    _head_seen: bytes = b""  # the part of a request head received so far
+    _body_started: float | None = None
+    _body_bytes = 0
+    _body_timer: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        # uvicorn's keep-alive timer, armed from the opening too, until a request's head has arrived.
         self._head_deadline = self.loop.time() + self.timeout_keep_alive
         self.timeout_keep_alive_task = self.loop.call_later(self.timeout_keep_alive, self.timeout_keep_alive_handler)
 
@@ -44,11 +57,58 @@ class RequestHeadTimeout(H11Protocol):
         self._head_deadline = self.loop.time() + self.timeout_keep_alive
 
     def data_received(self, data: bytes) -> None:
-        super().data_received(data)  # any byte cancels the timer
-        waiting_for_head = self.conn.their_state is h11.IDLE and not self.transport.is_closing()
-        if waiting_for_head and self.timeout_keep_alive_task is None:
+        if self.conn.their_state in (h11.IDLE, h11.DONE) and not self._head_fits(data):
+            return
+        super().data_received(data)  # any byte cancels the keep-alive timer
+        if self.transport.is_closing():
+            return
+        if self.conn.their_state is h11.IDLE and self.timeout_keep_alive_task is None:
             left = max(0.0, self._head_deadline - self.loop.time())  # the head is not complete yet
             self.timeout_keep_alive_task = self.loop.call_later(left, self.timeout_keep_alive_handler)
+        elif self.conn.their_state is h11.SEND_BODY:
+            if self._body_started is None:
+                self._body_started, self._body_bytes = self.loop.time(), 0
+                self._arm_body_timer()
+            self._body_bytes += len(data)
+
+    def _head_fits(self, data: bytes) -> bool:
+        """Whether the request head that `data` carries (on from what came before) is within
+        MAX_HEAD_BYTES; else it is answered 431 and the connection closed. (Of requests pipelined
+        in one read, the first head is measured here; h11 bounds the rest while incomplete.)"""
+        seen = self._head_seen + data[: MAX_HEAD_BYTES + 4]
+        end = seen.find(b"\r\n\r\n")
+        if (len(seen) if end < 0 else end + 4) <= MAX_HEAD_BYTES:
+            self._head_seen = seen if end < 0 else b""
+            self._body_started = None  # a new request
+            return True
+        message = f"the request head is over the limit of {MAX_HEAD_BYTES} bytes"
+        body = json.dumps({"error": message, "type": "RequestHeaderFieldsTooLarge", "field": None}).encode()
+        self.transport.write(
+            b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-type: application/json\r\n"
+            b"connection: close\r\ncontent-length: %d\r\n\r\n%s" % (len(body), body)
+        )
+        self.transport.close()
+        return False
+
+    def _arm_body_timer(self) -> None:
+        assert self._body_started is not None
+        deadline = self._body_started + BODY_GRACE_S + self._body_bytes / MIN_BODY_RATE
+        self._body_timer = self.loop.call_at(deadline, self._body_timeout)
+
+    def _body_timeout(self) -> None:
+        self._body_timer = None
+        if self.transport.is_closing() or self.conn.their_state is not h11.SEND_BODY or self._body_started is None:
+            return
+        deadline = self._body_started + BODY_GRACE_S + self._body_bytes / MIN_BODY_RATE
+        if self.loop.time() < deadline or self.flow.read_paused:  # on time, or the app is not reading yet
+            self._arm_body_timer()
+            return
+        self.transport.close()  # the app's next read of the body sees the client gone
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._body_timer is not None:
+            self._body_timer.cancel()
+        super().connection_lost(exc)
 
 
 def raise_descriptor_limit() -> int:
@@ -72,7 +132,7 @@ def raise_descriptor_limit() -> int:
 def uvicorn_settings(descriptors: int) -> dict[str, Any]:
     """What uvicorn.Config gets for the bounds above."""
     return {
-        "http": RequestHeadTimeout,
+        "http": BoundedH11Protocol,
         "timeout_keep_alive": HEAD_TIMEOUT_S,
         "limit_concurrency": max(16, descriptors - RESERVED_DESCRIPTORS),
         "backlog": BACKLOG,
@@ -104,3 +164,38 @@ def listening_socket(host: str, port: int) -> socket.socket:
         raise InvalidInputError(f"cannot listen on {host}:{port}: {error.strerror or error}") from None
     listener.listen(BACKLOG)
     return listener
+
+
+def serve_app(
+    app: Any,
+    listener: socket.socket,
+    *,
+    lifespan: Literal["on", "off"] = "off",
+    on_stop: Callable[[], None] | None = None,
+) -> None:
+    """Run `app` on `listener` with the bounds above until SIGTERM or Ctrl-C, which finish the
+    requests in flight (at most 30 s) and return normally (exit 0), after `on_stop`."""
+    import signal
+
+    import uvicorn
+
+    config = uvicorn.Config(
+        app,
+        log_level="warning",
+        access_log=False,
+        timeout_graceful_shutdown=30,
+        lifespan=lifespan,
+        **uvicorn_settings(raise_descriptor_limit()),
+    )
+    server = uvicorn.Server(config)
+    # uvicorn re-raises the signal that stopped it once it has shut down; with handlers of ours in
+    # place that is a no-op, so SIGTERM and Ctrl-C (SIGINT) both end in a clean exit 0.
+    previous = {number: signal.signal(number, lambda *_: None) for number in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        server.run(sockets=[listener])
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+        if on_stop is not None:
+            on_stop()
+        listener.close()

@@ -40,6 +40,8 @@ from memsearch.operations import ADD, DELETE, GET, SEARCH, STATS, TIMELINE, Oper
 from memsearch.server.common import WarmService, delete_by_fields
 
 if TYPE_CHECKING:
+    from starlette.types import ASGIApp, Receive, Scope, Send
+
     from memsearch.api import Memsearch
 
 logger = logging.getLogger(__name__)
@@ -199,33 +201,68 @@ def run_mcp(
     http: bool = False,
     host: str = "127.0.0.1",
     port: int = 8766,
+    no_token: bool = False,
 ) -> None:
     """Serve until stdin closes (stdio) or until interrupted (HTTP)."""
-    service = WarmService(db, model)
-    server = build_server(service)
-    try:
-        if http:
-            _serve_http(server, host, port)
-        else:
-            from memsearch.server.mcp_stdio import serve_stdio
+    if not http:
+        from memsearch.server.mcp_stdio import serve_stdio
 
-            anyio.run(serve_stdio, server)
-    finally:
+        service = WarmService(db, model)
+        try:
+            anyio.run(serve_stdio, build_server(service))
+        finally:
+            service.close()
+        return
+    _serve_http(db, model, host, port, no_token=no_token)
+
+
+def _serve_http(db: str | os.PathLike[str] | None, model: str | None, host: str, port: int, *, no_token: bool) -> None:
+    """Streamable HTTP at http://HOST:PORT/mcp behind the HTTP API's boundary and transport
+    (memsearch.server.http_guard and http_transport: Host, Origin and bearer token; deadlines,
+    size and connection limits), advertised like `memsearch serve` (in STORE.mcp.json, with the
+    token it made) and announced on stderr once the port is bound."""
+    from memsearch.server.discovery import Advertisement
+    from memsearch.server.http import token_note
+    from memsearch.server.http_guard import guarded, host_names, server_token
+    from memsearch.server.http_transport import is_loopback, listening_socket, serve_app
+
+    token = server_token(host, no_token=no_token, loopback=is_loopback(host))
+    advertisement = Advertisement.claim(db, token.value, kind="mcp")
+    listener = listening_socket(host, port)
+    bound_port = listener.getsockname()[1]
+    shown_host = f"[{host}]" if ":" in host else host
+    url = f"http://{shown_host}:{bound_port}/mcp"
+    service = WarmService(db, model)
+    app = guarded(
+        _with_health(build_server(service).streamable_http_app(host=host), service),
+        token=token.value,
+        hosts=host_names(host),
+        port=bound_port,
+    )
+    advertisement.publish(url, authenticated=token.value is not None, made_token=token.value if token.made else None)
+    note = token_note(token, "memsearch token --mcp")
+    print(f"memsearch mcp: serving MCP (streamable HTTP) at {url} ({note})", file=sys.stderr, flush=True)
+
+    def stop() -> None:
+        advertisement.withdraw()
         service.close()
 
+    serve_app(app, listener, lifespan="on", on_stop=stop)
 
-def _serve_http(server: Server[Any], host: str, port: int) -> None:
-    """Streamable HTTP at http://HOST:PORT/mcp, announced on stderr once the port is bound."""
-    import uvicorn
 
-    from memsearch.server.http_transport import listening_socket
+def _with_health(app: ASGIApp, service: WarmService) -> ASGIApp:
+    """`app` with `/health` as `memsearch serve` answers it (how a second server of the same
+    store finds this one running)."""
+    from starlette.responses import JSONResponse
 
-    listener = listening_socket(host, port)
-    shown_host = f"[{host}]" if ":" in host else host
-    url = f"http://{shown_host}:{listener.getsockname()[1]}/mcp"
-    config = uvicorn.Config(server.streamable_http_app(host=host), log_level="warning", access_log=False)
-    print(f"memsearch mcp: serving MCP (streamable HTTP) at {url}", file=sys.stderr, flush=True)
-    try:
-        uvicorn.Server(config).run(sockets=[listener])
-    finally:
-        listener.close()
+    from memsearch.server.common import health_document
+    from memsearch.server.http_guard import AUTHENTICATED
+
+    async def route(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"] == "/health":
+            document = health_document(bool(scope.get(AUTHENTICATED)), service.ms.path)
+            await JSONResponse(document)(scope, receive, send)
+            return
+        await app(scope, receive, send)
+
+    return route

@@ -1,24 +1,28 @@
 """MCP over stdio, answering every request: the SDK's own `stdio_server`, fed through a guard.
 
 The SDK's stdio reader drops silently a line it cannot read (not JSON, not a JSON-RPC message,
-nested past its parser's ~200 levels, a lone surrogate escape like `\\ud800`): a client that
-sent a request waits forever. So every line is read here first; the lines the SDK reads go on
-to it unchanged, and each other line is answered here with one JSON-RPC error: -32700 (not
-JSON), -32600 (not a request the server can take) or -32602 (its params nest too deeply or hold
-a lone surrogate), under the request's id when one can be read, else `null`. A notification is
-never answered.
+nested past its parser's ~200 levels, a lone surrogate escape like `\\ud800`, a number too long
+for it): a client that sent a request waits forever. And it reads a line whole, however long. So
+stdin is read here first, in chunks, a line at a time up to MAX_LINE_BYTES (a longer line is
+dropped as it arrives, its first bytes kept to find its id); the lines the SDK reads go on to it
+unchanged, and each other line is answered here with one JSON-RPC error: -32700 (not JSON),
+-32600 (not a request the server can take, or over the limit) or -32602 (its params nest too
+deeply, hold a lone surrogate or a number of too many digits), under the request's id when one
+can be read, else `null`. A notification is never answered.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
-from collections.abc import AsyncIterable, AsyncIterator
-from io import TextIOWrapper
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
+import anyio.to_thread
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
@@ -33,20 +37,67 @@ from mcp_types import (
 )
 from pydantic import ValidationError
 
+from memsearch.errors import NumberTooLongError
+from memsearch.jsonl import TOO_DEEP, decode_json
+from memsearch.operations import MAX_MESSAGE_BYTES
+
 MAX_DEPTH = 200  # about what the SDK's JSON parser (jiter) reads: objects and arrays inside one another
+MAX_LINE_BYTES = MAX_MESSAGE_BYTES  # one message, as an HTTP body
+READ_BYTES = 1 << 16  # read from stdin at a time
+ID_SCAN_CHARS = 1 << 16  # how much of a line the search for its "id" reads (it comes first, as clients write it)
 
-# A JSON string or a bracket: enough to find the top-level "id" of a line too deep or too broken to parse.
-_TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[{}\[\]]')
+# A JSON string (or one left open at the end of the text, so no start inside it is tried again)
+# or a bracket: enough to find the top-level "id" of a line too deep or too broken to parse.
+_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*+(?:"|\\?\Z)|[{}\[\]]', re.DOTALL)
 
 
-async def serve_stdio(server: Server[Any], stdin: AsyncIterable[str] | None = None) -> None:
-    """Serve `server` on the process's stdin and stdout until stdin closes."""
-    lines = stdin or anyio.wrap_file(TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace"))
+@dataclass
+class OverLimit:
+    """A line longer than the limit: its first bytes (to find its id) and how long it was."""
+
+    head: bytes
+    size: int
+
+
+async def bounded_lines(read: Callable[[], Awaitable[bytes]], limit: int) -> AsyncIterator[bytes | OverLimit]:
+    """The lines of a byte stream (`read` gives its next chunk, b"" at its end), without their
+    line breaks; a line past `limit` bytes as an OverLimit, not held: memory stays bounded."""
+    line = bytearray()
+    over: OverLimit | None = None
+    while chunk := await read():
+        start = 0
+        while start <= len(chunk):
+            end = chunk.find(b"\n", start)
+            piece = chunk[start:] if end < 0 else chunk[start:end]
+            if over is not None:
+                over.size += len(piece)
+            else:
+                line += piece
+                if len(line) > limit:
+                    over, line = OverLimit(bytes(line[:ID_SCAN_CHARS]), len(line)), bytearray()
+            if end < 0:
+                break
+            yield over if over is not None else bytes(line)
+            over, line, start = None, bytearray(), end + 1
+    if over is not None or line:
+        yield over if over is not None else bytes(line)
+
+
+async def _stdin_chunk() -> bytes:
+    return await anyio.to_thread.run_sync(os.read, sys.stdin.fileno(), READ_BYTES)
+
+
+async def serve_stdio(server: Server[Any], read: Callable[[], Awaitable[bytes]] = _stdin_chunk) -> None:
+    """Serve `server` on the process's stdin (or what `read` gives) and stdout until stdin closes."""
     refusals_in, refusals_out = anyio.create_memory_object_stream[JSONRPCError](max_buffer_size=64)
 
     async def readable() -> AsyncIterator[str]:
         async with refusals_in:
-            async for line in lines:
+            async for raw in bounded_lines(read, MAX_LINE_BYTES):
+                if isinstance(raw, OverLimit):
+                    await refusals_in.send(over_limit(raw))
+                    continue
+                line = raw.decode("utf-8", errors="replace")
                 if not line.strip():
                     continue
                 if _sdk_reads(line):
@@ -85,13 +136,28 @@ def _sdk_reads(line: str) -> bool:
     return True
 
 
+def over_limit(line: OverLimit) -> JSONRPCError:
+    """The error that answers a line over MAX_LINE_BYTES (read only up to the limit)."""
+    problem = f"Invalid request: the message is over the limit of {MAX_LINE_BYTES:,} bytes"
+    return _error(top_level_id(line.head.decode("utf-8", errors="replace")), INVALID_REQUEST, problem)
+
+
 def refusal_of(line: str) -> JSONRPCError | None:
     """The error that answers a line the SDK cannot read; None for a notification or a reply."""
     try:
-        message = json.loads(line, parse_constant=_refuse_constant, parse_int=_whole_number)
-    except RecursionError:
-        return _error(top_level_id(line), INVALID_REQUEST, f"Invalid request: nested deeper than {MAX_DEPTH} levels")
-    except ValueError as error:  # not JSON, NaN, a number too long
+        message = decode_json(line, parse_constant=_refuse_constant)
+    except NumberTooLongError as error:  # refused as the HTTP API refuses it, naming the argument
+        if error.path[:2] == ("params", "arguments") and len(error.path) > 2:
+            argument = error.within(2)
+            return _error(
+                top_level_id(line), INVALID_PARAMS, f"Invalid params: argument {argument.field!r} {argument.problem}"
+            )
+        return _error(top_level_id(line), INVALID_REQUEST, f"Invalid request: {error}")
+    except ValueError as error:  # not JSON (nested too deeply too), NaN
+        if isinstance(error, json.JSONDecodeError) and error.msg == TOO_DEEP:
+            return _error(
+                top_level_id(line), INVALID_REQUEST, f"Invalid request: nested deeper than {MAX_DEPTH} levels"
+            )
         return _error(top_level_id(line), PARSE_ERROR, f"Parse error: {error}")
     if not isinstance(message, dict):
         batch = " (batches are not supported)" if isinstance(message, list) else ""
@@ -119,7 +185,9 @@ def refusal_of(line: str) -> JSONRPCError | None:
 
 
 def top_level_id(line: str) -> str | int | None:
-    """The "id" member of the JSON object the line holds, found without parsing the rest."""
+    """The "id" member of the JSON object the line holds, found without parsing the rest (in its
+    first ID_SCAN_CHARS characters, in time linear in them)."""
+    line = line[:ID_SCAN_CHARS]
     if not line.lstrip().startswith("{"):
         return None
     depth = 0
@@ -135,7 +203,7 @@ def top_level_id(line: str) -> str | int | None:
                 continue  # a value "id", not the key
             try:
                 value, _ = json.JSONDecoder().raw_decode(rest[1:].lstrip())
-            except ValueError:
+            except (ValueError, RecursionError):
                 return None
             return value if _is_request_id(value) else None
     return None
@@ -186,12 +254,6 @@ def _inspect(value: object) -> tuple[int, bool]:
 
 def _refuse_constant(name: str) -> float:
     raise ValueError(f"{name} is not a JSON number")
-
-
-def _whole_number(digits: str) -> int:
-    if len(digits) > 4000:  # Python's own limit (4300) words it with a hint about sys
-        raise ValueError(f"a number of {len(digits)} digits is too long")
-    return int(digits)
 
 
 def _error(request_id: str | int | None, code: int, message: str) -> JSONRPCError:

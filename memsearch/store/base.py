@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from memsearch.errors import EditConflictError, MemoryNotFoundError
 from memsearch.models import EmbeddingModelInfo, Memory, NewMemory
 from memsearch.text import LexicalQuery
 
@@ -123,7 +124,9 @@ class Rewrite:
     session chunk's text, its neighbours' views): its text, metadata and own vector, and the
     views named in `views`. A view maps to its text and its vector (None: the memory's own
     vector stands for it), or to None to remove it; views not named are kept (facets).
-    `model_vectors` holds the text's vector of each of the store's other models, by name."""
+    `model_vectors` holds the text's vector of each of the store's other models, by name. An edit
+    names the text it was made from (`expected_text`): the store writes nothing unless the memory
+    still has that text when the write transaction holds it (`check_stored`)."""
 
     id: int
     text: str
@@ -131,6 +134,14 @@ class Rewrite:
     vector: np.ndarray
     views: Mapping[str, tuple[str, np.ndarray | None] | None]
     model_vectors: Mapping[str, np.ndarray] = field(default_factory=dict)
+    expected_text: str | None = None
+
+    def check_stored(self, stored_text: str | None) -> None:
+        """Raise unless the memory's text as stored (None: no such memory) is what the rewrite expects."""
+        if stored_text is None:
+            raise MemoryNotFoundError(f"no memory with id {self.id}; nothing was written")
+        if self.expected_text is not None and stored_text != self.expected_text:
+            raise EditConflictError(self.id)
 
 
 @runtime_checkable
@@ -164,6 +175,13 @@ class SearchBackend(Protocol):
     def document_frequency(self, word: str, scope: Scope, at_most: int) -> int:
         """How many memories in scope hold `word` in their text or tags, counting no further than
         `at_most`."""
+        ...
+
+    def word_documents(self, words: Sequence[str]) -> tuple[int, builtins.list[int]]:
+        """How many memories the store holds, and for each word how many of them hold it (the
+        document frequencies BM25's idf reads, over the whole store), from the full-text index's
+        own counts: the word's text column count plus its tags column count (a memory with the
+        word in both counts twice); a word of several tokens (`snake_case`) counts as its rarest."""
         ...
 
     def vector_search(

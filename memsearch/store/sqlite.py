@@ -7,6 +7,7 @@ import contextlib
 import json
 import logging
 import os
+import secrets
 import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -54,7 +55,7 @@ from memsearch.store.sqlite_errors import (
 )
 from memsearch.store.sqlite_fts import LEXICAL_VIEWS_STATE, Fts5Index
 from memsearch.store.sqlite_reads import SQLiteReads, fits_sqlite
-from memsearch.store.sqlite_vectors import InProcessVectors
+from memsearch.store.sqlite_vectors import CacheRecords, InProcessVectors
 from memsearch.store.vectors import VectorIndex
 from memsearch.timeutil import to_iso
 
@@ -64,8 +65,14 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 # "MSRC" in the SQLite header marks the file as a memsearch store.
 APPLICATION_ID = 0x4D535243
-# The store's id names its vector cache files (with the generation): a file never serves another store.
-_NEW_STORE_ID = "INSERT OR IGNORE INTO meta (key, value) VALUES ('store_id', lower(hex(randomblob(8))))"
+# The store's id names its vector cache files (with the generation): a file never serves another
+# store; the cache key (a secret: the store is its owner's alone) keys the digests of those files.
+_NEW_CACHE_IDENTITY = "INSERT OR IGNORE INTO meta (key, value) VALUES ('store_id', ?), ('cache_key', ?)"
+
+
+def _new_cache_identity(db: sqlite3.Connection) -> None:
+    db.execute(_NEW_CACHE_IDENTITY, (secrets.token_hex(8), secrets.token_hex(32)))
+
 
 _row_to_memory = SQLITE.row_to_memory
 
@@ -106,6 +113,8 @@ class SQLiteStore(Fts5Index, InProcessVectors, SQLiteReads, SQLStore):
         self._access_lock = threading.Lock()
         self._vector_cache: dict[str | None, tuple[int, VectorIndex, str]] = {}  # view → (generation, …, file name)
         self._ann_cache: dict[str, tuple[VectorIndex, AnnIndex]] = {}
+        self._cache_records = CacheRecords(self)  # the vector cache files' digests (meta rows)
+        self._cache_place: Path | bool | None = False  # where the cache files go; False: not looked yet
         self._lexical_memo: tuple[tuple[Any, ...], Hits] | None = None  # the last lexical view query
         self._roles_memo: dict[Scope, tuple[int, builtins.list[str]]] = {}  # scope → (generation, roles)
         self._vector_memo: tuple[tuple[Any, ...], VectorIndex, VectorHits] | None = None  # the last vector search
@@ -301,7 +310,7 @@ class SQLiteStore(Fts5Index, InProcessVectors, SQLiteReads, SQLStore):
             "INSERT INTO meta (key, value) VALUES ('generation', '1') "
             "ON CONFLICT (key) DO UPDATE SET value = CAST(value AS INTEGER) + 1"
         )
-        self._db.execute(_NEW_STORE_ID)
+        _new_cache_identity(self._db)
 
     def generation(self) -> int:
         return int(self._meta("generation") or 0)
@@ -380,6 +389,8 @@ class SQLiteStore(Fts5Index, InProcessVectors, SQLiteReads, SQLStore):
             self._set_meta(INDEX_STATE_KEY, document)
 
     def _rewrite(self, rewrite: Rewrite) -> None:
+        stored = self._db.execute("SELECT text FROM memories WHERE id = ?", (rewrite.id,)).fetchone()
+        rewrite.check_stored(stored[0] if stored else None)
         self._db.execute(
             "UPDATE memories SET text = ?, content_hash = ?, metadata = ? WHERE id = ?",
             (rewrite.text, content_hash(rewrite.text), json.dumps(dict(rewrite.metadata), ensure_ascii=False),
@@ -504,20 +515,20 @@ class SQLiteStore(Fts5Index, InProcessVectors, SQLiteReads, SQLStore):
             self._bump_generation()
         return written
 
-    def _store_id(self) -> str | None:
-        """The store's id, which names its vector cache files; None for a store only read here (or
-        whose id cannot be recorded)."""
+    def _cache_identity(self) -> tuple[str, bytes] | None:
+        """The store's id, which names its vector cache files, and the key of their digests; None
+        for a store only read here (or whose id cannot be recorded)."""
         if self.read_only or self._write_refusal is not None:
             return None
-        store_id = self._meta("store_id")
-        if store_id is None:  # a store last written by an older memsearch: give it its id
+        store_id, key = self._meta("store_id"), self._meta("cache_key")
+        if store_id is None or key is None:  # a store last written by an older memsearch
             try:
                 with self.transaction(ACCESS_TIMEOUT_MS):
-                    self._db.execute(_NEW_STORE_ID)
+                    _new_cache_identity(self._db)
             except StoreUnavailableError:
                 return None
-            store_id = self._meta("store_id")
-        return str(store_id)
+            store_id, key = self._meta("store_id"), self._meta("cache_key")
+        return str(store_id), bytes.fromhex(str(key))
 
     def _engine_health(self) -> dict[str, Any]:
         wal = Path(f"{self.path}-wal")

@@ -12,12 +12,20 @@ from memsearch.errors import StoreUnavailableError
 from memsearch.models import LEXICAL_VIEWS, Memory
 from memsearch.store.base import Hits, LexicalHits, Scope
 from memsearch.store.dialects import SQLITE
-from memsearch.store.fts import FTS_COLUMNS, GRAM_COLUMNS, fts_row, gram_expression, match_expression
+from memsearch.store.fts import (
+    FTS_COLUMNS,
+    FTS_TOKENIZER,
+    GRAM_COLUMNS,
+    fts_row,
+    gram_expression,
+    match_expression,
+)
 from memsearch.store.sqlite_errors import ACCESS_TIMEOUT_MS
 from memsearch.text import LexicalQuery
 
 # Meta key: "same" while every memory's lexical views hold the same text, "differ" once one does not.
 LEXICAL_VIEWS_STATE = "lexical_views"
+_TERMS_A_QUERY = 500  # bound parameters of one vocabulary query (SQLite allows 32,766 since 3.32)
 
 _FTS_INSERT = (
     f"INSERT INTO memories_fts (rowid, {', '.join(FTS_COLUMNS)}) VALUES ({', '.join('?' * (len(FTS_COLUMNS) + 1))})"
@@ -130,6 +138,27 @@ class Fts5Index:
             )
             params = [expression, *scope_params, limit]
         return [(int(row[0]), float(row[1])) for row in self._db.execute(sql, params)]
+
+    def word_documents(self, words: Sequence[str]) -> tuple[int, builtins.list[int]]:
+        """See SearchBackend.word_documents: FTS5's per-column document counts (fts5vocab, a
+        table of this connection's own temp schema, which even a read-only store can hold)."""
+        phrases = FTS_TOKENIZER.phrases(words)
+        terms = sorted({term for phrase in phrases for term in phrase})
+        self._db.execute(
+            "CREATE VIRTUAL TABLE IF NOT EXISTS temp.memories_vocab USING fts5vocab(main, memories_fts, col)"
+        )
+        counts: dict[str, int] = {}
+        for start in range(0, len(terms), _TERMS_A_QUERY):
+            batch = terms[start : start + _TERMS_A_QUERY]
+            counts.update(
+                self._db.execute(
+                    "SELECT term, sum(doc) FROM temp.memories_vocab WHERE col IN ('text', 'tags') "
+                    f"AND term IN ({', '.join('?' * len(batch))}) GROUP BY term",
+                    batch,
+                ).fetchall()
+            )
+        memories = int(self._db.execute("SELECT count(*) FROM memories").fetchone()[0])
+        return memories, [min((counts.get(term, 0) for term in phrase), default=0) for phrase in phrases]
 
     def document_frequency(self, word: str, scope: Scope, at_most: int) -> int:
         """How many memories in scope hold `word` in their text or tags, counting no further than

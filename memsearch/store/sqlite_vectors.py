@@ -5,17 +5,19 @@ searched exactly or, for a large scope, through the approximate index (ann)."""
 from __future__ import annotations
 
 import builtins
+import contextlib
 import logging
 import sqlite3
 from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memsearch.errors import StoreCorruptError
+from memsearch.errors import MemsearchError, StoreCorruptError
 from memsearch.models import CHUNK_VIEW_PREFIX, OWN_TEXT_VIEWS, EmbeddingModelInfo
 from memsearch.store.ann import AnnIndex, index_library_available
 from memsearch.store.base import Scope, VectorHits
-from memsearch.store.vector_cache import VectorCache, WrongDimension, batches, cache_folder
+from memsearch.store.sqlite_errors import ACCESS_TIMEOUT_MS
+from memsearch.store.vector_cache import VectorCache, WrongDimension, batches, cache_place
 from memsearch.store.vectors import VectorIndex, approximate_top, vector_top
 
 if TYPE_CHECKING:
@@ -29,12 +31,59 @@ _CACHE_NAMES = {None: "own", _CHUNKS: "chunks"}  # a view's name in the vector c
 _CHUNK_VIEWS_LIKE = CHUNK_VIEW_PREFIX.replace("_", "!_") + "%"
 
 
+_RECORD = "cache_file:"  # meta rows `cache_file:NAME`: the keyed digest of the cache file NAME
+
+
+class CacheRecords:
+    """The store's records of its vector cache files (memsearch.store.vector_cache.CacheLedger):
+    meta rows, and the key of the digests. Records are written by `flush`, in a write transaction
+    of their own after the read snapshot the files were made in (they do not move the generation);
+    until then this process sees its own."""
+
+    def __init__(self, store: InProcessVectors) -> None:
+        self._store = store
+        self._pending: dict[str, str | None] = {}
+
+    @property
+    def key(self) -> bytes:
+        identity = self._store._cache_identity()
+        assert identity is not None  # a cache exists only for a store with an identity
+        return identity[1]
+
+    def recorded(self, name: str) -> str | None:
+        if name in self._pending:
+            return self._pending[name]
+        return self._store._meta(_RECORD + name)
+
+    def record(self, name: str, digest: str | None) -> None:
+        self._pending[name] = digest
+
+    def flush(self) -> None:
+        """Write the records made since the last flush. If the store is busy they are dropped:
+        the next process that needs the files makes them again."""
+        pending, self._pending = self._pending, {}
+        if not pending:
+            return
+        store = self._store
+        try:
+            with store.transaction(ACCESS_TIMEOUT_MS):
+                for name, digest in pending.items():
+                    if digest is None:
+                        store._db.execute("DELETE FROM meta WHERE key = ?", (_RECORD + name,))
+                    else:
+                        store._set_meta(_RECORD + name, digest)
+        except MemsearchError as error:
+            log.debug("vector cache files not recorded (%s): they will be made again", error)
+
+
 class InProcessVectors:
     """The SQLite store's vector reads (a part of SQLiteStore)."""
 
     path: Path
     read_only: bool
     ann_threshold: int
+    _cache_records: CacheRecords
+    _cache_place: Path | bool | None  # False: not looked for yet
     _vector_cache: dict[str | None, tuple[int, VectorIndex, str]]  # view → (generation, vectors, file name)
     _ann_cache: dict[str, tuple[VectorIndex, AnnIndex]]
     _vector_memo: tuple[tuple[Any, ...], VectorIndex, VectorHits] | None  # the last vector search
@@ -48,7 +97,13 @@ class InProcessVectors:
 
         def embedding_model(self) -> EmbeddingModelInfo | None: ...
 
-        def _store_id(self) -> str | None: ...
+        def _cache_identity(self) -> tuple[str, bytes] | None: ...
+
+        def _meta(self, key: str) -> str | None: ...
+
+        def _set_meta(self, key: str, value: str) -> None: ...
+
+        def transaction(self, busy_timeout_ms: int | None = None) -> contextlib.AbstractContextManager[Any]: ...
 
         def _scoped_ids(self, scope: Scope) -> builtins.list[int]: ...
 
@@ -130,6 +185,7 @@ class InProcessVectors:
         finally:
             if own_snapshot:
                 db.execute("COMMIT")
+                self._cache_records.flush()
         ids = np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
         wrong = sum(1 for row in rows if len(row[1]) != 4 * dim)
         if wrong:
@@ -146,10 +202,17 @@ class InProcessVectors:
         )
 
     def _files(self) -> VectorCache | None:
-        """The vector cache beside the store; None for a store that is only read here (or whose
-        id cannot be recorded)."""
-        store_id = self._store_id()
-        return None if store_id is None else VectorCache(cache_folder(self.path), store_id)
+        """The store's vector cache (beside it, or in a private place: vector_cache.cache_place);
+        None for a store that is only read here (or whose id cannot be recorded), or when no
+        trusted place can be had."""
+        identity = self._cache_identity()
+        if identity is None:
+            return None
+        if self._cache_place is False:
+            self._cache_place = cache_place(self.path)
+        if not isinstance(self._cache_place, Path):
+            return None
+        return VectorCache(self._cache_place, identity[0], self._cache_records)
 
     def _approximate(self, view: str | None, index: VectorIndex, admitted: int) -> AnnIndex | None:
         """The view's approximate index when the scope is large enough to want one (made when
@@ -168,6 +231,8 @@ class InProcessVectors:
         except OSError as error:
             log.warning("approximate vector index not available (%s): searching exactly", error)
             return None
+        finally:
+            self._cache_records.flush()
         self._ann_cache[name] = (index, built)
         return built
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import builtins
 from collections import defaultdict
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -15,9 +16,9 @@ from psycopg.pq import Format
 from memsearch.models import LEXICAL_VIEWS
 from memsearch.store.base import LexicalHits, Scope
 from memsearch.store.dialects import POSTGRES
-from memsearch.store.fts import FTS_COLUMNS, GRAM_COLUMNS
-from memsearch.store.postgres.text import FTS_TOKENIZER, K1, B, idf, phrase_count
-from memsearch.text import LexicalQuery
+from memsearch.store.fts import FTS_COLUMNS, FTS_TOKENIZER, GRAM_COLUMNS
+from memsearch.store.postgres.text import K1, B, phrase_count
+from memsearch.text import LexicalQuery, idf
 
 if TYPE_CHECKING:
     from psycopg import Connection
@@ -313,6 +314,16 @@ class Bm25:
             FROM scored h JOIN w ON w.ord = h.ord
             GROUP BY h.memory_id ORDER BY score DESC, h.memory_id LIMIT %s
         """
+
+    def word_documents(self, words: Sequence[str]) -> tuple[int, builtins.list[int]]:
+        """How many memories there are, and each word's text plus tags document counts (see
+        SearchBackend.word_documents), from fts_totals and term_docs."""
+        phrases = FTS_TOKENIZER.phrases(words)
+        terms = sorted({term for phrase in phrases for term in phrase})
+        (memories,) = self.db.execute("SELECT coalesce(sum(memories), 0)::bigint FROM fts_totals").fetchone()  # type: ignore[misc]
+        sql = "SELECT term, sum(docs)::bigint FROM term_docs WHERE term = ANY(%s) AND col = ANY(%s) GROUP BY term"
+        counts = dict(self.db.execute(sql, (terms, columns_of(None))).fetchall())
+        return int(memories), [min((int(counts.get(term, 0)) for term in phrase), default=0) for phrase in phrases]
 
     def document_frequency(self, word: str, scope: Scope, at_most: int) -> int:
         """How many memories in scope hold `word` in their text or tags, counting no further than `at_most`."""

@@ -12,8 +12,7 @@ from psycopg import errors as pg_errors
 
 from memsearch.errors import StoreCorruptError, StoreNotFoundError, StoreUnavailableError
 from memsearch.models import CHUNK_VIEW_PREFIX
-from memsearch.store.fts import FTS_COLUMNS, GRAM_COLUMNS, fts_row
-from memsearch.store.postgres.text import FTS_TOKENIZER
+from memsearch.store.fts import FTS_COLUMNS, FTS_TOKENIZER, GRAM_COLUMNS, fts_row
 
 if TYPE_CHECKING:
     from psycopg import Connection

@@ -45,7 +45,7 @@ from memsearch.store.base import (
     Scope,
 )
 from memsearch.store.dialects import POSTGRES
-from memsearch.store.fts import FTS_COLUMNS, GRAM_COLUMNS, fts_row
+from memsearch.store.fts import FTS_COLUMNS, FTS_TOKENIZER, GRAM_COLUMNS, fts_row
 from memsearch.store.postgres.bm25 import Bm25, query_phrases
 from memsearch.store.postgres.schema import (
     MIGRATION_LOCK,
@@ -55,7 +55,6 @@ from memsearch.store.postgres.schema import (
     migrate,
     schema_version,
 )
-from memsearch.store.postgres.text import FTS_TOKENIZER
 from memsearch.store.postgres.vectors import PgVectorSearch, f32
 from memsearch.store.sql import MEMORY_COLUMNS, NEW_COLUMNS, REFERS, RESTORED, NewBatch, SQLStore
 from memsearch.text import LexicalQuery
@@ -315,11 +314,11 @@ class PostgresStore(PgVectorSearch, SQLStore):
 
     def _rewrite(self, db: Connection[Any], rewrite: Rewrite) -> None:
         row = db.execute(
-            "SELECT kind, tags, lexical_views, fts_length FROM memories WHERE id = %s FOR UPDATE", (rewrite.id,)
+            "SELECT text, kind, tags, lexical_views, fts_length FROM memories WHERE id = %s FOR UPDATE", (rewrite.id,)
         ).fetchone()
-        if row is None:
-            raise MemoryNotFoundError(f"no memory with id {rewrite.id}; nothing was deleted")
-        kind, tags, stored, old_length = row
+        rewrite.check_stored(row[0] if row else None)
+        assert row is not None
+        _, kind, tags, stored, old_length = row
         lexical = json.loads(stored)
         for view, value in rewrite.views.items():
             if view in LEXICAL_VIEWS:
@@ -553,6 +552,10 @@ class PostgresStore(PgVectorSearch, SQLStore):
     def document_frequency(self, word: str, scope: Scope, at_most: int) -> int:
         """How many memories in scope hold `word` in their text or tags, counting no further than `at_most`."""
         return Bm25(self._db).document_frequency(word, scope, at_most)
+
+    def word_documents(self, words: Sequence[str]) -> tuple[int, builtins.list[int]]:
+        """See SearchBackend.word_documents: the term_docs counters of the text and tags columns."""
+        return Bm25(self._db).word_documents(words)
 
     # -- neighbours and time ------------------------------------------------------------------
 
