@@ -94,11 +94,22 @@ def test_the_store_refuses_an_edit_of_a_text_that_changed_within_its_transaction
         assert {m.id: m.text for m in ms.list()} == before
 
 
-def test_edit_without_an_editor_or_a_terminal_says_what_to_set(tmp_path: Path, db_path: Path, encoder: Encoder) -> None:
+@pytest.mark.parametrize("kind", ["memory", "section"])
+def test_edit_without_an_editor_or_a_terminal_says_what_to_set(
+    tmp_path: Path, db_path: Path, encoder: Encoder, kind: str
+) -> None:
     """No $VISUAL, no $EDITOR, stdin and stdout not a terminal: vi would wait forever for one.
-    A `vi` on PATH records that it ran (and exits at once, so the old behaviour fails, not hangs)."""
+    A `vi` on PATH records that it ran (and exits at once, so the old behaviour fails, not hangs).
+    A note's section, edited in its file at its line, follows the same rule."""
     with Memsearch(db_path, encoder=encoder) as ms:
-        memory_id = ms.add(NewMemory("the deploy key lives in the vault")).id
+        if kind == "memory":
+            memory_id = ms.add(NewMemory("the deploy key lives in the vault")).id
+        else:
+            note = tmp_path / "notes" / "deploy.md"
+            note.parent.mkdir()
+            note.write_text("# Deploy\n\nThe deploy key lives in the vault.\n", encoding="utf-8")
+            ms.index([note.parent])
+            (memory_id,) = [memory.id for memory in ms.list()]
     bin_dir, ran = tmp_path / "bin", tmp_path / "vi-ran"
     bin_dir.mkdir()
     (bin_dir / "vi").write_text(f"#!/bin/sh\ntouch {shlex.quote(str(ran))}\n", encoding="utf-8")
