@@ -207,6 +207,33 @@ def test_no_path_answers_a_redirect_and_every_answer_is_json(served: Served, met
     assert _memories(served) == before
 
 
+MCP_ODD_PATHS = [
+    ("GET", "/mcp/"),  # the SDK's router redirected it to /mcp with a 307
+    ("POST", "/mcp/"),
+    ("DELETE", "//mcp"),
+    ("GET", "/nowhere"),
+    ("PUT", "/health"),
+]
+
+
+@pytest.fixture(scope="module")
+def served_mcp(tmp_path_factory: pytest.TempPathFactory, child_env: dict[str, str]) -> Iterator[Served]:
+    server = start_server(tmp_path_factory.mktemp("served-mcp") / "memsearch.db", env=child_env, kind="mcp")
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize(("method", "path"), MCP_ODD_PATHS)
+def test_mcp_over_http_answers_no_redirect_and_only_json(served_mcp: Served, method: str, path: str) -> None:
+    reply = served_mcp.request(method, path, b"{}" if method == "POST" else None, headers={})
+    assert reply.status in (404, 405), (reply.status, reply.headers)
+    assert "location" not in {name.lower() for name in reply.headers}
+    document = reply.json()
+    assert set(document) == {"error", "type", "field"} and document["error"]
+
+
 # -- MCP over stdio reads a line only up to the message limit -------------------------------------
 
 

@@ -353,7 +353,7 @@ async def _http_error(request: Request, error: Exception) -> Response:
     """Starlette's own refusals (no such route: 404; wrong method: 405) in the API's error document."""
     assert isinstance(error, HTTPException)
     if error.status_code == 404:
-        message, kind = f"no route {request.method} {request.url.path} (see /openapi.json)", "NotFound"
+        message, kind = f"no route {request.method} {request.url.path}", "NotFound"
     elif error.status_code == 405:
         message, kind = f"{request.url.path} does not take {request.method}", "MethodNotAllowed"
     else:
@@ -361,6 +361,15 @@ async def _http_error(request: Request, error: Exception) -> Response:
     response = error_response(message, error.status_code, kind=kind)
     response.headers.update(error.headers or {})
     return response
+
+
+def json_answers_only(app: Starlette) -> Starlette:
+    """`app` answering every path and method no route takes with a JSON 404 or 405, never a
+    redirect: `/memories/%2F?tag=x` redirected to `/memories?tag=x`, which a client that follows
+    redirects would send on as a delete by filter. Both servers' apps go through it."""
+    app.router.redirect_slashes = False
+    app.add_exception_handler(HTTPException, _http_error)
+    return app
 
 
 def build_app(
@@ -376,10 +385,7 @@ def build_app(
     routes = [_route(service, endpoint) for endpoint in ENDPOINTS]
     document = openapi_document(ENDPOINTS)
     routes.append(Route("/openapi.json", lambda request: JSONResponse(document), methods=["GET"]))
-    app = Starlette(routes=routes, exception_handlers={HTTPException: _http_error})
-    # No redirects: `/memories/%2F?tag=x` redirected to `/memories?tag=x`, which a client that
-    # follows redirects would send on as a delete by filter. A path no route has is a JSON 404.
-    app.router.redirect_slashes = False
+    app = json_answers_only(Starlette(routes=routes))
     return guarded(app, token=token, hosts=host_names(host, allowed_hosts), port=port, cors_origins=cors_origins)
 
 

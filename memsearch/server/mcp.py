@@ -222,7 +222,7 @@ def _serve_http(db: str | os.PathLike[str] | None, model: str | None, host: str,
     size and connection limits), advertised like `memsearch serve` (in STORE.mcp.json, with the
     token it made) and announced on stderr once the port is bound."""
     from memsearch.server.discovery import Advertisement
-    from memsearch.server.http import token_note
+    from memsearch.server.http import json_answers_only, token_note
     from memsearch.server.http_guard import guarded, host_names, server_token
     from memsearch.server.http_transport import is_loopback, listening_socket, serve_app
 
@@ -234,7 +234,7 @@ def _serve_http(db: str | os.PathLike[str] | None, model: str | None, host: str,
     url = f"http://{shown_host}:{bound_port}/mcp"
     service = WarmService(db, model)
     app = guarded(
-        _with_health(build_server(service).streamable_http_app(host=host), service),
+        _with_health(json_answers_only(build_server(service).streamable_http_app(host=host)), service),
         token=token.value,
         hosts=host_names(host),
         port=bound_port,
@@ -259,7 +259,7 @@ def _with_health(app: ASGIApp, service: WarmService) -> ASGIApp:
     from memsearch.server.http_guard import AUTHENTICATED
 
     async def route(scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["path"] == "/health":
+        if scope["type"] == "http" and scope["path"] == "/health" and scope["method"] in ("GET", "HEAD"):
             document = health_document(bool(scope.get(AUTHENTICATED)), service.ms.path)
             await JSONResponse(document)(scope, receive, send)
             return
