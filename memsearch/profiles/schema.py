@@ -15,7 +15,7 @@ from memsearch.models import LEXICAL_VIEWS, VECTOR_VIEWS
 
 SHIPPED_DIR = Path(__file__).parent
 SIGNALS = ("vector", "lexical", "importance", "access_recency")
-ADJUSTMENTS = ("decay", "memory_score", "priority", "pinned", "project", "speaker", "when", "names", "about", "event")
+ADJUSTMENTS = ("decay", "memory_score", "priority", "pinned", "project", "speaker", "when", "names", "about")
 
 LEG_KINDS = ("lexical", "vector", "time")
 LEG_SPEC_FORM = "lexical[@context|@prev], vector[(model)][@view][:role], time"
@@ -110,7 +110,6 @@ class Adjustment:
     floor: float = 0.0  # decay shape floor: floor + (1 - floor) · exp(-age / tau)
     weight: float = 0.1  # memory_score: added weight · score
     factor: float = 1.1  # pinned, speaker, when, names, about: multiplier
-    reach: int = 0  # when: a turn this many places from one that says when counts as dated by it
     same: float = 1.3  # project: same project
     other: float = 0.8  # project: another project
     none: float = 0.9  # project: memory without a project

@@ -172,21 +172,6 @@ _SAYS_WHEN = re.compile(
 )
 
 
-# The words that ask when, with the auxiliary after them: "When did", "How long ago was", "What year did".
-_WHEN_FRAME = re.compile(
-    _ASKS_WHEN.pattern + r"(?:\s+ago)?(?:\s+(?:did|does|do|was|were|is|are|has|have|had|will|would))?\b",
-    re.IGNORECASE,
-)
-
-
-def without_when_frame(query: str) -> str:
-    """The query without the words that ask when ("When did Ana run the marathon?" → "Ana run the
-    marathon?"): what the event is, with nothing that pulls its vector towards texts that date
-    something; the query whole when nothing else is left."""
-    kept = " ".join(_WHEN_FRAME.sub(" ", query).split())
-    return kept if re.search(r"\w", kept) else query
-
-
 def asks_when(query: str) -> bool:
     """Whether the query asks when something happened or how long it lasted."""
     return _ASKS_WHEN.search(query) is not None

@@ -16,7 +16,7 @@ from memsearch.errors import InvalidInputError, StoreNotFoundError
 from memsearch.models import OWN_TEXT_VIEWS, Memory
 from memsearch.profiles import LegSpec, Profile, leg_kind
 from memsearch.retrieval.candidates import Candidate, LegHit, rank_hits
-from memsearch.retrieval.dates import MENTION_REACH, as_datetimes, mentioned_ranges, without_when_frame
+from memsearch.retrieval.dates import MENTION_REACH, as_datetimes, mentioned_ranges
 from memsearch.retrieval.query import ParsedQuery, distinctive_words
 from memsearch.retrieval.request import SearchRequest
 from memsearch.retrieval.routing import Route, route_query
@@ -128,8 +128,6 @@ class Recall:
         """The text the query's vectors are made from (see dense_query_text), worked out once."""
         if self.embedded_text is None:
             self.embedded_text = dense_query_text(self.store, self.query, self.scope, self.profile.dense_common_share)
-            if getattr(self.profile, "_frame", False) and self.query.asks_when:
-                self.embedded_text = without_when_frame(self.embedded_text)
         return self.embedded_text
 
     def vector(self) -> np.ndarray:

@@ -38,16 +38,13 @@ from memsearch.retrieval.legs import (
 from memsearch.retrieval.query import ParsedQuery, parse_query
 from memsearch.retrieval.request import SearchRequest
 from memsearch.retrieval.routing import Route
-from memsearch.retrieval.scoring import QueryFacts, dated_by_exchange, event_stems
+from memsearch.retrieval.scoring import QueryFacts
 from memsearch.retrieval.select import keep_min_score, select
 from memsearch.retrieval.sessions import expand_neighbours, session_support
 from memsearch.retrieval.stage_runner import StageRunner
 from memsearch.store.base import Scope, SearchBackend, Store
 from memsearch.text import WORD
 from memsearch.timeutil import utc_now
-
-# The words a question is asked with, not what it asks about.
-_QUESTION_STEMS = event_stems("long many much year month week day date time")
 
 __all__ = ["GRANULARITIES", "MAX_K", "MODES", "SCHEMA_VERSION", "SearchOutcome", "SearchRequest", "run_search"]
 
@@ -339,22 +336,11 @@ class SearchRun:
             conversations = sorted({c.memory.conversation for c in candidates if c.memory.conversation})
             participants = {c: frozenset(self.store.roles(Scope(conversation=c))) for c in conversations}
         speaker_words: frozenset[str] = frozenset()
-        if kinds & {"names", "event"}:
+        if "names" in kinds:
             speaker_words = frozenset(w for c in candidates if c.memory.role for w in WORD.findall(c.memory.role))
-        dated_nearby: set[int] = set()
-        reach = max((a.reach for a in self.profile.adjust if a.kind == "when"), default=0)
-        if reach and query.asks_when:
-            sessions = sorted({(c.memory.conversation or "", c.memory.session) for c in candidates
-                               if c.memory.kind == "turn" and c.memory.session is not None})  # fmt: skip
-            for conversation, session in sessions:
-                dated_nearby |= dated_by_exchange(self.store.session_turns(conversation or None, session), reach)
-        event_words: frozenset[str] = frozenset()
-        if "event" in kinds and query.asks_when:
-            event_words = event_stems(query.text) - event_stems(" ".join(speaker_words)) - _QUESTION_STEMS
         return QueryFacts(
-            named, query.asks_when, participants=participants, asks_name=query.asks_name, speaker_words=speaker_words,
-            event_words=event_words, dated_nearby=frozenset(dated_nearby),
-        )  # fmt: skip
+            named, query.asks_when, participants=participants, asks_name=query.asks_name, speaker_words=speaker_words
+        )
 
 
 def _exact_top_k(

@@ -14,7 +14,6 @@ from memsearch.retrieval.answers import names_something
 from memsearch.retrieval.candidates import Candidate, Factor
 from memsearch.retrieval.dates import says_when
 from memsearch.retrieval.request import Boost
-from memsearch.text import STOPWORDS, WORD
 from memsearch.timeutil import SECONDS_PER_DAY, age_seconds
 
 
@@ -27,8 +26,6 @@ class QueryFacts:
     participants: Mapping[str, frozenset[str]] = field(default_factory=dict)  # conversation → its speakers
     asks_name: bool = False
     speaker_words: frozenset[str] = frozenset()  # the words of the candidates' speakers' names
-    dated_nearby: frozenset[int] = frozenset()  # turns next to one that says when (see dated_by_exchange)
-    event_words: frozenset[str] = frozenset()  # the query's content words but names, as stems (see event_stems)
 
     @property
     def speaker(self) -> str | None:
@@ -42,30 +39,6 @@ class QueryFacts:
             or person in self.participants.get(memory.conversation or "", ())
             or re.search(rf"\b{re.escape(person)}\b", memory.text, re.IGNORECASE) is not None
         )
-
-
-_SUFFIX = re.compile(r"(?:'s|’s|ing|ed|es|s)$")
-
-
-def event_stems(text: str) -> frozenset[str]:
-    """The text's words, lower-cased, without stop words, each without one plural, past or -ing
-    ending ("finished", "finishing" and "finishes" are "finish"): enough to tell the query's event
-    from the words of a memory, in any tense."""
-    stems = set()
-    for word in WORD.findall(text.lower()):
-        if word in STOPWORDS:
-            continue
-        stem = _SUFFIX.sub("", word)
-        stems.add(stem if len(stem) >= 3 else word)
-    return frozenset(stems)
-
-
-def dated_by_exchange(turns: Sequence[Memory], reach: int) -> set[int]:
-    """The turns of one session (in order) within `reach` places of a turn that says when: in a
-    conversation the date of what one turn tells is often in the next ("I finished the marathon!"
-    – "When?" – "Last Sunday")."""
-    dated = [n for n, turn in enumerate(turns) if says_when(turn.text)]
-    return {turns[n].id for at in dated for n in range(max(0, at - reach), min(len(turns), at + reach + 1))}
 
 
 def exponential_decay(age_s: float, tau_s: float) -> float:
@@ -135,15 +108,7 @@ def factor_for(
             if not facts.asks_when:
                 return None
             dated = says_when(memory.text)
-            nearby = not dated and memory.id in facts.dated_nearby
-            detail = {"says_when": dated} | ({"dated_nearby": True} if nearby else {})
-            return Factor("when", "mul", adjustment.factor if dated or nearby else 1.0, detail)
-        case "event":  # the query asks when: the memory that tells the event, dated or not
-            if not facts.asks_when or not facts.event_words:
-                return None
-            share = len(facts.event_words & event_stems(memory.text)) / len(facts.event_words)
-            value = 1.0 + (adjustment.factor - 1.0) * share
-            return Factor("event", "mul", value, {"event_share": share})
+            return Factor("when", "mul", adjustment.factor if dated else 1.0, {"says_when": dated})
         case "names":  # the query asks who, where, which: memories that name someone or something
             if not facts.asks_name:
                 return None
