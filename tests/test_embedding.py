@@ -15,7 +15,8 @@ import pytest
 
 from memsearch.api import Memsearch
 from memsearch.embedding import BUNDLED_MODEL_NAME, Encoder, bundled_model_path, load_encoder, resolve_model
-from memsearch.embedding.onnx import OnnxEncoder, usable_cpus
+from memsearch.embedding.batching import usable_cpus
+from memsearch.embedding.onnx import OnnxEncoder
 from memsearch.errors import InvalidInputError, ModelMismatchError
 from memsearch.models import NewMemory
 from memsearch.retrieval.request import SearchRequest
@@ -211,7 +212,8 @@ def test_the_reference_route_batches_by_length_one_torch_thread_a_run(
     def recording(texts: list[str], **options: object) -> np.ndarray:
         batches.append([len(text) for text in texts])
         threads.add(threading.get_ident())
-        return encode(texts, **options)
+        vectors: np.ndarray = encode(texts, **options)
+        return vectors
 
     monkeypatch.setattr(model, "encode", recording)
     texts = [("session transcript line. " * (40 + i)) if i % 10 == 0 else f"turn {i}: " + "word " * (i % 7)
