@@ -25,18 +25,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchdata import LOCOMO_DEV  # bench/ is on the path when a script of it runs
+
 from memsearch.api import Memsearch
 from memsearch.eval.datasets import load_locomo
 from memsearch.ingest.conversations import conversation_memories
 
-DATA = next(
-    (
-        folder / "shared" / "benchdata" / "locomo_dev.json"
-        for folder in Path(__file__).resolve().parents
-        if (folder / "shared" / "benchdata" / "locomo_dev.json").is_file()
-    ),
-    Path("shared/benchdata/locomo_dev.json"),
-)
+DATA = LOCOMO_DEV
 
 
 def cpu_seconds() -> float:

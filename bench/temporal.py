@@ -29,6 +29,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from benchdata import LOCOMO_DEV  # bench/ is on the path when a script of it runs
+
 from memsearch.api import Memsearch
 from memsearch.embedding import load_encoder, resolve_model
 from memsearch.eval.datasets import Question, load_locomo
@@ -41,15 +43,7 @@ from memsearch.retrieval import dates
 from memsearch.retrieval.request import SearchRequest
 from memsearch.store import Scope
 
-# shared/ sits beside the checkout (../shared from /work/main, ../../shared from a worktree in /work/wt)
-DATA = next(
-    (
-        folder / "shared" / "benchdata" / "locomo_dev.json"
-        for folder in Path(__file__).resolve().parents
-        if (folder / "shared" / "benchdata" / "locomo_dev.json").is_file()
-    ),
-    Path("shared/benchdata/locomo_dev.json"),
-)
+DATA = LOCOMO_DEV
 CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "memsearch-bench" / "temporal"
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 K = 50
