@@ -3,6 +3,7 @@ opt-in int8 route gives close ones, under a model name of its own."""
 
 from __future__ import annotations
 
+import itertools
 import re
 import shutil
 import threading
@@ -14,7 +15,8 @@ import pytest
 
 from memsearch.api import Memsearch
 from memsearch.embedding import BUNDLED_MODEL_NAME, Encoder, bundled_model_path, load_encoder, resolve_model
-from memsearch.embedding.onnx import OnnxEncoder, usable_cpus
+from memsearch.embedding.batching import usable_cpus
+from memsearch.embedding.onnx import OnnxEncoder
 from memsearch.errors import InvalidInputError, ModelMismatchError
 from memsearch.models import NewMemory
 from memsearch.retrieval.request import SearchRequest
@@ -187,3 +189,45 @@ def test_batches_run_side_by_side_on_the_usable_cpus(encoder: Encoder, monkeypat
     assert vectors.shape == (200, 384)
     assert len(threads) >= 2
     assert done == sorted(done) and done[-1] == 200
+
+
+def test_the_reference_route_batches_by_length_one_torch_thread_a_run(
+    reference: Encoder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 33: a store's other model (EmbeddingGemma runs on this route) embedded each memory's
+    text in batches taken in store order, so a session chunk of 1,000 tokens padded the turns
+    beside it to its length. Batches are now length-sorted and small, and each runs one-threaded
+    (torch's own threads on small matrices cost about 2.5 times the CPU with another process on
+    the cores), side by side on the usable CPUs; the vectors and their order do not change."""
+    import torch
+
+    from memsearch.embedding.reference import SentenceTransformerEncoder
+
+    assert isinstance(reference, SentenceTransformerEncoder)
+    model = reference._model
+    batches: list[list[int]] = []
+    threads: set[int] = set()
+    encode = model.encode
+
+    def recording(texts: list[str], **options: object) -> np.ndarray:
+        batches.append([len(text) for text in texts])
+        threads.add(threading.get_ident())
+        vectors: np.ndarray = encode(texts, **options)
+        return vectors
+
+    monkeypatch.setattr(model, "encode", recording)
+    texts = [("session transcript line. " * (40 + i)) if i % 10 == 0 else f"turn {i}: " + "word " * (i % 7)
+             for i in range(60)]  # fmt: skip
+    done: list[int] = []
+    vectors = reference.encode(texts, progress=lambda n, _: done.append(n))
+    assert torch.get_num_threads() == 1
+    assert max(len(batch) for batch in batches) <= 8
+    ordered = sorted(batches, key=min)  # no short text waits in a batch of long ones
+    assert all(batch == sorted(batch) for batch in ordered), ordered
+    assert all(max(one) <= min(two) for one, two in itertools.pairwise(ordered)), ordered
+    if usable_cpus() >= 2:
+        assert len(threads) >= 2
+    assert done == sorted(done) and done[-1] == len(texts)
+    monkeypatch.undo()
+    alone = np.stack([model.encode([text], normalize_embeddings=True)[0] for text in texts[:12]])
+    np.testing.assert_allclose(vectors[:12], alone, atol=1e-5)

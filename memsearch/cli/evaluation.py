@@ -35,6 +35,14 @@ def eval_(
     # One flag, not --baseline/--no-baseline: a pair takes a help column of its own, which at 80
     # columns leaves the help text too narrow for its longer words.
     no_baseline: Annotated[bool, typer.Option("--no-baseline", help="Skip the plain BM25 baseline.")] = False,
+    strata: Annotated[
+        bool,
+        typer.Option(
+            "--strata",
+            help="Also R@5/R@10 by category and stratum: whether the evidence dates something "
+            "(dated/undated) and the question's shape (when, how long, how many, which date).",
+        ),
+    ] = False,
     limit: Annotated[
         int | None, typer.Option("--limit", help="Only the first N conversations (or questions).", min=1)
     ] = None,
@@ -94,10 +102,10 @@ def eval_(
             db=db,
         )
     if output is None:
-        render_report(report, str(fmt))
+        render_report(report, str(fmt), strata=strata)
     else:
         with output.open("w", encoding="utf-8") as file:
-            write_report(report, str(fmt), file)
+            write_report(report, str(fmt), file, strata=strata)
         messages().print(f"wrote the report to {output}", markup=False)
     if plot is not None:
         from memsearch.eval.plot import plot_report

@@ -20,14 +20,14 @@ import tempfile
 import time
 import unicodedata
 import warnings
-from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from memsearch.embedding.base import INT8_VERSION_SUFFIX, QUANTIZED_SUFFIX, ModelSpec, Progress
+from memsearch.embedding.batching import encode_in_batches, usable_cpus
 from memsearch.errors import EmbeddingError
 from memsearch.models import check_text
 from memsearch.paths import (
@@ -332,9 +332,8 @@ class OnnxEncoder:
         self._session = load_session(model_file)
 
     def encode(self, texts: Sequence[str], *, progress: Progress | None = None) -> np.ndarray:
-        out = np.zeros((len(texts), self.info.dim), dtype=np.float32)
         if not texts:
-            return out
+            return np.zeros((0, self.info.dim), dtype=np.float32)
         for text in texts:  # the tokenizer takes only valid Unicode (a query is not checked before)
             check_text("the text to embed", text)
         prepared = [t.lower() if self._lower else t for t in texts]
@@ -343,32 +342,16 @@ class OnnxEncoder:
         for i, (text, head) in enumerate(zip(prepared, heads, strict=True)):
             if len(head) < len(text) and sum(len(o.ids) for o in encodings[i].overflowing) < _HEAD_MARGIN_TOKENS:
                 encodings[i] = self._tokenizer.encode(text)
-        # Batches of similar length waste little work on padding.
-        order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
-        batches = [order[start : start + BATCH_SIZE] for start in range(0, len(order), BATCH_SIZE)]
-        done = 0
-        for rows, vectors in zip(batches, self._run_all([[encodings[i] for i in b] for b in batches]), strict=True):
-            out[rows] = vectors
-            done += len(rows)
-            if progress:
-                progress(done, len(order))
-        norms = np.linalg.norm(out, axis=1, keepdims=True)
-        normalised: np.ndarray = out / np.maximum(norms, 1e-12)  # numpy types a ufunc's result as Any
-        return normalised
-
-    def _run_all(self, batches: list[list[Any]]) -> Iterator[np.ndarray]:
-        """The model's output for each batch, in order; batches run side by side on the usable CPUs
-        (onnxruntime lets go of the GIL while it runs, and one session takes concurrent runs)."""
-        workers = min(self._workers, len(batches))
-        if workers <= 1:
-            yield from map(self._run, batches)
-            return
-        pool = ThreadPoolExecutor(workers, thread_name_prefix="memsearch-encode")
-        try:
-            yield from pool.map(self._run, batches)
-        finally:
-            # On an error or Ctrl-C, batches not yet started are dropped rather than waited for.
-            pool.shutdown(wait=False, cancel_futures=True)
+        # Length-sorted batches side by side, one thread each (see embedding.batching); one session
+        # takes concurrent runs.
+        return encode_in_batches(
+            [len(e.ids) for e in encodings],
+            BATCH_SIZE,
+            lambda rows: self._run([encodings[i] for i in rows]),
+            self.info.dim,
+            self._workers,
+            progress,
+        )
 
     def _run(self, encodings: list[Any]) -> np.ndarray:
         width = max(len(e.ids) for e in encodings)
@@ -431,13 +414,6 @@ def load_session(model_file: Path) -> Any:
         return loaded
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-
-
-def usable_cpus() -> int:
-    """The CPUs this process may run on (its affinity where the system tells it)."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count() or 1
 
 
 def _head(text: str, limit: int) -> str:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 KS = (5, 10, 25, 50)
 # The cut-offs each benchmark's protocol reports (LongMemEval: run_retrieval.py's [1, 3, 5, 10, 30, 50]).
@@ -154,6 +154,7 @@ class QuestionResult:
     question_id: str
     category: str | int
     metrics: Mapping[str, float]  # e.g. the output of `score_ranking`
+    strata: Mapping[str, str] = field(default_factory=dict)  # stratum → the question's value (eval.strata)
 
 
 @dataclass(frozen=True)
@@ -166,6 +167,8 @@ class GroupMeans:
 class Aggregate:
     overall: GroupMeans
     by_category: dict[str | int, GroupMeans]  # categories in sorted order (numbers before names)
+    # stratum → category → the stratum's value → means, over the questions that have the stratum
+    by_stratum: dict[str, dict[str | int, dict[str, GroupMeans]]] = field(default_factory=dict)
 
 
 def _means(results: Sequence[QuestionResult], names: Sequence[str]) -> GroupMeans:
@@ -175,8 +178,9 @@ def _means(results: Sequence[QuestionResult], names: Sequence[str]) -> GroupMean
 
 
 def aggregate(results: Sequence[QuestionResult]) -> Aggregate:
-    """Overall and per-category means. Pass only scored questions (see `Question.is_scored`); every
-    result must carry the same metric names, so that each mean covers the same questions."""
+    """Overall and per-category means, and per category the means of each value of each stratum
+    the results carry. Pass only scored questions (see `Question.is_scored`); every result must
+    carry the same metric names, so that each mean covers the same questions."""
     if not results:
         raise ValueError("no results to aggregate")
     names = list(results[0].metrics)
@@ -189,7 +193,19 @@ def aggregate(results: Sequence[QuestionResult]) -> Aggregate:
     for result in results:
         groups.setdefault(result.category, []).append(result)
     order = sorted(groups, key=lambda category: (isinstance(category, str), category))
-    return Aggregate(_means(results, names), {category: _means(groups[category], names) for category in order})
+    by_stratum: dict[str, dict[str | int, dict[str, GroupMeans]]] = {}
+    for stratum in dict.fromkeys(name for result in results for name in result.strata):
+        by_category = by_stratum.setdefault(stratum, {})
+        for category in order:
+            values: dict[str, list[QuestionResult]] = {}
+            for result in groups[category]:
+                if stratum in result.strata:
+                    values.setdefault(result.strata[stratum], []).append(result)
+            if values:
+                by_category[category] = {value: _means(values[value], names) for value in sorted(values)}
+    return Aggregate(
+        _means(results, names), {category: _means(groups[category], names) for category in order}, by_stratum
+    )
 
 
 # -- latency --------------------------------------------------------------------------------------

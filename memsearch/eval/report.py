@@ -16,6 +16,7 @@ from rich.table import Table
 from memsearch.cli.literal import one_line
 from memsearch.errors import InvalidInputError
 from memsearch.eval.runner import EvalReport, EvalRow
+from memsearch.eval.strata import STRATA
 
 REPORT_FORMATS = ("table", "json")
 DASH = "—"
@@ -105,6 +106,51 @@ def category_table(report: EvalReport, granularity: str) -> Table:
     return table
 
 
+def strata_of(rows: list[EvalRow]) -> list[tuple[str, str]]:
+    """Every (stratum, value) the rows' questions have, in the order eval.strata gives them."""
+    found = {
+        (stratum, value)
+        for row in rows
+        if row.aggregate is not None
+        for stratum, by_category in row.aggregate.by_stratum.items()
+        for values in by_category.values()
+        for value in values
+    }
+    known = [(stratum, value) for stratum, values in STRATA.items() for value in values]
+    return [pair for pair in known if pair in found] + sorted(found - set(known))
+
+
+def stratum_recall(
+    row: EvalRow, metric: str, category: str | int, stratum: str, value: str
+) -> tuple[int, float, float] | None:
+    """(count, R@5, R@10) of the row's questions of a category with this value of a stratum."""
+    if row.aggregate is None:
+        return None
+    group = row.aggregate.by_stratum.get(stratum, {}).get(category, {}).get(value)
+    if group is None:
+        return None
+    return group.count, group.means[f"{metric}@5"], group.means[f"{metric}@10"]
+
+
+def strata_table(report: EvalReport, granularity: str) -> Table:
+    recall, labels = report.recall_metric, report.category_labels
+    rows = report.rows_for(granularity)
+    title = f"{report.dataset} · {granularity} level · R@5 / R@10 (n) by category and by what the evidence says"
+    table = _table(report, granularity, title, _caption(report))
+    table.add_column("category")
+    pairs = strata_of(rows)
+    for stratum, value in pairs:
+        table.add_column(f"{stratum}: {value}", justify="right")
+    for row in rows:
+        for category, _ in categories_of([row]):
+            cells = []
+            for stratum, value in pairs:
+                found = stratum_recall(row, recall, category, stratum, value)
+                cells.append(DASH if found is None else f"{_number(found[1])} / {_number(found[2])} ({found[0]})")
+            table.add_row(row.name, row.mode or DASH, labels.get(category, str(category)), *cells)
+    return table
+
+
 # -- plain lines: every cell on one line, the granularity a column, a category a row ----------------
 
 
@@ -151,9 +197,33 @@ def category_rows(report: EvalReport) -> list[list[str]]:
     return rows
 
 
-def plain_lines(report: EvalReport) -> list[str]:
-    """The two tables as plain text: header and rows, a blank line, header and rows."""
+STRATA_HEADER = ["granularity", "profile", "mode", "category", "stratum", "value", "n", "R@5", "R@10"]
+
+
+def strata_rows(report: EvalReport) -> list[list[str]]:
+    """A row per profile, mode, granularity, category and value of a stratum that has questions."""
+    recall, labels = report.recall_metric, report.category_labels
+    rows = []
+    for granularity in report.granularities:
+        table_rows = report.rows_for(granularity)
+        pairs = strata_of(table_rows)
+        for row in table_rows:
+            for category, _ in categories_of([row]):
+                for stratum, value in pairs:
+                    if (found := stratum_recall(row, recall, category, stratum, value)) is not None:
+                        count, r5, r10 = found
+                        name = labels.get(category, str(category))
+                        rows.append([granularity, row.name, row.mode or DASH, name, stratum, value, str(count),
+                                     _number(r5), _number(r10)])  # fmt: skip
+    return rows
+
+
+def plain_lines(report: EvalReport, *, strata: bool = False) -> list[str]:
+    """The tables as plain text: header and rows, a blank line, header and rows (and with `strata`
+    a third block, by category and stratum)."""
     blocks = [[_overall_header(report), *overall_rows(report)], [CATEGORY_HEADER, *category_rows(report)]]
+    if strata:
+        blocks.append([STRATA_HEADER, *strata_rows(report)])
     text = ["\n".join("\t".join(one_line(cell) for cell in line) for line in block) for block in blocks]
     return "\n\n".join(text).splitlines()
 
@@ -190,26 +260,32 @@ def _check_format(fmt: str) -> None:
         raise InvalidInputError(f"unknown report format {fmt!r} (choose from {', '.join(REPORT_FORMATS)})")
 
 
-def write_report(report: EvalReport, fmt: str, out: IO[str]) -> None:
-    """Write the report to a file (or any text stream): "json" as the JSON document, "table" as plain lines."""
+def write_report(report: EvalReport, fmt: str, out: IO[str], *, strata: bool = False) -> None:
+    """Write the report to a file (or any text stream): "json" as the JSON document (which always
+    holds the strata), "table" as plain lines (with the strata's block if `strata`)."""
     _check_format(fmt)
     if fmt == "json":
         out.write(json.dumps(report.to_dict(), indent=2) + "\n")
     else:
-        out.write("".join(line + "\n" for line in plain_lines(report)))
+        out.write("".join(line + "\n" for line in plain_lines(report, strata=strata)))
 
 
-def render_report(report: EvalReport, fmt: str = "table", *, console: Console | None = None) -> None:
+def render_report(
+    report: EvalReport, fmt: str = "table", *, console: Console | None = None, strata: bool = False
+) -> None:
     """Print the report to stdout (or `console`): "json" as the JSON document; "table" as Rich
-    tables on a terminal, else as plain lines, with the titles and timing on stderr."""
+    tables on a terminal, else as plain lines, with the titles and timing on stderr; `strata` adds
+    the table by category and stratum."""
     _check_format(fmt)
     console = console or Console(markup=False, emoji=False)  # profile and category names are data, not markup
     if fmt == "json" or not console.is_terminal:
-        write_report(report, fmt, console.file)
+        write_report(report, fmt, console.file, strata=strata)
         if fmt == "table":
             sys.stderr.write("".join(line + "\n" for line in notes(report)))
         return
     for granularity in report.granularities:
         console.print(overall_table(report, granularity))
         console.print(category_table(report, granularity))
+        if strata:
+            console.print(strata_table(report, granularity))
     console.print(_timing(report))

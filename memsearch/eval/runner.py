@@ -53,6 +53,7 @@ from memsearch.eval.metrics import (
     longmemeval_scores,
     turn_to_session_scores,
 )
+from memsearch.eval.strata import question_strata
 from memsearch.ingest.conversations import conversation_memories, with_facets
 from memsearch.ingest.readers import Conversation, turn_text
 from memsearch.models import NewMemory
@@ -115,11 +116,13 @@ class QuestionOutcome:
     gold: tuple[str, ...]
     metrics: Mapping[str, float]
     latency_ms: float | None = None
+    strata: Mapping[str, str] = field(default_factory=dict)  # see memsearch.eval.strata
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "question_id": self.question_id,
             "category": self.category,
+            "strata": dict(self.strata),
             "ranked": list(self.ranked),
             "gold": list(self.gold),
             "first_gold_rank": next((n for n, key in enumerate(self.ranked, 1) if key in self.gold), None),
@@ -167,6 +170,13 @@ class EvalRow:
             "by_category": {
                 str(category): {"label": labels.get(category, str(category)), "count": group.count, **group.means}
                 for category, group in (self.aggregate.by_category.items() if self.aggregate else ())
+            },
+            "by_stratum": {
+                stratum: {
+                    str(category): {value: {"count": group.count, **group.means} for value, group in values.items()}
+                    for category, values in by_category.items()
+                }
+                for stratum, by_category in (self.aggregate.by_stratum.items() if self.aggregate else ())
             },
             "latency_ms": (
                 {
@@ -306,6 +316,13 @@ def gold_keys(question: Question, conversation: Conversation, fmt: str, granular
     return tuple(session for session in question.evidence_session_ids if session in with_user_evidence)
 
 
+def strata_of(question: Question, conversation: Conversation) -> dict[str, str]:
+    """The question's strata (memsearch.eval.strata), read from its text and its evidence turns' as
+    the dataset annotates them (LoCoMo: the evidence ids; LongMemEval: the has_answer turns)."""
+    evidence = set(question.evidence_keys)
+    return question_strata(question.text, [turn.text for turn in conversation.turns if turn.key in evidence])
+
+
 def last_date(conversation: Conversation) -> datetime:
     """The conversation's "now": its latest session date."""
     return max(session.date for session in conversation.sessions)
@@ -325,16 +342,24 @@ class _Row:
     strategies: Counter[str] = field(default_factory=Counter)
     skipped: int = 0
 
-    def add(self, question: Question, ranked: Sequence[str], gold: Sequence[str], fmt: str, ms: float | None) -> None:
+    def add(
+        self,
+        question: Question,
+        ranked: Sequence[str],
+        gold: Sequence[str],
+        fmt: str,
+        ms: float | None,
+        strata: Mapping[str, str],
+    ) -> None:
         if ms is not None:
             self.latencies.append(ms)
         metrics = score(ranked, gold, fmt, turns=self.granularity == "turn")
         self.outcomes.append(
-            QuestionOutcome(question.id, question.category, tuple(ranked[:SEARCH_K]), tuple(gold), metrics, ms)
+            QuestionOutcome(question.id, question.category, tuple(ranked[:SEARCH_K]), tuple(gold), metrics, ms, strata)
         )
 
     def finish(self) -> EvalRow:
-        results = [QuestionResult(o.question_id, o.category, o.metrics) for o in self.outcomes]
+        results = [QuestionResult(o.question_id, o.category, o.metrics, o.strata) for o in self.outcomes]
         return EvalRow(
             name=self.name,
             kind=self.kind,
@@ -465,6 +490,7 @@ def run_eval(
         scored = [q for q in questions if any(golds[q.id, g] is not None for g in granularities)]
         if not scored:
             continue
+        strata = {question.id: strata_of(question, conversation) for question in scored}
         # the store is closed before its folder is removed (contexts exit last in, first out)
         with (
             tempfile.TemporaryDirectory(prefix="memsearch-eval-") as folder,
@@ -481,13 +507,13 @@ def run_eval(
             ms.add_many(memories)
             timing["ingest"] += time.perf_counter() - tick
             tick = time.perf_counter()
-            _search_conversation(ms, conversation, scored, golds, rows, chosen, fmt, bool(memories))
+            _search_conversation(ms, conversation, scored, golds, strata, rows, chosen, fmt, bool(memories))
             timing["search"] += time.perf_counter() - tick
             if db is not None:
                 ms.delete([m.id for m in ms.list()])
         if baselines:
             tick = time.perf_counter()
-            _baseline_conversation(conversation, scored, golds, rows, fmt, granularities)
+            _baseline_conversation(conversation, scored, golds, strata, rows, fmt, granularities)
             timing["baseline"] += time.perf_counter() - tick
     if progress is not None:
         progress("done", total, total)
@@ -524,6 +550,7 @@ def _search_conversation(
     conversation: Conversation,
     questions: Sequence[Question],
     golds: Mapping[tuple[str, str], tuple[str, ...] | None],
+    strata: Mapping[str, Mapping[str, str]],
     rows: Mapping[tuple[str, str | None, str], _Row],
     profiles: Sequence[Profile],
     fmt: str,
@@ -540,7 +567,7 @@ def _search_conversation(
             if gold is None:
                 continue
             if not searchable:  # nothing was stored (no kept turns): nothing can be found
-                row.add(question, [], gold, fmt, None)
+                row.add(question, [], gold, fmt, None, strata[question.id])
                 continue
             request = SearchRequest(
                 question.text,
@@ -558,13 +585,14 @@ def _search_conversation(
             row.strategies[outcome.route.strategy] += 1
             results = outcome.results
             ranked = turn_ranking(results, conversation.id) if granularity == "turn" else session_ranking(results)
-            row.add(question, ranked, gold, fmt, elapsed_ms)
+            row.add(question, ranked, gold, fmt, elapsed_ms, strata[question.id])
 
 
 def _baseline_conversation(
     conversation: Conversation,
     questions: Sequence[Question],
     golds: Mapping[tuple[str, str], tuple[str, ...] | None],
+    strata: Mapping[str, Mapping[str, str]],
     rows: Mapping[tuple[str, str | None, str], _Row],
     fmt: str,
     granularities: Sequence[str],
@@ -577,4 +605,4 @@ def _baseline_conversation(
                 continue
             tick = time.perf_counter()
             ranked = index.rank(question.text, SEARCH_K)
-            row.add(question, ranked, gold, fmt, (time.perf_counter() - tick) * 1000)
+            row.add(question, ranked, gold, fmt, (time.perf_counter() - tick) * 1000, strata[question.id])
