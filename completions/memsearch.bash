@@ -213,7 +213,7 @@ _memsearch_eval() {
         --db) _memsearch_paths -f; return ;;
         --limit) return ;;
     esac
-    if [[ $cur == -* ]]; then _memsearch_reply -W '-d --dataset-format -p --profile -m --mode -g --granularity --no-baseline --limit -f --format -o --output --plot --model --db -h --help'
+    if [[ $cur == -* ]]; then _memsearch_reply -W '-d --dataset-format -p --profile -m --mode -g --granularity --no-baseline --strata --limit -f --format -o --output --plot --model --db -h --help'
     else _memsearch_paths -f; fi
 }
 

@@ -278,6 +278,7 @@ complete -c memsearch -n '__fish_memsearch_using eval' -s p -l profile -x -a '(_
 complete -c memsearch -n '__fish_memsearch_using eval' -s m -l mode -x -a 'auto vector hybrid lexical' -d 'A mode (repeatable). Default: auto.'
 complete -c memsearch -n '__fish_memsearch_using eval' -s g -l granularity -x -a 'turn session' -d 'turn and/or session (repeatable). Default: both.'
 complete -c memsearch -n '__fish_memsearch_using eval' -l no-baseline -d 'Skip the plain BM25 baseline.'
+complete -c memsearch -n '__fish_memsearch_using eval' -l strata -d 'Also R@5/R@10 by category and stratum: whether the evidence dates something (dated/undated) and the question\'s shape (when, how long, how many, which date).'
 complete -c memsearch -n '__fish_memsearch_using eval' -l limit -x -d 'Only the first N conversations (or questions).'
 complete -c memsearch -n '__fish_memsearch_using eval' -s f -l format -x -a 'table json' -d 'table, or json for machines.'
 complete -c memsearch -n '__fish_memsearch_using eval' -s o -l output -r -F -d 'Write the report to this file instead of stdout.'
