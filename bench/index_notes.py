@@ -28,6 +28,7 @@ import argparse
 import json
 import os
 import random
+import statistics
 import sys
 import tempfile
 import time
@@ -38,6 +39,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from memsearch.api import Memsearch
 from memsearch.embedding import Encoder, Progress, load_encoder, resolve_model
@@ -64,18 +66,20 @@ TAGS = ("work", "home", "ops", "cooking", "travel", "reading", "ideas", "people"
 
 
 class CountingEncoder:
-    """The real encoder, counting the texts it embeds and the time it takes."""
+    """The real encoder, counting the texts it embeds and the time it takes (wall, and the process's
+    CPU time while it embeds: the indexer does nothing else meanwhile)."""
 
     def __init__(self, encoder: Encoder) -> None:
-        self.inner, self.info, self.texts, self.seconds = encoder, encoder.info, 0, 0.0
+        self.inner, self.info, self.texts, self.seconds, self.cpu_seconds = encoder, encoder.info, 0, 0.0, 0.0
 
     def encode(self, texts: Sequence[str], *, progress: Progress | None = None) -> np.ndarray:
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         try:
             return self.inner.encode(texts, progress=progress)
         finally:
             self.texts += len(texts)
             self.seconds += time.perf_counter() - start
+            self.cpu_seconds += time.process_time() - cpu
 
 
 def paragraph(rng: random.Random) -> str:
@@ -131,18 +135,39 @@ def edit(root: Path, share: float, seed: int) -> int:
 
 
 def timed(ms: Memsearch, root: Path, encoder: CountingEncoder) -> dict[str, Any]:
-    before, embedding_before = encoder.texts, encoder.seconds
-    start = time.perf_counter()
+    before, embedding_before, cpu_before = encoder.texts, encoder.seconds, encoder.cpu_seconds
+    load = Path("/proc/loadavg").read_text().split()[:3]
+    start, cpu = time.perf_counter(), time.process_time()
     outcome = ms.index([root])
-    seconds = time.perf_counter() - start
+    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
+    texts, embedding_cpu = encoder.texts - before, encoder.cpu_seconds - cpu_before
     return {
         "seconds": round(seconds, 3),
+        "cpu_seconds": round(cpu, 3),
+        "load_before": load,
+        "load_after": Path("/proc/loadavg").read_text().split()[:3],
         "summary": outcome.summary,
         "files_read": outcome.reads,
         "chunks_stored": outcome.chunks_added,
         "texts_embedded": encoder.texts - before,
         "embedding_seconds": round(encoder.seconds - embedding_before, 3),
+        "embedding_cpu_seconds": round(embedding_cpu, 3),
+        "texts_per_embedding_cpu_s": round(texts / embedding_cpu, 2) if embedding_cpu else None,
     }
+
+
+def floor_rate(encoder: Encoder, texts: list[str], runs: int = 3) -> dict[str, Any]:
+    """The encoder floor (bench/encoder_floor.py) on a sample of the folder's own chunks: sentences
+    per CPU-second of the encoder's session, tokenised beforehand, length-sorted, batch after batch."""
+    from encoder_floor import Feeds, floor_config, measure
+
+    from memsearch.embedding import onnx
+    from memsearch.embedding.onnx import OnnxEncoder
+
+    if not isinstance(encoder, OnnxEncoder):
+        return {}
+    work = floor_config(encoder, Feeds(encoder, texts), onnx.BATCH_SIZE)
+    return measure({"floor": work}, runs)["floor"]
 
 
 def walk_and_plan(root: Path, files: int, share: float, seed: int) -> dict[str, Any]:
@@ -214,9 +239,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--walk-files", type=int, default=10_000, help="files of the walk-and-plan figures (no embedding); 0: none"
     )
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    parser.add_argument("--output", type=Path, help="also write the JSON figures to this file")
+    parser.add_argument("--floor-files", type=int, default=100, help="files whose chunks measure the encoder floor")
     args = parser.parse_args(argv)
     encoder = CountingEncoder(load_encoder(resolve_model()))
     encoder.encode(["warm up"])
+    from encoder_floor import note_chunks
+
+    sample = note_chunks(args.floor_files, args.seed) if args.floor_files else []
+    floors = [floor_rate(encoder.inner, sample)] if sample else []
     with tempfile.TemporaryDirectory(prefix="ms-index-bench-") as folder:
         root = Path(folder) / "notes"
         size = make_folder(root, args.files, args.seed)
@@ -225,6 +256,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             edited = edit(root, args.edit_percent / 100, args.seed)
             second = timed(ms, root, encoder)
             third = timed(ms, root, encoder)
+        if sample:
+            floors.append(floor_rate(encoder.inner, sample))
             walks = []
             for _ in range(3):
                 start = time.perf_counter()
@@ -255,7 +288,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         "after_edit_over_first": round(second["seconds"] / first["seconds"], 4),
         "embedding_share_of_first": round(first["embedding_seconds"] / first["seconds"], 3),
         "walk_and_plan": walked if args.walk_files else None,
+        "floor_before_and_after": floors,
     }
+    floor = statistics.median(f["per_cpu_s"] for f in floors if f) if any(floors) else None
+    rate = first["texts_per_embedding_cpu_s"]
+    report["floor_per_cpu_s"] = round(floor, 2) if floor else None
+    report["first_embedding_rate_over_floor"] = round(rate / floor, 3) if floor and rate else None
+    report["first_texts_per_embedding_wall_s"] = round(first["texts_embedded"] / first["embedding_seconds"], 2)
+    if args.output:
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        args.output.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
@@ -267,6 +309,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     print(f"{'walk alone':>15}: {walk_s:8.2f} s")
     print(f"first index: {first['embedding_seconds']:.2f} s of its {first['seconds']:.2f} s embedding")
+    if floor and rate:
+        print(
+            f"embedding rate {rate:.1f} texts per CPU-second ({report['first_texts_per_embedding_wall_s']:.1f} per"
+            f" wall second) = {report['first_embedding_rate_over_floor']:.2f}x the encoder floor {floor:.1f}"
+        )
     print(
         f"first index {report['first_ms_per_file']} ms/file, {report['first_ms_per_chunk']} ms/chunk; "
         f"after the edit {second['seconds']:.2f} s = {report['after_edit_over_first']:.2%} of the first, "
