@@ -39,9 +39,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from benchdata import LOCOMO_DEV
 
-from memsearch.embedding import load_encoder, resolve_model
+from memsearch.embedding import batching, load_encoder, resolve_model
 from memsearch.embedding.batching import length_batches, usable_cpus
-from memsearch.embedding.onnx import OnnxEncoder, ensure_export, ensure_quantized
+from memsearch.embedding.onnx import BATCH_SIZE, OnnxEncoder, ensure_export, ensure_quantized
 
 
 def loadavg() -> float:
@@ -195,6 +195,68 @@ def sweep_configs(encoder: OnnxEncoder, feeds: Feeds, int8: Path | None) -> dict
     return configs
 
 
+def uniform(encoder: OnnxEncoder, texts: list[str], repeat: int, output: Path | None) -> int:
+    """The batch size's own cost: every text cut to the same number of tokens, so no batch pads."""
+    width = 64
+    feeds = Feeds(encoder, texts)
+    feeds.encodings = [e for e in feeds.encodings if len(e.ids) >= width]
+    for e in feeds.encodings:
+        e.truncate(width)
+    feeds.lengths = [len(e.ids) for e in feeds.encodings]
+    texts = texts[: len(feeds.lengths)]
+    configs = {}
+    for size in (1, 4, 8, 16, 32, 64, 128):
+        batches = feeds.batches(size, by_length=True)
+        configs[f"uniform {width} tokens, batch {size}"] = (
+            (lambda b=batches: run_batches(encoder, encoder._session, b, 1)),
+            len(texts),
+        )
+    figures = measure(configs, repeat)
+    for name, f in figures.items():
+        print(f"  {name:<36} {f['per_cpu_s']:7.1f} /CPU-s  {f['per_wall_s']:7.1f} /wall-s  load {f['load']:.2f}")
+    if output:
+        output.write_text(json.dumps({"texts": len(texts), "tokens": width, "figures": figures}, indent=2) + "\n")
+    return 0
+
+
+def call_sizes(encoder: OnnxEncoder, texts: list[str], sizes: list[int], args: argparse.Namespace) -> int:
+    """`encoder.encode` on the same texts given in calls of each size (in the notes' order: a call
+    of 5 is about one file's chunks), against the floor on all of them."""
+    feeds = Feeds(encoder, texts)
+    configs = {"floor": floor_config(encoder, feeds, BATCH_SIZE)}
+    for size in sizes:
+        calls = [texts[start : start + size] for start in range(0, len(texts), size)]
+
+        def work(calls: list[list[str]] = calls) -> None:
+            for call in calls:
+                encoder.encode(call)
+
+        def unsplit(calls: list[list[str]] = calls) -> None:
+            """As before batching.batch_size: batches of BATCH_SIZE however few texts a call has."""
+            chosen = batching.batch_size
+            batching.batch_size = lambda texts, workers, largest: largest
+            try:
+                work(calls)
+            finally:
+                batching.batch_size = chosen
+
+        configs[f"path, calls of {size}"] = (work, len(texts))
+        if size < 2 * BATCH_SIZE:
+            configs[f"path, calls of {size}, unsplit"] = (unsplit, len(texts))
+    figures = measure(configs, args.repeat)
+    floor = figures["floor"]["per_cpu_s"]
+    print(f"notes: {len(texts)} texts, {np.mean(feeds.lengths):.1f} tokens on average")
+    for name, f in figures.items():
+        f["cpu_ratio_to_floor"] = round(f["per_cpu_s"] / floor, 3)
+        print(
+            f"  {name:<32} {f['per_cpu_s']:7.1f} /CPU-s ({f['cpu_ratio_to_floor']:.2f}x floor)"
+            f"  {f['per_wall_s']:7.1f} /wall-s  load {f['load']:.2f}"
+        )
+    if args.json:
+        args.json.write_text(json.dumps({"texts": len(texts), "figures": figures}, indent=2) + "\n")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--notes", type=int, default=400, help="synthetic note files whose chunks are embedded")
@@ -203,6 +265,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=None, help="the floor's batch size (default: the encoder's)")
     parser.add_argument("--sweep", action="store_true", help="also the knobs: sorting, batch sizes, threads, int8")
     parser.add_argument("--json", type=Path, help="write the figures to this file too")
+    parser.add_argument(
+        "--uniform",
+        type=int,
+        default=0,
+        help="instead: batch sizes alone, on this many note chunks cut to one length (no padding at all)",
+    )
+    parser.add_argument(
+        "--call-sizes",
+        default="",
+        help="instead: the path's rate when the texts come in calls of these sizes (comma-separated), "
+        "as an indexer that embeds file by file or in small commits calls it",
+    )
     args = parser.parse_args(argv)
     from memsearch.embedding import onnx
 
@@ -210,6 +284,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     assert isinstance(encoder, OnnxEncoder)
     size = args.batch or onnx.BATCH_SIZE
     int8 = ensure_quantized(ensure_export(resolve_model())) if args.sweep else None
+    if args.call_sizes:
+        return call_sizes(encoder, note_chunks(args.notes), [int(n) for n in args.call_sizes.split(",")], args)
+    if args.uniform:
+        return uniform(encoder, note_chunks(args.notes)[: args.uniform], args.repeat, args.json)
     corpora = {"notes": note_chunks(args.notes), "locomo turns": locomo_turns(args.turns)}
     report: dict[str, Any] = {"cpus": usable_cpus(), "batch": size, "load_start": Path("/proc/loadavg").read_text()}
     for corpus, texts in corpora.items():
