@@ -44,8 +44,12 @@ from memsearch.paths import (
 log = logging.getLogger(__name__)
 
 EXPORT_FORMAT = 2  # 2: BERT graphs fused by onnxruntime's transformer optimizer
-# Length-sorted batches padded to their longest text; at 2 to 16 texts a batch the model costs the
-# same CPU time per text (1 to 4 % apart), 32 costs 15 % more.
+# Length-sorted batches padded to their longest text (fewer texts a batch when a call is too small
+# to keep every CPU busy: batching.batch_size). Measured with bench/encoder_floor.py on 2 shared
+# cores, sentences per CPU-second of this session: on note chunks cut to 64 tokens (no padding)
+# batch 1 65, 4 84, 8 88, 16 82, 32 74, 128 67; on the synthetic notes' chunks, length-sorted,
+# 4 to 16 within 11 % of 8, 32 -21 %, 128 -47 %, and unsorted batches of 8 -49 % (LoCoMo turns:
+# -5, -16, -43 and -39 %). One thread a run, runs side by side: see load_session.
 BATCH_SIZE = 8
 _OPSET = 17
 STAGING_PREFIX = ".export-"
@@ -383,8 +387,11 @@ def load_session(model_file: Path) -> Any:
     def session(path: Path, options: Any) -> Any:
         options.log_severity_level = 3
         # One thread per run, and batches run side by side on the usable CPUs (see encode): the
-        # model's small matrix products split over threads spend a third more CPU time (threads
-        # spinning and waiting for each other), far more when other processes share the cores.
+        # model's small matrix products split over threads spend more CPU time (threads spinning
+        # and waiting for each other), far more when other processes share the cores. Measured
+        # (bench/encoder_floor.py, 2 shared cores at load 8-11, sentences per CPU-second against
+        # one thread): intra_op 2 0.52-0.58x, intra_op 2 without spinning 0.88-0.90x, two
+        # one-thread runs side by side 0.97x (and twice the wall rate of one).
         options.intra_op_num_threads = 1
         return onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
 
