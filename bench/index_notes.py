@@ -14,7 +14,12 @@ It reports each run's wall time with the walk's time alone (measured separately,
 any re-index) and checks that run 2 costs about (edited share × run 1) + the walk. The encoder is
 wrapped to count the texts it embeds, which must be exactly the edited chunks.
 
+It also measures the encoder's floor (bench/encoder_floor.py: sentences per CPU-second of the
+encoder's own session) on the chunks of --floor-files notes, before and after the runs, and
+reports the first index's embedding rate (texts per CPU-second of the encode calls) against it.
+
 Run: python bench/index_notes.py [--files 1000] [--edit-percent 1] [--walk-files 10000] [--json]
+     [--output FILE.json] [--floor-files 100]
 
 Embedding is nearly all of a first index (99 %), about 63 ms a chunk (4.5 chunks, 280 ms a file)
 with two busy cores: 1,000 files take ~5 minutes there, 2,000 ~10, and 10,000 (~45 minutes) are
