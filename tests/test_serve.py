@@ -282,7 +282,9 @@ def test_cli_output_is_byte_identical_with_and_without_the_server(db_path: Path,
 
 def test_cli_works_in_process_when_the_server_is_gone(db_path: Path, encoder: Encoder) -> None:
     _cli("add", "The deploy key lives in 1Password", "--db", str(db_path))
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, timeout=60
+    )
     document = {"url": "http://127.0.0.1:9", "pid": int(dead.stdout), "authenticated": False}
     discovery_path(db_path).write_text(json.dumps(document))
     out, err = _cli("--debug", "search", "deploy", "--db", str(db_path), "--format", "json")

@@ -43,7 +43,9 @@ _LOCAL = {"AF_UNIX", "AF_LOCAL"}
 def _strace_works() -> str | None:
     if shutil.which("strace") is None:
         return "strace is not installed (apt-get install strace)"
-    probe = subprocess.run(["strace", "-f", "-e", "trace=network", "true"], capture_output=True, check=False)
+    probe = subprocess.run(
+        ["strace", "-f", "-e", "trace=network", "true"], capture_output=True, check=False, timeout=60
+    )
     if probe.returncode != 0:
         return f"strace cannot trace here: {probe.stderr.decode(errors='replace').strip()[:200]}"
     return None

@@ -78,7 +78,7 @@ def _wait_reading_stdin(child: subprocess.Popen[bytes], timeout: float = 60) -> 
             pytest.skip("no /proc/PID/syscall here")
         if fields[:2] == ["0", "0x0"]:  # read(2) on file descriptor 0
             return
-        assert child.poll() is None, child.communicate()
+        assert child.poll() is None, child.communicate(timeout=10)
         time.sleep(0.05)
     raise AssertionError("the child never read its stdin")
 
