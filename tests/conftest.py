@@ -1,14 +1,23 @@
 """Shared fixtures. Every test runs with MEMSEARCH_HOME in a temporary folder, so none touches
-the real user dirs; the ONNX export of the bundled model is made once per test session."""
+the real user dirs; the ONNX export of the bundled model is made once per test session.
+
+The quick tier (`pytest -m quick`, for day-to-day work) is derived here, not marked by hand: a
+test is quick unless it uses the real model (the `encoder` fixture, which the first time exports
+it), PostgreSQL, or a child process (it, its fixtures or the test helpers they call name
+subprocess, multiprocessing or os.fork), lives in tests/reliability, or is marked slow."""
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import os
+import subprocess
 import tempfile
+import types
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -110,3 +119,96 @@ def served(db_path: Path, encoder: Encoder) -> Iterator[Served]:  # encoder: the
         yield server
     finally:
         server.stop()
+
+
+# -- the quick tier --------------------------------------------------------------------------
+
+SLOW_FIXTURES = {"encoder", "pg_server", "pg_url"}  # the real model; a PostgreSQL server
+SLOW_MARKERS = {"slow", "soak", "local_llm"}
+PROCESS_MODULES = (subprocess, __import__("multiprocessing"))
+TESTS = Path(__file__).resolve().parent
+
+
+def _codes(code: types.CodeType) -> Iterator[types.CodeType]:
+    """A code object and those nested in it (its lambdas, inner functions and comprehensions)."""
+    yield code
+    for constant in code.co_consts:
+        if isinstance(constant, types.CodeType):
+            yield from _codes(constant)
+
+
+def starts_processes(function: Any, seen: set[int] | None = None) -> bool:
+    """Whether `function` (or a method of a class) names a way to start a child process: the
+    subprocess or multiprocessing module, os.fork, or a function or class of the tests that does."""
+    seen = set() if seen is None else seen
+    if id(function) in seen:
+        return False
+    seen.add(id(function))
+    if inspect.isclass(function):
+        members = vars(function).values()
+        return any(starts_processes(member, seen) for member in members if inspect.isfunction(member))
+    function = inspect.unwrap(function)
+    if not inspect.isfunction(function):
+        return False
+    scope = function.__globals__
+    for code in _codes(function.__code__):
+        for name in code.co_names:
+            found = scope.get(name)
+            if any(found is module for module in PROCESS_MODULES) or (name == "fork" and scope.get("os") is os):
+                return True
+            ours = (inspect.isfunction(found) or inspect.isclass(found)) and found.__module__.startswith("tests")
+            if ours and starts_processes(found, seen):
+                return True
+    return False
+
+
+def _fixtures(item: pytest.Item) -> set[str]:
+    """The fixtures a test uses, with pg_server for store_location's PostgreSQL case."""
+    names = set(getattr(item, "fixturenames", ()))
+    if "postgres" in getattr(getattr(item, "callspec", None), "params", {}).values():
+        names.add("pg_server")
+    return names
+
+
+def is_quick(item: pytest.Item) -> bool:
+    if not isinstance(item, pytest.Function) or TESTS / "reliability" in Path(item.path).parents:
+        return False
+    if SLOW_MARKERS & {mark.name for mark in item.iter_markers()}:
+        return False
+    if SLOW_FIXTURES & _fixtures(item):
+        return False
+    fixtures = [definitions[-1].func for definitions in item._fixtureinfo.name2fixturedefs.values()]
+    return not any(starts_processes(function) for function in [item.function, *fixtures])
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if is_quick(item):
+            item.add_marker(pytest.mark.quick)
+
+
+# -- timeouts --------------------------------------------------------------------------------
+# Every test has pyproject's default timeout (timeout, for setup, call and teardown), a few a longer
+# one of their own (pytest.mark.timeout). The one test that first needs a session-wide fixture
+# that takes long to make (the model's ONNX export; PostgreSQL's start) pays for it: it gets
+# FIRST_USE_S more.
+
+FIRST_USE_S = {"encoder": 600, "pg_server": 300}
+_made: set[str] = set()
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)  # before pytest-timeout reads the item's timeout
+def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
+    needs = [name for name in FIRST_USE_S if name not in _made and name in _fixtures(item)]
+    marker = item.get_closest_marker("timeout")
+    own = float(
+        marker.args[0]
+        if marker and marker.args
+        else item.config.getoption("timeout") or item.config.getini("timeout") or 0
+    )
+    if needs and own > 0:  # 0: no timeout at all
+        item.add_marker(pytest.mark.timeout(own + sum(FIRST_USE_S[name] for name in needs)), append=False)
+    try:
+        return (yield)
+    finally:
+        _made.update(needs)
