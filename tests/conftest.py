@@ -188,27 +188,40 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 # -- timeouts --------------------------------------------------------------------------------
-# Every test has pyproject's default timeout (timeout, for setup, call and teardown), a few a longer
-# one of their own (pytest.mark.timeout). The one test that first needs a session-wide fixture
-# that takes long to make (the model's ONNX export; PostgreSQL's start) pays for it: it gets
-# FIRST_USE_S more.
+# Every test has pyproject's default timeout (for setup, call and teardown together); the few that
+# take longer themselves say so (pytest.mark.timeout). A fixture shared by a module or the session
+# (the model's ONNX export, PostgreSQL, a module's server or evaluation) is made once, in the setup
+# of whichever test first needs it: that test gets SHARED_SETUP_S more, as the export alone can
+# take minutes on a loaded machine.
 
-FIRST_USE_S = {"encoder": 600, "pg_server": 300}
-_made: set[str] = set()
+SHARED_SETUP_S = 600
+_made: set[tuple[str, str]] = set()
+
+
+def _new_shared_fixtures(item: pytest.Function) -> set[tuple[str, str]]:
+    """The module- or session-wide fixtures `item` needs that no test has made yet, each as its
+    name and the module that defines it."""
+    shared = set()
+    for name, definitions in item._fixtureinfo.name2fixturedefs.items():
+        if definitions[-1].scope in ("session", "package", "module"):
+            shared.add((name, getattr(definitions[-1].func, "__module__", "")))
+    if "pg_server" in _fixtures(item):  # store_location's PostgreSQL case asks for it as it runs
+        shared.add(("pg_server", __name__))
+    return shared - _made
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)  # before pytest-timeout reads the item's timeout
 def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
-    needs = [name for name in FIRST_USE_S if name not in _made and name in _fixtures(item)]
+    new = _new_shared_fixtures(item) if isinstance(item, pytest.Function) else set()
     marker = item.get_closest_marker("timeout")
     own = float(
         marker.args[0]
         if marker and marker.args
         else item.config.getoption("timeout") or item.config.getini("timeout") or 0
     )
-    if needs and own > 0:  # 0: no timeout at all
-        item.add_marker(pytest.mark.timeout(own + sum(FIRST_USE_S[name] for name in needs)), append=False)
+    if new and own > 0:  # 0: no timeout at all
+        item.add_marker(pytest.mark.timeout(own + SHARED_SETUP_S), append=False)
     try:
         return (yield)
     finally:
-        _made.update(needs)
+        _made.update(new)

@@ -16,6 +16,8 @@ from memsearch.embedding import Encoder
 from memsearch.store.migrations import MIGRATIONS, SCHEMA_VERSION
 from tests.reliability.helpers import check_consistent, child_env
 
+pytestmark = pytest.mark.timeout(600)  # each test starts six to eight interpreters at once on 2 cores
+
 # Says it is ready (a file in the go file's folder, once memsearch is imported), waits for the go
 # file, so that all processes open the store at the same moment, then adds memories one call at a
 # time and prints each key once it is acknowledged.
@@ -156,6 +158,7 @@ def test_writers_and_readers_at_once_lose_nothing(tmp_path: Path, encoder: Encod
 
 
 @pytest.mark.soak
+@pytest.mark.timeout(3600)  # minutes of load by design
 def test_soak_writers_and_readers(tmp_path: Path, encoder: Encoder) -> None:
     start = time.monotonic()
     memories, searches = run_writers_and_readers(tmp_path, writers=8, readers=8, per_writer=100)

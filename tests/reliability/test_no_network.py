@@ -73,6 +73,7 @@ def test_the_detector_sees_a_lookup() -> None:
     assert len(network_calls(trace)) == 2
 
 
+@pytest.mark.timeout(600)  # a child that runs RUN_SECONDS under strace -f, which slows it several times
 def test_a_long_running_process_makes_no_network_call_and_writes_no_telemetry(tmp_path: Path, encoder: Encoder) -> None:
     reason = _strace_works()
     if reason:
