@@ -2,8 +2,8 @@
 the real user dirs; the ONNX export of the bundled model is made once per test session.
 
 The quick tier (`pytest -m quick`, for day-to-day work) is derived here, not marked by hand: a
-test is quick unless it uses the real model (the `encoder` fixture, which the first time exports
-it), PostgreSQL, or a child process (it, its fixtures or the test helpers they call name
+test is quick unless it uses a real model (the `encoder` fixture, which the first time exports
+it, and the other SLOW_FIXTURES), PostgreSQL, or a child process (it, its fixtures or the test helpers they call name
 subprocess, multiprocessing or os.fork), lives in tests/reliability, or is marked slow."""
 
 from __future__ import annotations
@@ -123,7 +123,9 @@ def served(db_path: Path, encoder: Encoder) -> Iterator[Served]:  # encoder: the
 
 # -- the quick tier --------------------------------------------------------------------------
 
-SLOW_FIXTURES = {"encoder", "pg_server", "pg_url"}  # the real model; a PostgreSQL server
+# Real models (the bundled one's export; the reference route's; its int8 export; a second model
+# made from its files) and a PostgreSQL server.
+SLOW_FIXTURES = {"encoder", "reference", "int8_encoder", "small_model", "pg_server", "pg_url"}
 SLOW_MARKERS = {"slow", "soak", "local_llm"}
 PROCESS_MODULES = (subprocess, __import__("multiprocessing"))
 TESTS = Path(__file__).resolve().parent
