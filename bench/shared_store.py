@@ -123,8 +123,9 @@ def cpu_ms(result: dict[str, Any]) -> float:
 
 def interleaved(db: Path, queries_file: Path, mode: str, rounds: int) -> dict[str, float]:
     """Two connections in one process taking turns (no CPU contention between them): B's search
-    (recording nothing) timed right after A recorded an access, or after A did nothing, query by
-    query in alternation; medians in ms, and their ratio."""
+    (recording nothing) timed right after A recorded an access, or after A did nothing: each query
+    both ways, which first alternating. Medians in ms, their ratio, the median of each query's
+    pair's ratio, and the read system calls of B's search (pages it had to read again)."""
     from memsearch.api import Memsearch
     from memsearch.retrieval.pipeline import SearchRequest
     from memsearch.store.sqlite import SQLiteStore
@@ -132,20 +133,41 @@ def interleaved(db: Path, queries_file: Path, mode: str, rounds: int) -> dict[st
     qs = json.loads(Path(queries_file).read_text())
     a = SQLiteStore.open(db)
     after_touch, after_nothing = [], []
+    reads_touch: list[int] = []
+    reads_nothing: list[int] = []
     with Memsearch(db, encoder_factory=lambda: FixedEncoder(b.store().embedding_model())) as b:
         for query in qs[:3]:
             b.search(SearchRequest(query, k=10, mode=mode, touch=False))
-        for n in range(rounds * len(qs)):
-            query = qs[n % len(qs)]
-            touch = n % 2 == 0
+        for n in range(2 * rounds * len(qs)):  # each query twice: after A recorded, after nothing
+            query = qs[(n // 2) % len(qs)]
+            touch = (n + n // 2) % 2 == 0  # which comes first alternates
             if touch:
                 a.touch([1 + n % 1000, 2 + n % 1000], NOW)
+            reads = read_calls()
             started = time.perf_counter()
             b.search(SearchRequest(query, k=10, mode=mode, touch=False))
             (after_touch if touch else after_nothing).append((time.perf_counter() - started) * 1000)
+            (reads_touch if touch else reads_nothing).append(read_calls() - reads)
     a.close()
     touched, untouched = statistics.median(after_touch), statistics.median(after_nothing)
-    return {"B_ms_after_A_recorded": touched, "B_ms_after_A_did_nothing": untouched, "ratio": touched / untouched}
+    paired = [t / u for t, u in zip(after_touch, after_nothing, strict=True)]  # the same query each
+    return {
+        "paired_ratio": statistics.median(paired),
+        "B_ms_after_A_recorded": touched,
+        "B_ms_after_A_did_nothing": untouched,
+        "ratio": touched / untouched,
+        "B_reads_after_A_recorded": statistics.median(reads_touch),
+        "B_reads_after_A_did_nothing": statistics.median(reads_nothing),
+    }
+
+
+def read_calls() -> int:
+    """This process's read system calls so far (/proc/self/io syscr): SQLite reads a page it does
+    not hold in its cache with one, so it counts the pages a search had to read again."""
+    for line in Path("/proc/self/io").read_text().splitlines():
+        if line.startswith("syscr:"):
+            return int(line.split()[1])
+    return 0
 
 
 def delete_times(db: Path, runs: int) -> list[float]:
