@@ -15,6 +15,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import memsearch.store.sqlite_access as access_file
 from memsearch.errors import (
     InvalidInputError,
     MemoryNotFoundError,
@@ -30,7 +31,6 @@ from memsearch.models import (
     content_hash,
 )
 from memsearch.paths import make_private_dirs, read_only_requested
-from memsearch.store import sqlite_access
 from memsearch.store.ann import AnnIndex, ann_threshold, index_library_available
 from memsearch.store.base import (
     INDEX_STATE_KEY,
@@ -102,7 +102,7 @@ class SQLiteStore(Fts5Index, InProcessVectors, SQLiteReads, SQLStore):
 
     parallel_reads = False
     dialect = SQLITE
-    memory_select = sqlite_access.MEMORY_SELECT
+    memory_select = access_file.MEMORY_SELECT
     latest_schema_version = SCHEMA_VERSION
 
     def __init__(self, path: Path, *, read_only: bool = False) -> None:
@@ -143,7 +143,7 @@ class SQLiteStore(Fts5Index, InProcessVectors, SQLiteReads, SQLStore):
     def _connect(self) -> sqlite3.Connection:
         if self.read_only:
             connection = self._read_only_open()
-            sqlite_access.attach(connection, self.path, writable=False)
+            access_file.attach(connection, self.path, writable=False)
             with self._lock:
                 self._connections.append(connection)
             return connection
@@ -166,7 +166,7 @@ class SQLiteStore(Fts5Index, InProcessVectors, SQLiteReads, SQLStore):
         except BaseException:
             connection.close()
             raise
-        if not sqlite_access.attach(connection, self.path, writable=self._write_refusal is None):
+        if not access_file.attach(connection, self.path, writable=self._write_refusal is None):
             self._access_file_missing = self._write_refusal is None  # (a full disk: not written anyway)
         with self._lock:
             self._connections.append(connection)
@@ -243,7 +243,7 @@ class SQLiteStore(Fts5Index, InProcessVectors, SQLiteReads, SQLStore):
         except BaseException as error:
             store.close()
             if created:  # a store that could not be made leaves no file behind (a full disk, say)
-                for leftover in (path, Path(f"{path}-wal"), Path(f"{path}-shm"), *sqlite_access.access_files(path)):
+                for leftover in (path, Path(f"{path}-wal"), Path(f"{path}-shm"), *access_file.access_files(path)):
                     leftover.unlink(missing_ok=True)
             if isinstance(error, sqlite3.Error):
                 raise store_error(path, error) from None
@@ -332,7 +332,7 @@ class SQLiteStore(Fts5Index, InProcessVectors, SQLiteReads, SQLStore):
 
     def _unindex(self, db: sqlite3.Connection, memory_id: int, batch: NewBatch, index: int) -> None:
         db.execute("DELETE FROM memories_fts WHERE rowid = ?", (memory_id,))
-        sqlite_access.restart_clock(db, memory_id)
+        access_file.restart_clock(db, memory_id)
         self._delete_views(memory_id)
         batch.replaced = True
 
@@ -367,7 +367,7 @@ class SQLiteStore(Fts5Index, InProcessVectors, SQLiteReads, SQLStore):
                 if self._db.execute("DELETE FROM memories WHERE id = ?", (memory_id,)).rowcount == 0:
                     raise MemoryNotFoundError(f"no memory with id {memory_id}; nothing was deleted")
                 self._db.execute("DELETE FROM memories_fts WHERE rowid = ?", (memory_id,))
-            sqlite_access.forget(self._db, ids)
+            access_file.forget(self._db, ids)
             for rewrite in rewrites:
                 self._rewrite(rewrite)
             if ids or rewrites:  # an edit forgets the old text too
@@ -432,11 +432,11 @@ class SQLiteStore(Fts5Index, InProcessVectors, SQLiteReads, SQLStore):
                 raise self._write_refusal
             identity = self._cache_identity()
             if identity is None or self._access_file_missing:
-                raise StoreUnavailableError(f"{sqlite_access.access_path(self.path)} cannot be written")
+                raise StoreUnavailableError(f"{access_file.access_path(self.path)} cannot be written")
             # Threads of this process take turns here, so the short wait only ever gives way to
             # another process's recording, never to a sibling search.
             with self._access_lock:
-                sqlite_access.record(self._db, self.path, identity[0], ids, to_iso(now))
+                access_file.record(self._db, self.path, identity[0], ids, to_iso(now))
         except StoreUnavailableError as error:
             self._access_not_recorded(f"{self.path} is open read-only" if self.read_only else str(error))
 
