@@ -227,7 +227,7 @@ def stage_lines(document: dict[str, Any]) -> list[str]:
         waiting = "memory waits" if pending == 1 else "memories wait"
         lines.append(
             f"{pending:,} {waiting} for vectors (`memsearch index` makes them): "
-            "the vector legs searched the rest, the lexical legs all"
+            "vector search saw only the memories that have theirs"
         )
     lexical = document.get("lexical_search", {})
     if "bounded" in lexical.values():  # exact BM25 goes without saying

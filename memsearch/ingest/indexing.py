@@ -250,7 +250,12 @@ def index_notes(
     store = existing_store(ms)
     state = IndexState.load(store.index_state() if store is not None else None)
     skipped: list[tuple[str, str]] = []
-    runs, scope, remembered = _roots(state, given, include, exclude, skipped, [_absolute(path) for path in within])
+    try:
+        runs, scope, remembered = _roots(state, given, include, exclude, skipped, [_absolute(path) for path in within])
+    except NothingToIndexError:
+        if store is None or not store.pending_count():
+            raise
+        runs, scope, remembered = {}, [], {}  # no folder, but memories that wait for vectors: they are made
     current: dict[str, FileState] = {}
     walks: list[tuple[str, list[str]]] = []  # each walk's root and the paths it held (`_held`)
     for root in [*runs.values(), *_enclosing(state, scope)]:
