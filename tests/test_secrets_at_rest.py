@@ -135,6 +135,7 @@ def test_every_file_memsearch_writes_is_private_under_umask_0(
 
 
 @pytest.mark.soak
+@pytest.mark.timeout(3600)  # minutes of load by design
 @pytest.mark.usefixtures("open_umask")
 def test_a_model_export_is_private_under_umask_0(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The export itself (torch writes model.onnx), from scratch: about ten seconds."""
