@@ -108,6 +108,7 @@ def found_by_words(db: Path, encoder: Encoder, claimed: set[str]) -> None:
             assert top.memory.metadata["path"] == path
 
 
+@pytest.mark.timeout(600)  # two real index runs with the model, a fresh index, on a loaded machine
 def test_kill_9_keeps_every_file_committed(tmp_path: Path, encoder: Encoder) -> None:
     folder, db = tmp_path / "notes", tmp_path / "store.db"
     make_notes(folder)
@@ -127,6 +128,7 @@ def test_kill_9_keeps_every_file_committed(tmp_path: Path, encoder: Encoder) -> 
     finish_and_compare(db, tmp_path, folder, encoder, claimed)
 
 
+@pytest.mark.timeout(600)
 def test_ctrl_c_exits_130_saying_what_was_kept(tmp_path: Path, encoder: Encoder) -> None:
     folder, db = tmp_path / "notes", tmp_path / "store.db"
     make_notes(folder)
