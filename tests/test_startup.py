@@ -105,6 +105,25 @@ def test_a_lexical_search_for_a_script_imports_no_rich_pydantic_or_encoder(tmp_p
     assert "memsearch.store.sqlite" in modules  # it did search, in this process
 
 
+LEXICAL_NEEDS_NONE_OF = ("numpy", "usearch", "onnxruntime", "tokenizers", "torch", "sentence_transformers")
+
+
+@pytest.mark.parametrize("fmt", ["table", "json", "csv"])
+def test_a_lexical_search_imports_no_numpy_ann_library_or_model_runtime(
+    tmp_path: Path, encoder: Encoder, fmt: str
+) -> None:
+    """Issue 32: a lexical search (the store, FTS5, ranking and rendering) runs on the standard
+    library; numpy, usearch and the model's runtime are imported only by what embeds or scores vectors."""
+    db = tmp_path / "m.db"
+    with Memsearch(db, encoder=encoder) as ms:
+        ms.add(NewMemory("the deploy key is in the vault"))
+    args = ("search", "deploy key", "--mode", "lexical", "-f", fmt, "--no-server", "--db", str(db))
+    modules = modules_imported_by(*args, check=True)
+    assert "memsearch.store.sqlite" in modules  # it did search, in this process
+    for heavy in LEXICAL_NEEDS_NONE_OF:
+        assert heavy not in modules, heavy
+
+
 def test_a_search_through_the_server_imports_no_numpy_encoder_or_store(tmp_path: Path, encoder: Encoder) -> None:
     db = tmp_path / "m.db"
     with Memsearch(db, encoder=encoder) as ms:
