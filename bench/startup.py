@@ -9,7 +9,7 @@ of wall time per command, and their ratios to the floor measured in the same run
 - `memsearch search QUERY --mode lexical` (in this process: --no-server)
 - `memsearch search QUERY` (hybrid, in this process: the query is embedded by the ONNX model)
 - `memsearch search QUERY` through a running `memsearch serve` of the same store (started here
-)
+  as autoserve starts one: `serve --port 0 --idle-exit SECONDS`)
 
 Targets (issue 32): hybrid <= 1.5x the floor, lexical <= 1.2x, through a server <= 1x.
 The searches print a table (the default format) into a pipe, and record accesses (they write).
@@ -93,7 +93,7 @@ def start_server(db: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
 
     discovery = discovery_path(db)
     process = subprocess.Popen(
-        [*memsearch_command(), "serve", "--db", str(db), "--port", "0"],
+        [*memsearch_command(), "serve", "--db", str(db), "--port", "0", "--idle-exit", "3600"],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

@@ -105,7 +105,7 @@ def test_a_lexical_search_for_a_script_imports_no_rich_pydantic_or_encoder(tmp_p
     assert "memsearch.store.sqlite" in modules  # it did search, in this process
 
 
-LEXICAL_NEEDS_NONE_OF = ("numpy", "usearch", "onnxruntime", "tokenizers", "torch", "sentence_transformers")
+LEXICAL_NEEDS_NONE_OF = ("numpy", "usearch", "onnxruntime", "tokenizers", "torch", "sentence_transformers", "rich")
 
 
 @pytest.mark.parametrize("fmt", ["table", "json", "csv"])
@@ -113,7 +113,8 @@ def test_a_lexical_search_imports_no_numpy_ann_library_or_model_runtime(
     tmp_path: Path, encoder: Encoder, fmt: str
 ) -> None:
     """Issue 32: a lexical search (the store, FTS5, ranking and rendering) runs on the standard
-    library; numpy, usearch and the model's runtime are imported only by what embeds or scores vectors."""
+    library; numpy, usearch and the model's runtime are imported only by what embeds or scores vectors,
+    and Rich only by a table on a terminal (in a pipe a table is tab-separated lines)."""
     db = tmp_path / "m.db"
     with Memsearch(db, encoder=encoder) as ms:
         ms.add(NewMemory("the deploy key is in the vault"))
