@@ -18,7 +18,7 @@ from typer.core import TyperArgument, TyperOption
 from typer.testing import CliRunner
 
 from memsearch.api import Memsearch
-from memsearch.cli.app import app
+from memsearch.cli.app import app, command_app
 from memsearch.cli.startup import _name, _PlainValues, only_command
 from memsearch.embedding import Encoder, resolve_model
 from memsearch.embedding.onnx import OPTIMIZED_PREFIX, export_dir, load_session
@@ -49,6 +49,15 @@ def test_a_commands_help_is_the_same_built_alone(name: str) -> None:
     alone = CliRunner().invoke(only_command(app, [name, "--help"]), [name, "--help"], terminal_width=100)
     assert full.exit_code == alone.exit_code == 0, full.output
     assert alone.output == full.output
+    entry = CliRunner().invoke(command_app([name, "--help"]), [name, "--help"], terminal_width=100)
+    assert entry.exit_code == 0 and entry.output == full.output  # what the console entry point runs
+
+
+def test_a_command_imports_only_its_own_command_module(tmp_path: Path) -> None:
+    modules = modules_imported_by("search", "x", "--mode", "lexical", "--db", str(tmp_path / "none.db"))
+    assert "memsearch.cli.searching" in modules
+    for other in ("memsearch.cli.admin", "memsearch.cli.memories", "memsearch.cli.evaluation", "memsearch.cli.serving"):
+        assert other not in modules, other
 
 
 def _outcome(runtime: Any, value: Any, param: Any, ctx: Any) -> tuple[str, Any]:
