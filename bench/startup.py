@@ -174,6 +174,12 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="Also write the figures here.")
     parser.add_argument("--inside", action="store_true", help="CPU time of the model's start, stage by stage.")
     parser.add_argument("--no-bytecode", action="store_true", help="Measure with PYTHONDONTWRITEBYTECODE=1.")
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        help="A folder holding another memsearch package (e.g. `git archive main memsearch | tar -x -C DIR`): "
+        "its searches, through PYTHONPATH, take turns with these.",
+    )
     args = parser.parse_args()
 
     if args.inside:  # before anything imports numpy
@@ -185,6 +191,7 @@ def main() -> None:
     env = environment(home, bytecode=not args.no_bytecode)
     ms = memsearch_command()
     search = [*ms, "search", QUERY, "--db", str(db)]
+    environments: dict[str, dict[str, str]] = {}
     commands = {
         "floor: python -c 'import numpy'": [sys.executable, "-c", "import numpy"],
         "memsearch --help": [*ms, "--help"],
@@ -193,18 +200,23 @@ def main() -> None:
         "search (hybrid)": [*search, "--mode", "hybrid", "--no-server"],
         "search (hybrid) through serve": [*search, "--mode", "hybrid"],
     }
+    if args.baseline is not None:
+        base_env = {**env, "PYTHONPATH": str(args.baseline.resolve())}
+        for name in [n for n in commands if n.startswith("search")]:
+            commands[f"{name} [baseline]"] = commands[name]
+            environments[f"{name} [baseline]"] = base_env
     server = start_server(db, env)
     walls: dict[str, list[float]] = {name: [] for name in commands}
     cpus: dict[str, list[float]] = {name: [] for name in commands}
     loads = [load_average()]
     names = list(commands)
     try:
-        for command in commands.values():  # warm the page cache, the bytecode and the model's files
-            timed(command, env)
+        for name, command in commands.items():  # warm the page cache, the bytecode and the model's files
+            timed(command, environments.get(name, env))
         for round_ in range(args.rounds):
             shift = round_ % len(names)
             for name in names[shift:] + names[:shift]:
-                wall, cpu = timed(commands[name], env)
+                wall, cpu = timed(commands[name], environments.get(name, env))
                 walls[name].append(wall)
                 cpus[name].append(cpu)
         loads.append(load_average())
@@ -216,13 +228,13 @@ def main() -> None:
     bytecode = "not cached (PYTHONDONTWRITEBYTECODE=1)" if args.no_bytecode else "cached"
     print(f"\nfresh processes, {args.rounds} rounds taking turns, {args.size} memories, bytecode {bytecode}")
     print(f"load average (1, 5, 15 min) before / after: {loads[0]} / {loads[-1]}; {os.cpu_count()} cores")
-    print(f"| {'command':38} | wall median s | x floor | CPU median s | x floor |")
-    print(f"|{'-' * 40}|--------------:|--------:|-------------:|--------:|")
+    print(f"| {'command':48} | wall median s | x floor | CPU median s | x floor |")
+    print(f"|{'-' * 50}|--------------:|--------:|-------------:|--------:|")
     for name in names:
         wall, cpu = statistics.median(walls[name]), statistics.median(cpus[name])
         rows.append({"command": name, "wall_s": wall, "wall_ratio": wall / floor_wall, "cpu_s": cpu,
                      "cpu_ratio": cpu / floor_cpu})  # fmt: skip
-        print(f"| {name:38} | {wall:13.3f} | {wall / floor_wall:7.2f} | {cpu:12.3f} | {cpu / floor_cpu:7.2f} |")
+        print(f"| {name:48} | {wall:13.3f} | {wall / floor_wall:7.2f} | {cpu:12.3f} | {cpu / floor_cpu:7.2f} |")
     if args.json:
         document = {"load": loads, "rounds": args.rounds, "size": args.size, "bytecode": bytecode, "rows": rows}
         args.json.write_text(json.dumps(document, indent=1))
