@@ -125,6 +125,7 @@ class Memsearch:
         return load_encoder(store_model(self._model, recorded))
 
     def close(self) -> None:
+        self._encoder.settle()  # the model's load may be reading the store's recorded model
         if self._opened is not None:
             self._opened.close()
             self._opened = None

@@ -20,7 +20,9 @@ print(json.dumps(sorted(sys.modules)))
 
 def modules_imported_by(*args: str, check: bool = False) -> set[str]:
     """Run `memsearch ARGS` in a fresh interpreter; the names of every module it had imported."""
-    done = subprocess.run([sys.executable, "-c", _PROBE, *args], capture_output=True, text=True, check=check)
+    done = subprocess.run(
+        [sys.executable, "-c", _PROBE, *args], capture_output=True, text=True, check=check, timeout=120
+    )
     lines = done.stdout.strip().splitlines()
     assert lines, done.stderr
     return set(json.loads(lines[-1]))

@@ -1,14 +1,23 @@
 """Shared fixtures. Every test runs with MEMSEARCH_HOME in a temporary folder, so none touches
-the real user dirs; the ONNX export of the bundled model is made once per test session."""
+the real user dirs; the ONNX export of the bundled model is made once per test session.
+
+The quick tier (`pytest -m quick`, for day-to-day work) is derived here, not marked by hand: a
+test is quick unless it uses a real model (the `encoder` fixture, which the first time exports
+it, and the other SLOW_FIXTURES), PostgreSQL, or a child process (it, its fixtures or the test helpers they call name
+subprocess, multiprocessing or os.fork), lives in tests/reliability, or is marked slow."""
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import os
+import subprocess
 import tempfile
+import types
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -110,3 +119,111 @@ def served(db_path: Path, encoder: Encoder) -> Iterator[Served]:  # encoder: the
         yield server
     finally:
         server.stop()
+
+
+# -- the quick tier --------------------------------------------------------------------------
+
+# Real models (the bundled one's export; the reference route's; its int8 export; a second model
+# made from its files) and a PostgreSQL server.
+SLOW_FIXTURES = {"encoder", "reference", "int8_encoder", "small_model", "pg_server", "pg_url"}
+SLOW_MARKERS = {"slow", "soak", "local_llm"}
+PROCESS_MODULES = (subprocess, __import__("multiprocessing"))
+TESTS = Path(__file__).resolve().parent
+
+
+def _codes(code: types.CodeType) -> Iterator[types.CodeType]:
+    """A code object and those nested in it (its lambdas, inner functions and comprehensions)."""
+    yield code
+    for constant in code.co_consts:
+        if isinstance(constant, types.CodeType):
+            yield from _codes(constant)
+
+
+def starts_processes(function: Any, seen: set[int] | None = None) -> bool:
+    """Whether `function` (or a method of a class) names a way to start a child process: the
+    subprocess or multiprocessing module, os.fork, or a function or class of the tests that does."""
+    seen = set() if seen is None else seen
+    if id(function) in seen:
+        return False
+    seen.add(id(function))
+    if inspect.isclass(function):
+        members = vars(function).values()
+        return any(starts_processes(member, seen) for member in members if inspect.isfunction(member))
+    function = inspect.unwrap(function)
+    if not inspect.isfunction(function):
+        return False
+    scope = function.__globals__
+    for code in _codes(function.__code__):
+        for name in code.co_names:
+            found = scope.get(name)
+            if any(found is module for module in PROCESS_MODULES) or (name == "fork" and scope.get("os") is os):
+                return True
+            ours = (inspect.isfunction(found) or inspect.isclass(found)) and found.__module__.startswith("tests")
+            if ours and starts_processes(found, seen):
+                return True
+    return False
+
+
+def _fixtures(item: pytest.Item) -> set[str]:
+    """The fixtures a test uses, with pg_server for store_location's PostgreSQL case."""
+    names = set(getattr(item, "fixturenames", ()))
+    if "postgres" in getattr(getattr(item, "callspec", None), "params", {}).values():
+        names.add("pg_server")
+    return names
+
+
+def is_quick(item: pytest.Item) -> bool:
+    if not isinstance(item, pytest.Function) or TESTS / "reliability" in Path(item.path).parents:
+        return False
+    if SLOW_MARKERS & {mark.name for mark in item.iter_markers()}:
+        return False
+    if SLOW_FIXTURES & _fixtures(item):
+        return False
+    fixtures = [definitions[-1].func for definitions in item._fixtureinfo.name2fixturedefs.values()]
+    return not any(starts_processes(function) for function in [item.function, *fixtures])
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if is_quick(item):
+            item.add_marker(pytest.mark.quick)
+
+
+# -- timeouts --------------------------------------------------------------------------------
+# Every test has pyproject's default timeout (for setup, call and teardown together); the few that
+# take longer themselves say so (pytest.mark.timeout). A fixture shared by a module or the session
+# (the model's ONNX export, PostgreSQL, a module's server or evaluation) is made once, in the setup
+# of whichever test first needs it: that test gets SHARED_SETUP_S more, as the export alone can
+# take minutes on a loaded machine.
+
+SHARED_SETUP_S = 600
+_made: set[tuple[str, str]] = set()
+
+
+def _new_shared_fixtures(item: pytest.Function) -> set[tuple[str, str]]:
+    """The module- or session-wide fixtures `item` needs that no test has made yet, each as its
+    name and the module that defines it."""
+    shared = set()
+    for name, definitions in item._fixtureinfo.name2fixturedefs.items():
+        if definitions[-1].scope in ("session", "package", "module"):
+            shared.add((name, getattr(definitions[-1].func, "__module__", "")))
+    if "pg_server" in _fixtures(item):  # store_location's PostgreSQL case asks for it as it runs
+        shared.add(("pg_server", __name__))
+    return shared - _made
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)  # before pytest-timeout reads the item's timeout
+def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
+    new = _new_shared_fixtures(item) if isinstance(item, pytest.Function) else set()
+    marker = item.get_closest_marker("timeout")
+    own = float(
+        marker.args[0]
+        if marker and marker.args
+        else item.config.getoption("timeout") or item.config.getini("timeout") or 0
+    )
+    if new and own > 0:  # 0: no timeout at all
+        item.add_marker(pytest.mark.timeout(own + SHARED_SETUP_S), append=False)
+    try:
+        return (yield)
+    finally:
+        _made.update(new)

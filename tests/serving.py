@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import pytest
+
 START_TIMEOUT_S = 90
 AS_SERVED = "as served"  # a request's default token: the one the server made at start, if it made one
 
@@ -51,6 +53,19 @@ class Served:
         headers: dict[str, str] | None = None,
     ) -> Reply:
         """`token`: the server's own by default; None sends none (nor does a given Authorization header)."""
+        return self.reply(self.send(method, path, body, token=token, host=host, headers=headers))
+
+    def send(
+        self,
+        method: str,
+        path: str,
+        body: bytes | str | dict[str, Any] | None = None,
+        *,
+        token: str | None = AS_SERVED,
+        host: str = "127.0.0.1",
+        headers: dict[str, str] | None = None,
+    ) -> http.client.HTTPConnection:
+        """The first half of `request`: the request sent, its connection open for `reply`."""
         connection = http.client.HTTPConnection(host, self.port, timeout=60)
         sent = dict(headers or {})
         if token == AS_SERVED:
@@ -62,10 +77,44 @@ class Served:
             sent["Content-Type"] = "application/json"
         try:
             connection.request(method, path, body=body.encode() if isinstance(body, str) else body, headers=sent)
+        except BaseException:
+            connection.close()
+            raise
+        return connection
+
+    @staticmethod
+    def reply(connection: http.client.HTTPConnection) -> Reply:
+        """The reply on a connection from `send`, which it closes."""
+        try:
             response = connection.getresponse()
             return Reply(response.status, response.read(), dict(response.getheaders()))
         finally:
             connection.close()
+
+    def wait_read(self, connection: http.client.HTTPConnection, timeout: float = 60) -> None:
+        """Until the server has read every byte sent on `connection` (a request from `send`): the
+        request is then in flight, its headers parsed. Linux's /proc/net/tcp shows both ends of
+        the connection: ours with nothing left to send, the server's with nothing left unread."""
+        table = Path("/proc/net/tcp")
+        if not table.exists():
+            pytest.skip("no /proc/net/tcp here")
+        assert connection.sock is not None
+        ours = connection.sock.getsockname()[1]
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            queues = {}  # (local port, remote port): (bytes to send, bytes unread)
+            for line in table.read_text().splitlines()[1:]:
+                fields = line.split()
+                local, remote, (to_send, unread) = fields[1], fields[2], fields[4].split(":")
+                queues[int(local.split(":")[1], 16), int(remote.split(":")[1], 16)] = (
+                    int(to_send, 16),
+                    int(unread, 16),
+                )
+            if queues.get((ours, self.port), (1, 0))[0] == 0 and queues.get((self.port, ours), (0, 1))[1] == 0:
+                return
+            assert self.process.poll() is None, f"the server exited: {self.stderr()}"
+            time.sleep(0.01)
+        raise AssertionError(f"the server did not read the request in {timeout} s")
 
     def stop(self, timeout: float = 30) -> int:
         if self.process.poll() is None:

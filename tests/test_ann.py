@@ -163,7 +163,7 @@ def test_the_index_library_and_the_encoder_load_in_either_order() -> None:
     """usearch 2.26 made a process that imports onnxruntime after it crash."""
     for first, second in (("usearch.index", "onnxruntime"), ("onnxruntime", "usearch.index")):
         if index_library_available():  # (which imports onnxruntime first itself)
-            done = subprocess.run([sys.executable, "-c", f"import {first}; import {second}"], check=False)
+            done = subprocess.run([sys.executable, "-c", f"import {first}; import {second}"], check=False, timeout=120)
             assert done.returncode == 0, f"importing {second} after {first} failed ({done.returncode})"
 
 
@@ -226,7 +226,7 @@ store.delete([{best}])
 store.insert([NewMemory("closest")], query[None, :], EmbeddingModelInfo("test-model", {DIM}), T0)
 store.insert([NewMemory("memory 3", key=None)], -query[None, :], EmbeddingModelInfo("test-model", {DIM}), T0)
 """
-    subprocess.run([sys.executable, "-c", script], check=True, cwd=Path(__file__).parent.parent)
+    subprocess.run([sys.executable, "-c", script], check=True, cwd=Path(__file__).parent.parent, timeout=120)
     hits = store.vector_search(query, Scope(), 10)
     assert hits.engine == "index"
     assert close_to_exact(store, hits, query, 10)

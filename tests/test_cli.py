@@ -47,6 +47,7 @@ def filled() -> None:
         run("add", text, *options)
 
 
+@pytest.mark.slow  # loads the model (the first test to embed exports it): out of the quick tier
 def test_add_prints_the_new_id_and_get_shows_it() -> None:
     assert run("add", "first memory").stdout.strip() == "1"
     assert run("add", "-", input="from stdin\n").stdout.strip() == "2"

@@ -91,6 +91,7 @@ def test_a_lone_string_of_tags_is_one_tag(ms: Memsearch) -> None:
 # -- the command line ------------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # every command's help: out of the quick tier
 def test_help_names_no_python_types() -> None:
     from typer.main import get_command
 
@@ -169,6 +170,7 @@ def test_a_store_held_by_another_writer_says_to_run_again(tmp_path: Path, monkey
     assert json.loads(run("stats", "--db", str(db), "-f", "json").stdout)["memories"] == 1
 
 
+@pytest.mark.slow  # loads the model: out of the quick tier
 def test_a_model_cache_that_cannot_be_written_names_the_setting(tmp_path: Path) -> None:
     from tests.reliability.helpers import run_cli  # a process of its own: this one holds a loaded model
 

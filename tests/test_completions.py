@@ -43,7 +43,9 @@ def test_output_does_not_depend_on_hash_seed() -> None:
     expected = "".join(map(generate, SHELLS)) + "\n"
     for seed in ("1", "2", "3"):
         env = {**os.environ, "PYTHONHASHSEED": seed}
-        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+        out = subprocess.run(
+            [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True, timeout=120
+        )
         assert out.stdout == expected, f"output differs with PYTHONHASHSEED={seed}"
 
 
@@ -91,7 +93,9 @@ def _bash_complete(*words: str, env: dict[str, str] | None = None) -> list[str]:
         f"source {SCRIPTS['bash']}; COMP_WORDS=({line}); COMP_CWORD={len(words) - 1}; "
         'complete -p memsearch >/dev/null; _memsearch; printf "%s\\n" "${COMPREPLY[@]}"'
     )
-    out = subprocess.run(["bash", "-c", program], cwd=ROOT, capture_output=True, text=True, check=True, env=env)
+    out = subprocess.run(
+        ["bash", "-c", program], cwd=ROOT, capture_output=True, text=True, check=True, env=env, timeout=60
+    )
     return [line for line in out.stdout.splitlines() if line]
 
 
@@ -150,7 +154,7 @@ def test_fish_completes_profile_names(user_profiles: list[str]) -> None:
     if shutil.which("fish") is None:
         pytest.skip("fish is not installed")
     program = f"source {SCRIPTS['fish']}; complete -C 'memsearch search --profile '"
-    out = subprocess.run(["fish", "--no-config", "-c", program], capture_output=True, text=True, check=True)
+    out = subprocess.run(["fish", "--no-config", "-c", program], capture_output=True, text=True, check=True, timeout=60)
     assert sorted(line.split("\t")[0] for line in out.stdout.splitlines()) == user_profiles
 
 
@@ -189,5 +193,5 @@ def test_zsh_completes_profile_names(user_profiles: list[str]) -> None:
 def test_script_syntax(shell: str) -> None:
     if shell != "bash" and shutil.which(shell) is None:  # bash is always there and always checked
         pytest.skip(f"{shell} is not installed, so `{shell} -n` cannot check the {shell} script")
-    result = subprocess.run([shell, "-n", str(SCRIPTS[shell])], capture_output=True, text=True)
+    result = subprocess.run([shell, "-n", str(SCRIPTS[shell])], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr

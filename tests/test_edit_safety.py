@@ -33,6 +33,7 @@ def _editor(tmp_path: Path, body: str) -> str:
     return f"{shlex.quote(sys.executable)} {shlex.quote(str(script))}"
 
 
+@pytest.mark.timeout(600)  # the editor runs memsearch set in a child allowed 300 s
 def test_a_change_made_while_the_editor_is_open_is_not_overwritten(db_path: Path, encoder: Encoder) -> None:
     """The editor itself runs `memsearch set --text` (another process) before it saves: no sleep,
     the change is made while the file is open, as a user's second terminal would."""

@@ -191,6 +191,7 @@ def test_batches_run_side_by_side_on_the_usable_cpus(encoder: Encoder, monkeypat
     assert done == sorted(done) and done[-1] == 200
 
 
+@pytest.mark.slow  # loads the reference model (torch): out of the quick tier
 def test_the_reference_route_batches_by_length_one_torch_thread_a_run(
     reference: Encoder, monkeypatch: pytest.MonkeyPatch
 ) -> None:

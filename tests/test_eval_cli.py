@@ -54,6 +54,7 @@ def test_help_fits_80_columns() -> None:
     assert "--no-baseline" in shown and "--plot" in shown
 
 
+@pytest.mark.slow  # an evaluation with the model: out of the quick tier
 def test_o_writes_the_report_to_a_file_and_plot_draws_an_svg(tmp_path: Path) -> None:
     report, picture = tmp_path / "report.json", tmp_path / "recall.svg"
     result = run(*QUICK, "-f", "json", "-o", str(report), "--plot", str(picture))

@@ -75,6 +75,7 @@ def test_aggregate_breaks_each_category_down_by_stratum() -> None:
     assert aggregate([QuestionResult("e", 1, {"recall@5": 1.0})]).by_stratum == {}
 
 
+@pytest.mark.slow  # an evaluation with the model: out of the quick tier
 def test_eval_shows_the_strata_in_a_third_block_and_in_json() -> None:
     plain = run(*QUICK, "--strata").stdout
     _, _, strata = blocks(plain)

@@ -159,6 +159,7 @@ names = st.none() | texts
     metadata=st.dictionaries(texts, st.none() | st.integers() | texts | st.booleans(), max_size=3),
     seconds=st.integers(0, 10**9),
 )
+@pytest.mark.slow  # many generated memories: out of the quick tier
 def test_an_export_record_is_an_import_line_of_the_same_memory(**fields: Any) -> None:
     created = T0 + timedelta(seconds=fields.pop("seconds"), microseconds=7)
     views = fields.pop("views")

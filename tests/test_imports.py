@@ -27,7 +27,7 @@ print(json.dumps({"code": code, "torch": "torch" in sys.modules, "onnxruntime": 
 
 def probe(*args: str) -> dict[str, object]:
     done = subprocess.run(
-        [sys.executable, "-c", "import json\n" + PROBE, *args], capture_output=True, text=True, check=False
+        [sys.executable, "-c", "import json\n" + PROBE, *args], capture_output=True, text=True, check=False, timeout=120
     )
     report: dict[str, object] = json.loads(done.stdout.strip().splitlines()[-1])
     return report
@@ -64,6 +64,7 @@ def test_the_console_entry_point_exits_with_the_commands_code(store: Path) -> No
         capture_output=True,
         text=True,
         check=False,
+        timeout=120,
     )
     assert ok.returncode == 0 and json.loads(ok.stdout)["key"] == "deploy"
     missing = subprocess.run(
@@ -71,9 +72,12 @@ def test_the_console_entry_point_exits_with_the_commands_code(store: Path) -> No
         capture_output=True,
         text=True,
         check=False,
+        timeout=120,
     )
     assert missing.returncode == 1 and missing.stderr.startswith("memsearch: no memory with key")
-    usage = subprocess.run([sys.executable, "-m", "memsearch", "search"], capture_output=True, text=True, check=False)
+    usage = subprocess.run(
+        [sys.executable, "-m", "memsearch", "search"], capture_output=True, text=True, check=False, timeout=120
+    )
     assert usage.returncode == 2
 
 

@@ -32,7 +32,7 @@ from memsearch.llm import HttpLLM, LLMSettings
 from memsearch.models import NewMemory
 from tests.test_llm_endpoint import NOTES, search
 
-pytestmark = pytest.mark.local_llm
+pytestmark = [pytest.mark.local_llm, pytest.mark.timeout(900)]  # a model assembled (300 s), started (180 s), asked
 
 PYTHON_VARIABLE, GGUF_VARIABLE = "MEMSEARCH_TEST_LLAMA_PYTHON", "MEMSEARCH_TEST_GGUF"
 MODEL = "gemma3-270m"  # the alias the server answers to

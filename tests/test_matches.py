@@ -73,6 +73,7 @@ def test_every_occurrence_of_a_query_word_is_found_and_nothing_else(
     assert [text[start:end].lower() for start, end in spans] == [word for word, _, _ in parts if word in query_words]
 
 
+@pytest.mark.slow  # many generated texts: out of the quick tier
 @given(st.text(max_size=200), st.data())
 @settings(max_examples=300, deadline=None)
 def test_offsets_lie_in_the_text_and_each_slice_matches_the_query(text: str, data: st.DataObject) -> None:

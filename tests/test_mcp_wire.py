@@ -96,7 +96,7 @@ class RawMcp:
         finally:
             if self.process.poll() is None:
                 self.process.kill()
-                self.process.wait()
+                self.process.wait(timeout=30)
 
 
 def _initialize_params() -> dict[str, Any]:

@@ -35,6 +35,11 @@ print(json.dumps({"code": code, "torch": "torch" in sys.modules}))
 """
 
 
+# Most tests here export the model in one or two child processes, from scratch (torch), each
+# allowed 300 s.
+pytestmark = pytest.mark.timeout(900)
+
+
 @pytest.fixture
 def user_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, encoder: Encoder) -> tuple[Path, Path]:
     """The user cache dir's model folder (no MEMSEARCH_CACHE_DIR), and the session's export."""
@@ -150,6 +155,7 @@ def test_another_model_has_an_export_of_its_own(tmp_path: Path) -> None:
 
 
 @pytest.mark.soak
+@pytest.mark.timeout(3600)  # minutes of load by design
 def test_two_homes_exporting_at_once_leave_one_export(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Two first runs in two new homes at the same moment, from scratch (torch, about a minute):
     both succeed, and the user's cache holds one complete export and no staging folder."""

@@ -86,6 +86,7 @@ def test_e5_small_without_its_package_says_how_to_install_it() -> None:
         resolve_model("e5-small")
 
 
+@pytest.mark.slow  # loads a model from files: out of the quick tier
 def test_a_model_folder_is_the_same_model_wherever_it_is(tmp_path: Path, small_model: Path) -> None:
     moved = tmp_path / "elsewhere" / "renamed"
     shutil.copytree(small_model, moved)
@@ -126,6 +127,7 @@ def test_searches_use_the_model_the_store_was_made_with(
         top(store_location, "deploy key", model="minilm")
 
 
+@pytest.mark.slow  # loads a model from files: out of the quick tier
 def test_a_moved_model_folder_is_found_by_passing_it_and_then_remembered(
     store_location: Path | str, small_model: Path, tmp_path: Path
 ) -> None:

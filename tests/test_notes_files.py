@@ -522,6 +522,7 @@ def full_index(tree: Mapping[str, bytes]) -> dict[str, tuple[str, str]]:
     }
 
 
+@pytest.mark.slow  # indexes folders twice with the model: out of the quick tier
 @given(TREES, TREES, st.booleans())
 @settings(max_examples=300, deadline=None)
 def test_a_re_index_holds_exactly_what_a_fresh_index_would_and_then_reads_nothing(

@@ -281,6 +281,7 @@ PATTERN_TEXT = st.text(st.sampled_from("ab*?/![]-\\ .#"), max_size=10)
 PATH_TEXT = st.lists(st.text(st.sampled_from("ab.-* "), min_size=1, max_size=4), min_size=1, max_size=4).map("/".join)
 
 
+@pytest.mark.slow  # many generated pattern sets: out of the quick tier
 @settings(max_examples=1500, deadline=None, database=None)
 @given(st.lists(PATTERN_TEXT, max_size=6), st.lists(PATH_TEXT, min_size=1, max_size=6), st.booleans())
 def test_linear_matching_agrees_with_pathspec(patterns: list[str], paths: list[str], folder: bool) -> None:
@@ -300,6 +301,7 @@ def test_linear_matching_agrees_with_pathspec(patterns: list[str], paths: list[s
         assert each.check_file(path).include == expected, (patterns, path)
 
 
+@pytest.mark.slow  # thousands of patterns: out of the quick tier
 def test_patterns_too_many_for_one_re2_set_are_matched_one_by_one() -> None:
     import random
 

@@ -6,8 +6,6 @@ import json
 import signal
 import subprocess
 import sys
-import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -219,14 +217,12 @@ def test_concurrent_clients_lose_nothing(served: Served) -> None:
 
 def test_sigterm_finishes_the_request_in_flight_and_exits_cleanly(served: Served) -> None:
     lines = "\n".join(json.dumps({"text": f"memory number {n} of a long import"}) for n in range(600))
-    replies = []
-    sender = threading.Thread(target=lambda: replies.append(served.request("POST", "/import", lines, headers=JSONL)))
-    sender.start()
-    time.sleep(0.5)  # the body is on the server and being embedded
+    connection = served.send("POST", "/import", lines, headers=JSONL)
+    served.wait_read(connection)  # the body is on the server and being embedded
     served.process.send_signal(signal.SIGTERM)
-    sender.join(timeout=120)
+    reply = served.reply(connection)
     assert served.process.wait(timeout=60) == 0
-    assert replies and replies[0].status == 200 and replies[0].json()["counts"]["note"] == 600
+    assert reply.status == 200 and reply.json()["counts"]["note"] == 600
     assert not discovery_path(served.db).exists()
 
 
@@ -282,7 +278,9 @@ def test_cli_output_is_byte_identical_with_and_without_the_server(db_path: Path,
 
 def test_cli_works_in_process_when_the_server_is_gone(db_path: Path, encoder: Encoder) -> None:
     _cli("add", "The deploy key lives in 1Password", "--db", str(db_path))
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, timeout=60
+    )
     document = {"url": "http://127.0.0.1:9", "pid": int(dead.stdout), "authenticated": False}
     discovery_path(db_path).write_text(json.dumps(document))
     out, err = _cli("--debug", "search", "deploy", "--db", str(db_path), "--format", "json")
@@ -477,12 +475,15 @@ def _ctrl_c_as_from_a_terminal() -> None:
 def test_ctrl_c_finishes_the_request_in_flight_and_exits_0(db_path: Path, encoder: Encoder) -> None:
     server = start_server(db_path, preexec_fn=_ctrl_c_as_from_a_terminal)
     lines = "\n".join(json.dumps({"text": f"memory number {n} of a long import"}) for n in range(600))
-    replies = []
-    sender = threading.Thread(target=lambda: replies.append(server.request("POST", "/import", lines, headers=JSONL)))
-    sender.start()
-    time.sleep(0.5)
-    server.process.send_signal(signal.SIGINT)
-    sender.join(timeout=120)
-    assert server.process.wait(timeout=60) == 0, server.stderr()
-    assert replies and replies[0].status == 200 and replies[0].json()["counts"]["note"] == 600
+    try:
+        connection = server.send("POST", "/import", lines, headers=JSONL)
+        server.wait_read(connection)  # the body is on the server and being embedded
+        server.process.send_signal(signal.SIGINT)
+        reply = server.reply(connection)
+        assert server.process.wait(timeout=60) == 0, server.stderr()
+    finally:
+        if server.process.poll() is None:
+            server.process.kill()
+            server.process.wait(timeout=30)
+    assert reply.status == 200 and reply.json()["counts"]["note"] == 600
     assert not discovery_path(server.db).exists() and "Traceback" not in server.stderr()

@@ -191,7 +191,9 @@ def test_a_discovery_file_of_a_dead_process_is_ignored(
     db_path: Path, recorder: Recorder, encoder: Encoder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("MEMSEARCH_API_KEY", TOKEN)
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, timeout=60
+    )
     recorder.health["pid"] = int(dead.stdout)
     _plant(discovery_path(db_path), recorder.url, int(dead.stdout))
     code, _, err = _cli("--debug", "add", "one", "--db", str(db_path))
@@ -233,7 +235,7 @@ def test_a_discovery_file_naming_another_users_process_is_ignored(
     finally:
         if other is not None:
             other.kill()
-            other.wait()
+            other.wait(timeout=30)
     assert searched.returncode == 0, searched.stderr
     assert recorder.requests == [] and "1Password" in searched.stdout
     assert f"names pid {pid}, another user's process" in searched.stderr
@@ -432,7 +434,9 @@ def test_a_second_server_on_the_same_store_is_refused(db_path: Path, encoder: En
 
 
 def test_a_stale_discovery_file_does_not_stop_a_server(db_path: Path, encoder: Encoder) -> None:
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, timeout=60
+    )
     stale = {"url": f"http://127.0.0.1:{_closed_port()}", "pid": int(dead.stdout), "authenticated": False}
     db_path.parent.mkdir(parents=True)
     discovery_path(db_path).write_text(json.dumps(stale))

@@ -7,6 +7,7 @@ import json
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -38,6 +39,7 @@ def test_periods_follow_the_span() -> None:
     assert yearly["period"] == "year" and len(yearly["counts"]) == 24 and yearly["counts"]["2024"] == 5
 
 
+@pytest.mark.slow  # many generated stores: out of the quick tier
 @given(st.dictionaries(st.dates(date(1990, 1, 1), date(2040, 12, 31)), st.integers(0, 10_000), max_size=40))
 def test_every_memory_is_counted_once_in_contiguous_periods(days: dict[date, int]) -> None:
     growth = added_per_period({day.isoformat(): n for day, n in days.items()})

@@ -69,6 +69,7 @@ def test_a_leg_spec_names_its_model_in_parentheses() -> None:
 # -- the store holds a second model's vectors (both stores) ------------------------------------------
 
 
+@pytest.mark.slow  # loads a second model: out of the quick tier
 def test_a_second_model_embeds_every_memory_and_is_recorded(store_location: Path | str, small_model: Path) -> None:
     filled(store_location)
     with Memsearch(store_location) as ms:
@@ -141,6 +142,7 @@ def test_add_model_refuses_the_stores_own_an_unknown_one_and_a_missing_one(
         assert store.extra_models() == []
 
 
+@pytest.mark.slow  # loads a second model: out of the quick tier
 def test_a_write_refuses_a_second_model_whose_files_changed(
     db_path: Path, small_model: Path, isolated_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -223,6 +225,7 @@ def test_reindex_add_and_drop_model_on_the_command_line(db_path: Path, small_mod
     assert json.loads(runner.invoke(app, ["stats", "--format", "json", *db]).stdout)["extra_models"] == []
 
 
+@pytest.mark.slow  # loads a second model: out of the quick tier
 def test_doctor_checks_the_second_model_is_there(db_path: Path, small_model: Path, tmp_path: Path) -> None:
     moved = tmp_path / "elsewhere" / SECOND
     shutil.copytree(small_model, moved)

@@ -83,6 +83,9 @@ class SQLStore(ExtraModelVectors):
     dialect: ClassVar[Dialect]
     latest_schema_version: ClassVar[int]
     insert_columns: ClassVar[tuple[str, ...]] = NEW_COLUMNS  # an engine's own columns follow NEW_COLUMNS
+    # A memory's row (MEMORY_COLUMNS) from the memories table under the alias m; a store that keeps
+    # part of a memory elsewhere joins it here (SQLite's access record: sqlite_access).
+    memory_select: ClassVar[str] = f"SELECT {MEMORY_COLUMNS} FROM memories m"
     location: str
     read_only: bool
     _access_skipped: bool  # the note that access was not recorded is given once
@@ -348,9 +351,7 @@ class SQLStore(ExtraModelVectors):
         return row[0] if row else None
 
     def get(self, memory_id: int) -> Memory:
-        row = self._db.execute(
-            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id = {self.dialect.mark}", (memory_id,)
-        ).fetchone()
+        row = self._db.execute(f"{self.memory_select} WHERE m.id = {self.dialect.mark}", (memory_id,)).fetchone()
         if row is None:
             raise MemoryNotFoundError(f"no memory with id {memory_id}")
         return self.dialect.row_to_memory(row)
@@ -363,7 +364,7 @@ class SQLStore(ExtraModelVectors):
 
     def _memories(self, condition: str, params: Sequence[Any]) -> builtins.list[Memory]:
         """The memories (table `m`) that meet `condition`, in the order and limits it ends with."""
-        rows = self._db.execute(f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE {condition}", params)
+        rows = self._db.execute(f"{self.memory_select} WHERE {condition}", params)
         return [self.dialect.row_to_memory(row) for row in rows]
 
     def list(self, scope: Scope = EVERYTHING, *, limit: int | None = None, offset: int = 0) -> builtins.list[Memory]:

@@ -16,14 +16,18 @@ from memsearch.embedding import Encoder
 from memsearch.store.migrations import MIGRATIONS, SCHEMA_VERSION
 from tests.reliability.helpers import check_consistent, child_env
 
-# Waits for the go file, so that all processes open the store at the same moment, then adds
-# memories one call at a time and prints each key once it is acknowledged.
+pytestmark = pytest.mark.timeout(600)  # each test starts six to eight interpreters at once on 2 cores
+
+# Says it is ready (a file in the go file's folder, once memsearch is imported), waits for the go
+# file, so that all processes open the store at the same moment, then adds memories one call at a
+# time and prints each key once it is acknowledged.
 _WRITER = """
 import os, sys, time
 from pathlib import Path
 from memsearch.api import Memsearch
 from memsearch.models import NewMemory
 db, go, name, count = sys.argv[1], Path(sys.argv[2]), sys.argv[3], int(sys.argv[4])
+(go.parent / f"ready-{os.getpid()}").touch()
 while not go.exists():
     time.sleep(0.005)
 with Memsearch(db) as ms:
@@ -34,11 +38,12 @@ with Memsearch(db) as ms:
 """
 
 _READER = """
-import sys, time
+import os, sys, time
 from pathlib import Path
 from memsearch.api import Memsearch
 from memsearch.retrieval.request import SearchRequest
 db, go, stop = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
+(go.parent / f"ready-{os.getpid()}").touch()
 while not go.exists():
     time.sleep(0.005)
 searches = 0
@@ -77,8 +82,19 @@ def _acknowledged(children: list[subprocess.Popen[str]], timeout: float = 300) -
     return keys
 
 
-def _let_them_import_then_go(go: Path) -> None:
-    time.sleep(6)  # every child has imported memsearch and waits on the go file
+def _let_them_import_then_go(go: Path, children: list[subprocess.Popen[str]], timeout: float = 300) -> None:
+    """Once every child has imported memsearch and waits on the go file (each says so with a
+    ready file beside it), touch the go file."""
+    waiting = {child.pid: child for child in children}
+    deadline = time.monotonic() + timeout
+    while waiting:
+        for pid, child in list(waiting.items()):
+            if (go.parent / f"ready-{pid}").exists():
+                del waiting[pid]
+            elif child.poll() is not None:
+                raise AssertionError(f"a child exited before it was ready: {child.communicate(timeout=10)}")
+        assert time.monotonic() < deadline, f"{len(waiting)} of {len(children)} children not ready in {timeout} s"
+        time.sleep(0.01)
     go.touch()
 
 
@@ -86,7 +102,7 @@ def test_eight_processes_creating_the_same_new_store_all_succeed(tmp_path: Path,
     db = tmp_path / "deep" / "new" / "memsearch.db"
     go = tmp_path / "go"
     children = _writers(db, go, processes=8, count=5)
-    _let_them_import_then_go(go)
+    _let_them_import_then_go(go, children)
     keys = _acknowledged(children)
     assert len(keys) == 40
     assert check_consistent(db, keys) == 40
@@ -107,7 +123,7 @@ def test_several_processes_upgrading_an_old_store_all_succeed(tmp_path: Path, en
     _schema_2_store(db)
     go = tmp_path / "go"
     children = _writers(db, go, processes=6, count=3)
-    _let_them_import_then_go(go)
+    _let_them_import_then_go(go, children)
     keys = _acknowledged(children)
     assert len(keys) == 18
     assert check_consistent(db, keys) == 18
@@ -121,7 +137,7 @@ def run_writers_and_readers(tmp_path: Path, writers: int, readers: int, per_writ
     go, stop = tmp_path / "go", tmp_path / "stop"
     writing = _writers(db, go, writers, per_writer)
     reading = [_start(_READER, str(db), str(go), str(stop)) for _ in range(readers)]
-    _let_them_import_then_go(go)
+    _let_them_import_then_go(go, writing + reading)
     try:
         keys = _acknowledged(writing, timeout=1800)
     finally:
@@ -142,6 +158,7 @@ def test_writers_and_readers_at_once_lose_nothing(tmp_path: Path, encoder: Encod
 
 
 @pytest.mark.soak
+@pytest.mark.timeout(3600)  # minutes of load by design
 def test_soak_writers_and_readers(tmp_path: Path, encoder: Encoder) -> None:
     start = time.monotonic()
     memories, searches = run_writers_and_readers(tmp_path, writers=8, readers=8, per_writer=100)

@@ -62,6 +62,7 @@ def test_staging_of_a_killed_export_is_removed_and_a_live_one_kept(tmp_path: Pat
 
 
 @pytest.mark.soak
+@pytest.mark.timeout(3600)  # minutes of load by design
 def test_a_real_export_killed_midway_is_cleaned_by_the_next(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The whole first run, twice: killed once staging exists, then run to the end."""
     cache = tmp_path / "a" / "b" / "cache"

@@ -65,6 +65,7 @@ def kill_imports_at_random(tmp_path: Path, rounds: int, seed: int, batch: int = 
     return outcome
 
 
+@pytest.mark.timeout(900)  # six imports in child processes, each allowed 300 s
 def test_kill_9_of_imports_at_random_moments_is_all_or_nothing(tmp_path: Path, encoder: Encoder) -> None:
     seed = int(os.environ.get("MEMSEARCH_KILL_SEED", random.randrange(1 << 30)))
     print(f"seed {seed}")
@@ -73,6 +74,7 @@ def test_kill_9_of_imports_at_random_moments_is_all_or_nothing(tmp_path: Path, e
 
 
 @pytest.mark.soak
+@pytest.mark.timeout(3600)  # minutes of load by design
 def test_soak_kill_9_of_imports(tmp_path: Path, encoder: Encoder) -> None:
     outcome = kill_imports_at_random(tmp_path, rounds=40, seed=9)
     print(f"soak kills: {outcome}")

@@ -43,7 +43,9 @@ _LOCAL = {"AF_UNIX", "AF_LOCAL"}
 def _strace_works() -> str | None:
     if shutil.which("strace") is None:
         return "strace is not installed (apt-get install strace)"
-    probe = subprocess.run(["strace", "-f", "-e", "trace=network", "true"], capture_output=True, check=False)
+    probe = subprocess.run(
+        ["strace", "-f", "-e", "trace=network", "true"], capture_output=True, check=False, timeout=60
+    )
     if probe.returncode != 0:
         return f"strace cannot trace here: {probe.stderr.decode(errors='replace').strip()[:200]}"
     return None
@@ -71,6 +73,7 @@ def test_the_detector_sees_a_lookup() -> None:
     assert len(network_calls(trace)) == 2
 
 
+@pytest.mark.timeout(600)  # a child that runs RUN_SECONDS under strace -f, which slows it several times
 def test_a_long_running_process_makes_no_network_call_and_writes_no_telemetry(tmp_path: Path, encoder: Encoder) -> None:
     reason = _strace_works()
     if reason:

@@ -4,6 +4,7 @@ away (`| head -1`) is a success with nothing on stderr; SIGINT prints one line a
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -47,8 +48,6 @@ def test_a_closed_pipe_is_success(db: Path, command: str, env: dict[str, str]) -
 @pytest.mark.parametrize("command", [["--help"], ["search", "--help"], ["--version"]])
 def test_help_into_a_closed_pipe_is_success(command: list[str]) -> None:
     """The reader is gone before the child writes a byte (no race with how much it prints)."""
-    import os
-
     read_end, write_end = os.pipe()
     os.close(read_end)
     try:
@@ -78,9 +77,26 @@ def _wait_reading_stdin(child: subprocess.Popen[bytes], timeout: float = 60) -> 
             pytest.skip("no /proc/PID/syscall here")
         if fields[:2] == ["0", "0x0"]:  # read(2) on file descriptor 0
             return
-        assert child.poll() is None, child.communicate()
+        assert child.poll() is None, child.communicate(timeout=10)
         time.sleep(0.05)
     raise AssertionError("the child never read its stdin")
+
+
+def _wait_holding_open(child: subprocess.Popen[bytes], path: Path, timeout: float = 120) -> None:
+    """Until the child has `path` open: past start-up, inside the command."""
+    folder = Path(f"/proc/{child.pid}/fd")
+    if not folder.is_dir():
+        pytest.skip("no /proc/PID/fd here")
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if any(Path(os.readlink(fd)) == path.resolve() for fd in folder.iterdir()):
+                return
+        except OSError:  # a descriptor closed while we looked, or the child is gone (polled next)
+            pass
+        assert child.poll() is None, child.communicate(timeout=10)
+        time.sleep(0.02)
+    raise AssertionError(f"the child never opened {path}")
 
 
 @pytest.mark.parametrize("command", [["import", "-"], ["search", "--queries", "-"]])
@@ -117,7 +133,8 @@ def test_ctrl_c_during_an_import_stores_nothing(db: Path, tmp_path: Path) -> Non
         env=child_env(),
         preexec_fn=_as_from_a_terminal,
     )
-    time.sleep(3)  # loading, parsing or embedding: each ends the same way
+    # once the store is open: loading the model, parsing or embedding, each ends the same way
+    _wait_holding_open(child, db)
     child.send_signal(signal.SIGINT)
     _, err = child.communicate(timeout=60)
     assert child.returncode == 130, err.decode()
