@@ -35,6 +35,7 @@ from memsearch.store.ann import AnnIndex, ann_threshold, index_library_available
 from memsearch.store.base import (
     INDEX_STATE_KEY,
     ExportedMemory,
+    FilledVectors,
     Hits,
     Rewrite,
     Scope,
@@ -284,12 +285,32 @@ class SQLiteStore(Fts5Index, InProcessVectors, SQLiteReads, SQLStore):
 
     # -- transactions and store facts -----------------------------------------------------
 
-    def transaction(self, busy_timeout_ms: int | None = None) -> _Transaction:
-        """A write transaction; `busy_timeout_ms` waits less than BUSY_TIMEOUT_MS for another writer."""
+    def transaction(self, busy_timeout_ms: int | None = None) -> contextlib.AbstractContextManager[None]:
+        """A write transaction; `busy_timeout_ms` waits less than BUSY_TIMEOUT_MS for another writer.
+        Inside a `batch`, the batch's own."""
         connection = self._db
         if self._write_refusal is not None:
             raise self._write_refusal
+        if getattr(self._local, "batched", False):
+            return contextlib.nullcontext()
         return _Transaction(connection, self.path, busy_timeout_ms)
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """One write transaction that the writes made inside it join (the deleted text is
+        forgotten once, at its end)."""
+        if getattr(self._local, "batched", False):
+            yield
+            return
+        with self.transaction():
+            self._local.batched, self._local.forget = True, False
+            try:
+                yield
+                if self._local.forget:
+                    self._forget_deleted_text()
+            finally:
+                self._local.batched = False
+        self._checkpoint_if_due()
 
     def _write(self, work: Callable[[sqlite3.Connection], T]) -> T:
         """Run `work` in one write transaction that moves the generation on."""
@@ -379,7 +400,11 @@ class SQLiteStore(Fts5Index, InProcessVectors, SQLiteReads, SQLStore):
         """Merge the full-text index into one segment, which drops deleted rows' words: FTS5 keeps
         them in older segments until a merge reaches them. The merge rewrites the index (0.2-0.4 s
         at 10k memories, 2-3 s at 100k); FTS5's 'secure-delete' (~20 ms) needs SQLite 3.42 and a
-        table format older SQLite cannot read (README, Speed: why not yet)."""
+        table format older SQLite cannot read (README, Speed: why not yet). In a `batch`, once at
+        its end."""
+        if getattr(self._local, "batched", False):
+            self._local.forget = True
+            return
         self._db.execute("INSERT INTO memories_fts (memories_fts) VALUES ('optimize')")
         self._wal_holds_deleted_text = True
 
@@ -387,7 +412,7 @@ class SQLiteStore(Fts5Index, InProcessVectors, SQLiteReads, SQLStore):
         """After a write that forgot deleted text, copy the WAL into the database file and empty it:
         its frames hold pages as they were before. Best effort: a reader in the middle of a read
         keeps the frames it needs."""
-        if self._wal_holds_deleted_text:
+        if self._wal_holds_deleted_text and not getattr(self._local, "batched", False):
             self._wal_holds_deleted_text = False
             with contextlib.suppress(sqlite3.Error):
                 self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -418,6 +443,7 @@ class SQLiteStore(Fts5Index, InProcessVectors, SQLiteReads, SQLStore):
             (rewrite.id, rewrite.vector.astype("<f4").tobytes()),
         )
         self._rewrite_model_vectors(self._db, rewrite)
+        self._set_pending(self._db, [rewrite.id], waiting=False)
 
     def _delete_views(self, memory_id: int) -> None:
         self._db.execute("DELETE FROM views WHERE memory_id = ?", (memory_id,))
@@ -445,6 +471,22 @@ class SQLiteStore(Fts5Index, InProcessVectors, SQLiteReads, SQLStore):
 
     def _clear_vectors(self, db: sqlite3.Connection) -> None:
         db.execute("DELETE FROM vectors")
+
+    def _fill(self, db: sqlite3.Connection, filled: Sequence[FilledVectors]) -> None:
+        db.executemany(
+            "INSERT INTO vectors (memory_id, vector) VALUES (?, ?) "
+            "ON CONFLICT (memory_id) DO UPDATE SET vector = excluded.vector",
+            [(item.id, SQLITE.vector_value(item.vector)) for item in filled],
+        )
+        db.executemany(
+            "INSERT INTO views (memory_id, view, text, vector) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (memory_id, view) DO UPDATE SET text = excluded.text, vector = excluded.vector",
+            [
+                (item.id, view, text, SQLITE.vector_value(vector))
+                for item in filled
+                for view, (text, vector) in sorted(item.views.items())
+            ],
+        )
 
     def _add_vectors(self, db: sqlite3.Connection, ids: Sequence[int], vectors: np.ndarray) -> None:
         db.executemany(
@@ -521,6 +563,7 @@ class SQLiteStore(Fts5Index, InProcessVectors, SQLiteReads, SQLStore):
             # Links may point forward in id order: set once every memory is there.
             sets = ", ".join(f"{name} = ?" for name in REFERS)
             self._db.executemany(f"UPDATE memories SET {sets} WHERE id = ?", links)
+            self._db.execute(self.WAITING_SQL)
             self._bump_generation()
         return written
 
