@@ -10,7 +10,6 @@ both start one leave one running: a store has one server (the later one refuses 
 from __future__ import annotations
 
 import logging
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -46,8 +45,7 @@ def start_server(db: str | None, idle_s: int) -> int | None:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,  # not stopped by the terminal's Ctrl-C or hang-up
-        close_fds=True,
-        cwd=os.path.expanduser("~") if os.path.isdir(os.path.expanduser("~")) else None,
+        close_fds=True,  # the same working folder and environment: a relative MEMSEARCH_HOME means the same
     )
     _started.append(process)
     logging.getLogger("memsearch").debug(
