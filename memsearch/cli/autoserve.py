@@ -45,8 +45,8 @@ def start_server(db: str | None, idle_s: int) -> int | None:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,  # not stopped by the terminal's Ctrl-C or hang-up
-        close_fds=True,  # the same working folder and environment: a relative MEMSEARCH_HOME means the same
-    )
+        close_fds=True,
+    )  # in this command's working folder, with its environment: a relative MEMSEARCH_HOME means the same
     _started.append(process)
     logging.getLogger("memsearch").debug(
         "started `memsearch serve` of %s (pid %d), which exits after %d s without a request",
