@@ -119,11 +119,12 @@ _memsearch_reindex() {
 _memsearch_index() {
     case $prev in
         -f|--format) _memsearch_reply -W 'table json'; return ;;
+        --progress) _memsearch_reply -W 'auto bar plain json none'; return ;;
         --db) _memsearch_paths -f; return ;;
         --model) _memsearch_paths -d; return ;;
         --include|--exclude|--forget) return ;;
     esac
-    if [[ $cur == -* ]]; then _memsearch_reply -W '--include --exclude --dry-run --watch --roots --forget --prune -f --format --db --model -h --help'; fi
+    if [[ $cur == -* ]]; then _memsearch_reply -W '--include --exclude --dry-run --watch --roots --forget --prune -f --format --progress --db --model -h --help'; fi
 }
 
 _memsearch_set() {

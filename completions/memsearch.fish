@@ -209,6 +209,7 @@ complete -c memsearch -n '__fish_memsearch_using index' -l roots -d 'List the re
 complete -c memsearch -n '__fish_memsearch_using index' -l forget -x -d 'Forget a remembered folder and delete its memories (repeatable).'
 complete -c memsearch -n '__fish_memsearch_using index' -l prune -d 'Forget every remembered folder that is missing, with its memories.'
 complete -c memsearch -n '__fish_memsearch_using index' -s f -l format -x -a 'table json' -d 'Output format.'
+complete -c memsearch -n '__fish_memsearch_using index' -l progress -x -a 'auto bar plain json none' -d 'Progress on stderr: a bar, a plain line every few seconds, a JSON object a line, or none. auto: a bar on a terminal, else plain.'
 complete -c memsearch -n '__fish_memsearch_using index' -l db -r -F -d 'Store file, or a postgresql://user@host/db URL. Default: $MEMSEARCH_DB, else db in config.toml, else $MEMSEARCH_HOME/memsearch.db, else the user data dir.'
 complete -c memsearch -n '__fish_memsearch_using index' -l model -x -a '(__fish_complete_directories)' -d 'A model by name (minilm, e5-small, mpnet, gemma) or a sentence-transformers model directory. Default: $MEMSEARCH_MODEL, else the store\'s own model, else the bundled all-MiniLM-L6-v2 (minilm).'
 complete -c memsearch -n '__fish_memsearch_using index' -s h -l help -d 'Show this message and exit.'

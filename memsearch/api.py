@@ -19,6 +19,7 @@ from memsearch.arguments import (
     check_iterable,
     check_location,
     check_name,
+    check_on_progress,
     check_paths,
     check_patterns,
     check_profile,
@@ -55,6 +56,7 @@ if TYPE_CHECKING:  # imported by the use cases that need them: a search loads no
 
     from memsearch.doctor import DoctorReport
     from memsearch.ingest.indexing import IndexOutcome
+    from memsearch.ingest.progress import OnProgress
     from memsearch.ingest.roots import Forgotten, RootInfo
     from memsearch.llm import LLM
     from memsearch.profiles import Profile
@@ -125,6 +127,7 @@ class Memsearch:
         return load_encoder(store_model(self._model, recorded))
 
     def close(self) -> None:
+        self._encoder.settle()  # the model's load may be reading the store's recorded model
         if self._opened is not None:
             self._opened.close()
             self._opened = None
@@ -486,12 +489,19 @@ class Memsearch:
         exclude: Sequence[str] = (),
         dry_run: bool = False,
         progress: Progress | None = None,
+        on_progress: OnProgress | None = None,
+        vectors: bool = True,
     ) -> IndexOutcome:
         """Keep folders of notes in the store, a memory per chunk (see memsearch.ingest.indexing):
         the `paths` given are remembered with their patterns (gitignore syntax; `include` defaults
         to markdown and text files) and read whoever owns them; with none, every remembered one is
         brought up to date, less what another user could have written (skipped, its notes kept).
-        Only new and changed chunks are embedded; `dry_run` says what would change and writes nothing."""
+        Only new and changed chunks are embedded; `dry_run` says what would change and writes nothing.
+        Each file's chunks are stored first (searchable by their words at once, a few files per
+        transaction), then every memory that waits for its vectors is embedded (with `vectors`
+        False they keep waiting, for a later run); an interrupted run keeps what it committed.
+        `progress` gets (vectors made, vectors to make); `on_progress` an IndexProgress
+        (memsearch.ingest.progress) after each commit."""
         from memsearch.ingest.indexing import index_notes
 
         return index_notes(
@@ -501,9 +511,16 @@ class Memsearch:
             exclude=check_patterns("exclude", exclude),
             dry_run=check_flag("dry_run", dry_run),
             progress=check_progress(progress),
+            on_progress=check_on_progress(on_progress),
+            vectors=check_flag("vectors", vectors),
         )
 
-    def index_changed(self, paths: Iterable[str | os.PathLike[str]], progress: Progress | None = None) -> IndexOutcome:
+    def index_changed(
+        self,
+        paths: Iterable[str | os.PathLike[str]],
+        progress: Progress | None = None,
+        on_progress: OnProgress | None = None,
+    ) -> IndexOutcome:
         """Bring up to date the remembered roots that hold these paths (files or folders, changed or
         gone), as a plain `index` run does for them: after an edit of a note file (`edit`). A path
         under no remembered root is an InvalidInputError."""
@@ -512,7 +529,9 @@ class Memsearch:
         within = check_paths(paths)
         if not within:
             raise InvalidInputError("are missing: give the changed files or folders", field="paths")
-        return index_notes(self, progress=check_progress(progress), within=within)
+        return index_notes(
+            self, progress=check_progress(progress), within=within, on_progress=check_on_progress(on_progress)
+        )
 
     def watch(
         self,
@@ -522,6 +541,7 @@ class Memsearch:
         exclude: Sequence[str] = (),
         progress: Progress | None = None,
         stop: threading.Event | None = None,
+        on_progress: OnProgress | None = None,
     ) -> Iterator[IndexOutcome]:
         """Index as `index` does, then keep the roots in step with their files: one outcome for the
         first run, then one per batch of changes (see memsearch.ingest.watching), until `stop` is
@@ -537,6 +557,7 @@ class Memsearch:
             exclude=check_patterns("exclude", exclude),
             progress=check_progress(progress),
             stop=stop,
+            on_progress=check_on_progress(on_progress),
             store_files=store_files,
         )
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -84,6 +84,14 @@ def check_progress(progress: object) -> Progress | None:
     if progress is not None and not callable(progress):
         raise InvalidInputError(f"must be a function of (done, total), not {shown(progress)}", field="progress")
     return progress
+
+
+def check_on_progress(on_progress: object) -> Callable[[Any], None] | None:
+    if on_progress is not None and not callable(on_progress):
+        raise InvalidInputError(
+            f"must be a function of one IndexProgress, not {shown(on_progress)}", field="on_progress"
+        )
+    return on_progress
 
 
 def check_location(field: str, value: object) -> str | os.PathLike[str]:

@@ -176,8 +176,11 @@ def consolidate(store: Store, duplicate: float, related: float, dry_run: bool) -
 
 
 def reembed(store: Store, encoder: Encoder, progress: Progress | None) -> int:
-    """Embed every memory and vector view again with `encoder`, each distinct text once; returns how many memories."""
-    rows = list(store.iter_texts())
+    """Embed every memory and vector view again with `encoder`, each distinct text once; returns how
+    many memories. Those that wait for their vectors keep waiting (the next fill makes them with
+    the store's model, which is now this one)."""
+    waiting = set(store.pending_ids())  # embedded with their views by the next `index` (ingest.filling)
+    rows = [(memory_id, text) for memory_id, text in store.iter_texts() if memory_id not in waiting]
     views: list[tuple[int, str, str]] = store.views_with_vectors()
     unique = list(dict.fromkeys([*(text for _, text in rows), *(text for _, _, text in views)]))
     encoded = encoder.encode(unique, progress=progress)

@@ -137,8 +137,8 @@ def store_findings(health: StoreHealth, model: ModelState | None) -> list[Findin
             Finding(
                 "vectors",
                 WARNING,
-                f"{health.without_vector} of {total} memories have no vector: vector search cannot find them "
-                "(reindex the store)",
+                f"{health.without_vector} of {total} memories wait for their vectors: vector search cannot find "
+                "them yet, search by words can (`memsearch index` makes them)",
             )
         )
     else:

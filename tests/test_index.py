@@ -256,19 +256,28 @@ def test_a_run_that_stops_halfway_is_made_whole_by_the_next(
     def stopping_save(self: indexing._Apply) -> None:
         nonlocal saves
         saves += 1
-        if saves == 2:  # the first file's chunks are stored, its record is not
+        if saves == 2:  # in the second file's transaction: its chunks are written, the state not yet
             raise KeyboardInterrupt
         save(self)
 
-    monkeypatch.setattr(indexing, "BATCH_CHUNKS", 1)  # a batch per file
+    monkeypatch.setattr(indexing, "COMMIT_SECONDS", 0)  # a transaction per file
     monkeypatch.setattr(indexing._Apply, "_save", stopping_save)
     with Memsearch(db_path, encoder=encoder) as ms, pytest.raises(KeyboardInterrupt):
         ms.index([notes])
     monkeypatch.undo()
+    with Memsearch(db_path, encoder=encoder) as ms:  # the first file is whole, the second left no trace
+        state = json.loads(ms.store().index_state() or "{}")
+        [kept] = state["files"]
+        assert {m.metadata["path"] for m in ms.list()} == {kept}
+        assert set(state["files"][kept]["chunks"]) == set(keyed_ids(ms))
+        assert ms.store().pending_count() == len(keyed_ids(ms))  # stored, searchable by words, no vectors yet
     # that file shrinks from two chunks to one before the next run, which must not leave its #2 behind
     write(notes / "deploy.md", DEPLOY.split("## Rollback")[0])
     with Memsearch(db_path, encoder=encoder) as ms:
-        ms.index([notes])
+        resumed = ms.index([notes])
+        kept_deploy = kept.endswith("deploy.md")
+        assert resumed.counts["new"] == 2 and resumed.counts["changed"] == int(kept_deploy)  # never "changed" if new
+        assert resumed.vectors_pending == 0 and ms.store().pending_count() == 0
         stored = sorted(keyed_ids(ms))
     with Memsearch(db_path.with_name("fresh.db"), encoder=encoder) as fresh:
         fresh.index([notes])

@@ -62,10 +62,12 @@ def lock_holder() -> Iterator[list[subprocess.Popen[str]]]:
 
 
 def _hold_sqlite_write_lock(path: Path, started: list[subprocess.Popen[str]]) -> None:
-    """Another process that holds a write transaction (BEGIN IMMEDIATE) until its stdin closes."""
+    """Another process that holds a write transaction (BEGIN IMMEDIATE) until its stdin closes: of
+    the store and its access file, as memsearch's writers do (sqlite_access)."""
     script = (
         "import sqlite3, sys\n"
         f"db = sqlite3.connect({str(path)!r}, isolation_level=None)\n"
+        f"db.execute('ATTACH DATABASE ? AS access', ({str(path) + '-access'!r},))\n"
         "db.execute('BEGIN IMMEDIATE')\n"
         'db.execute("UPDATE memories SET importance = 0.9")\n'
         "print('held', flush=True)\n"
@@ -149,13 +151,15 @@ def test_sqlite_store_in_a_read_only_folder_is_searched() -> None:
                 timeout=120,
             )
 
+        files = sorted(p.name for p in store_dir.iterdir())  # the store and its access file
         searched = cli("search", "--mode", "lexical", "-f", "json", "deploy key")
         assert searched.returncode == 0, searched.stderr
         assert "The deploy key lives" in searched.stdout
         assert searched.stderr.count("access not recorded") == 1
         added = cli("add", "another note")
         assert added.returncode == 1 and "read-only" in added.stderr
-        assert sorted(p.name for p in store_dir.iterdir()) == ["memsearch.db"]
+        assert files == ["memsearch.db", "memsearch.db-access"]
+        assert sorted(p.name for p in store_dir.iterdir()) == files
     finally:
         for path in (folder, *folder.rglob("*")):
             path.chmod(0o700)

@@ -16,6 +16,7 @@ import pytest
 from memsearch.api import Memsearch
 from memsearch.embedding import Encoder
 from memsearch.models import NewMemory
+from memsearch.retrieval.pipeline import SearchRequest
 from memsearch.store.migrations import MIGRATIONS
 
 SECRET = "Hunter2Zebra99"
@@ -38,8 +39,13 @@ def test_a_deleted_memorys_text_is_in_no_file_of_the_store(db_path: Path, encode
         secret = ms.add(NewMemory(f"the vault password is {SECRET}", key="vault", tags=("secret",))).id
         assert ms.stats()["memories"] == 31  # the store is open and written
         assert files_holding(db_path.parent, SECRET)  # the probe finds it while it is stored
+        found = ms.search(SearchRequest(SECRET, mode="lexical")).results  # records the access
+        assert [c.id for c in found] == [secret]
         ms.delete([secret])
         assert not files_holding(db_path.parent, SECRET), "deleted text left in the open store's files"
+        access = sqlite3.connect(f"{db_path}-access")  # the record of accesses forgets it too
+        assert access.execute("SELECT count(*) FROM accesses WHERE memory_id = ?", (secret,)).fetchone() == (0,)
+        access.close()
     assert not files_holding(db_path.parent, SECRET)
 
 

@@ -8,13 +8,15 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from memsearch.cli.consoles import messages
+from memsearch.cli.failures import fail
 from memsearch.cli.options import (
     DbOption,
     FormatOption,
     ModelOption,
+    ProgressStyle,
     ReportFormat,
 )
-from memsearch.cli.progress import ProgressBar
+from memsearch.cli.progress import IndexReporter, ProgressBar
 from memsearch.cli.running import open_memsearch
 from memsearch.errors import ExitCode, InvalidInputError
 
@@ -123,11 +125,21 @@ def index(
         bool, typer.Option("--prune", help="Forget every remembered folder that is missing, with its memories.")
     ] = False,
     fmt: Annotated[ReportFormat, typer.Option("--format", "-f", help="Output format.")] = "table",
+    progress: Annotated[
+        ProgressStyle,
+        typer.Option(
+            "--progress",
+            help="Progress on stderr: a bar, a plain line every few seconds, a JSON object a line, or none. "
+            "auto: a bar on a terminal, else plain.",
+        ),
+    ] = "auto",
     db: DbOption = None,
     model: ModelOption = None,
 ) -> None:
     """Keep folders of markdown or text notes searchable: a memory per section, re-indexed incrementally.
-    The folders are remembered with their patterns; `memsearch index` alone updates them all."""
+    The folders are remembered with their patterns; `memsearch index` alone updates them all. Each
+    file's sections are searchable by their words as soon as it is stored; vectors follow (Ctrl-C
+    keeps what is done: the next run embeds the rest)."""
     from memsearch.cli.render import render_forgotten, render_index, render_roots
 
     managing = [name for name, given in (("--roots", roots), ("--forget", forget), ("--prune", prune)) if given]
@@ -143,17 +155,28 @@ def index(
                 render_forgotten(ms.forget_roots(forget) if forget else ms.prune_roots(), str(fmt))
         return
     if watch:
-        _watch(paths or (), include or (), exclude or (), str(fmt), db, model)
+        _watch(paths or (), include or (), exclude or (), str(fmt), db, model, str(progress))
         return
-    with open_memsearch(db, model) as ms, ProgressBar("embedding") as progress:
-        outcome = ms.index(
-            paths or (), include=include or (), exclude=exclude or (), dry_run=dry_run, progress=progress
-        )
+    with IndexReporter(str(progress)) as reporter:
+        try:
+            with open_memsearch(db, model) as ms:
+                outcome = ms.index(
+                    paths or (), include=include or (), exclude=exclude or (), dry_run=dry_run, on_progress=reporter
+                )
+        except KeyboardInterrupt:
+            reporter.close()
+            fail(f"interrupted: {reporter.kept()}; `memsearch index` finishes the rest", ExitCode.INTERRUPTED)
     render_index(outcome, str(fmt))
 
 
 def _watch(
-    paths: Sequence[str], include: Sequence[str], exclude: Sequence[str], fmt: str, db: str | None, model: str | None
+    paths: Sequence[str],
+    include: Sequence[str],
+    exclude: Sequence[str],
+    fmt: str,
+    db: str | None,
+    model: str | None,
+    progress: str,
 ) -> None:
     """`index --watch`: the first run's report, a line when it starts watching, then each update's
     report (a JSON line each with --format json); Ctrl-C ends it with exit 0."""
@@ -167,8 +190,8 @@ def _watch(
             render_index(outcome, fmt)
 
     try:
-        with open_memsearch(db, model) as ms, ProgressBar("embedding") as progress:
-            updates = ms.watch(paths, include=include, exclude=exclude, progress=progress)
+        with open_memsearch(db, model) as ms, IndexReporter(progress) as reporter:
+            updates = ms.watch(paths, include=include, exclude=exclude, on_progress=reporter)
             first = next(updates)
             report(first)
             watched = len(first.roots)

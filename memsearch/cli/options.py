@@ -36,6 +36,7 @@ def _choice(name: str, values: Sequence[str]) -> Any:
 
 
 SHELLS = ("bash", "zsh", "fish")
+PROGRESS_STYLES = ("auto", "bar", "plain", "json", "none")
 if TYPE_CHECKING:  # to the type checker the options are the strings the library takes
     Mode: TypeAlias = str
     RerankMethod: TypeAlias = str
@@ -46,6 +47,7 @@ if TYPE_CHECKING:  # to the type checker the options are the strings the library
     ReportFormat: TypeAlias = str
     Shell: TypeAlias = str
     Color: TypeAlias = str
+    ProgressStyle: TypeAlias = str
 else:
     Mode = _choice("Mode", MODES)
     RerankMethod = _choice("RerankMethod", RERANK_METHODS)
@@ -56,6 +58,7 @@ else:
     ReportFormat = _choice("ReportFormat", ("table", "json"))
     Shell = _choice("Shell", SHELLS)
     Color = _choice("Color", COLOR_CHOICES)
+    ProgressStyle = _choice("ProgressStyle", PROGRESS_STYLES)
 
 DB_HELP = (
     "Store file, or a postgresql://user@host/db URL. "

@@ -223,6 +223,12 @@ def stage_lines(document: dict[str, Any]) -> list[str]:
     lines = []
     if engines := document.get("vector_search"):
         lines.append(f"vector legs answered by {engine_summary(engines)}")
+    if pending := document.get("vectors_pending"):
+        waiting = "memory waits" if pending == 1 else "memories wait"
+        lines.append(
+            f"{pending:,} {waiting} for vectors (`memsearch index` makes them): "
+            "vector search saw only the memories that have theirs"
+        )
     lexical = document.get("lexical_search", {})
     if "bounded" in lexical.values():  # exact BM25 goes without saying
         lines.append(f"lexical legs answered by {engine_summary(lexical)}")

@@ -26,6 +26,15 @@ class EncoderLoader:
             self._encoder = loading.result() if loading else self._load()
         return self._encoder
 
+    def settle(self) -> None:
+        """Wait for a load started meanwhile to end (its outcome is kept for `get`): the load may be
+        reading the store, which must not be closed under it (closing a SQLite connection another
+        thread is using crashes the interpreter)."""
+        if self._loading is not None:
+            from concurrent.futures import wait
+
+            wait([self._loading])
+
     def load_meanwhile(self) -> None:
         """Start loading the encoder in a thread: onnxruntime builds its session (a fifth of a second)
         without holding the GIL, while the caller imports the pipeline, opens the store and runs the

@@ -28,10 +28,16 @@ they are, neither removed nor re-read (`_held`), so a refused root never replace
 The store check runs after the held files are set aside, so it neither repairs them nor removes
 a stray key under a held folder: they wait until the folder is named or trusted again.
 
-Nothing is left half-done that a re-run cannot fix: before a batch is written, its files are
-saved as *pending* (every key they had or will have, no digest, no mtime), so a run that stops
-in the middle leaves them to be read, deleted and added afresh next time; deleting a key that is
-already gone and adding a key that exists are both tolerated. The state is merged with what is
+Stored first, embedded after: a run stores each file's chunks without their vectors (they wait
+for them: `Store.pending_count`), so they are found by their words at once, then embeds every
+memory that waits (`filling.fill_pending`), a batch per transaction. Vector search uses the
+vectors that exist meanwhile; a run that stops keeps every file and every vector it committed,
+and the next run (even one that finds no file changed) embeds the rest.
+
+Nothing is half-stored: the files are written a few at a time (about COMMIT_SECONDS of work), each
+batch in one transaction with the state that names them (`Store.batch`): the state claims a file
+only once its memories are committed, so after Ctrl-C or `kill -9` the files not yet stored are
+new again to the next run, and those stored are unchanged. The state is merged with what is
 stored at each save, so two runs over different folders keep each other's files.
 """
 
@@ -39,15 +45,17 @@ from __future__ import annotations
 
 import json
 import os
+import time
+from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memsearch.embedding.base import Progress
 from memsearch.errors import InvalidInputError, MemsearchError, StoreNotFoundError
 from memsearch.ingest import Library
-from memsearch.ingest.embed import embed_memories, other_model_vectors, with_chunks
+from memsearch.ingest.filling import fill_pending
 from memsearch.ingest.note_files import (
     FilePlan,
     FileState,
@@ -62,18 +70,16 @@ from memsearch.ingest.note_files import (
 )
 from memsearch.ingest.note_memories import checked_records, chunk_memory, restamped, taken_over
 from memsearch.ingest.notes import NoteChunk
+from memsearch.ingest.progress import IndexProgress, OnProgress
 from memsearch.ingest.safe_files import quoted
-from memsearch.models import NewMemory
 from memsearch.sections import NOTE_KEY_PREFIX
 from memsearch.timeutil import utc_now
 
 if TYPE_CHECKING:
-    import numpy as np
-
     from memsearch.store.base import Store
 
 STATE_VERSION = 2  # 1: chunks keyed by their place in the file (`note:{path}#{n}`)
-BATCH_CHUNKS = 1_000  # chunks embedded and written per transaction; the state is saved after each batch
+COMMIT_SECONDS = 0.5  # files stored per transaction: as many as this much work (at least one)
 
 
 class NothingToIndexError(MemsearchError):
@@ -163,6 +169,8 @@ class IndexOutcome:
     warnings: tuple[tuple[str, str], ...] = ()  # (path:line, reason): front matter left unused
     chunks_moved: int = 0  # stored chunks that keep their memory (moved in or to another file, retagged)
     repaired: tuple[str, ...] = ()  # files read again because the store disagreed with them
+    vectors_added: int = 0  # memories embedded by this run (stored by it or waiting from before)
+    vectors_pending: int = 0  # memories that wait for their vectors after it (a dry run: that would be embedded)
 
     @property
     def summary(self) -> str:
@@ -186,6 +194,11 @@ class IndexOutcome:
         if self.repaired:
             count = len(self.repaired)
             line += f"; {count:,} file{'' if count == 1 else 's'} {'to repair' if self.dry_run else 'repaired'}"
+        if self.dry_run and self.vectors_pending:
+            line += f"; {self.vectors_pending:,} memor{'y' if self.vectors_pending == 1 else 'ies'} to embed"
+        elif self.vectors_pending:
+            waiting = "y waits" if self.vectors_pending == 1 else "ies wait"
+            line += f"; {self.vectors_pending:,} memor{waiting} for vectors (searchable by their words meanwhile)"
         return line
 
     def to_dict(self) -> dict[str, Any]:
@@ -201,6 +214,8 @@ class IndexOutcome:
             "skipped": [{"path": path, "reason": reason} for path, reason in self.skipped],
             "warnings": [{"path": path, "reason": reason} for path, reason in self.warnings],
             "repaired": list(self.repaired),
+            "vectors_added": self.vectors_added,
+            "vectors_pending": self.vectors_pending,
             "summary": self.summary,
         }
 
@@ -215,12 +230,17 @@ def index_notes(
     progress: Progress | None = None,
     within: Sequence[str] = (),
     named: Sequence[str] = (),
+    vectors: bool = True,
+    on_progress: OnProgress | None = None,
 ) -> IndexOutcome:
     """Index the roots given (remembering them with these patterns; a root given again without
     patterns keeps the ones it has), or every remembered root when none is given (module doc);
     with `within` (and no root given), only the remembered roots that hold or lie under one of
     those paths. The roots given, and the `named` ones (resolved: a watch's own after its first
-    run), are walked whoever owns them."""
+    run), are walked whoever owns them. The files' chunks are stored first, then every memory
+    that waits for its vectors is embedded (not with `vectors=False`: they keep waiting).
+    `progress` gets (vectors made, vectors to make); `on_progress` an IndexProgress per commit."""
+    started = time.monotonic()
     include, exclude = tuple(include), tuple(exclude)
     given = [_resolved_root(path) for path in paths]
     if not given and (include or exclude):
@@ -230,7 +250,12 @@ def index_notes(
     store = existing_store(ms)
     state = IndexState.load(store.index_state() if store is not None else None)
     skipped: list[tuple[str, str]] = []
-    runs, scope, remembered = _roots(state, given, include, exclude, skipped, [_absolute(path) for path in within])
+    try:
+        runs, scope, remembered = _roots(state, given, include, exclude, skipped, [_absolute(path) for path in within])
+    except NothingToIndexError:
+        if store is None or not store.pending_count():
+            raise
+        runs, scope, remembered = {}, [], {}  # no folder, but memories that wait for vectors: they are made
     current: dict[str, FileState] = {}
     walks: list[tuple[str, list[str]]] = []  # each walk's root and the paths it held (`_held`)
     for root in [*runs.values(), *_enclosing(state, scope)]:
@@ -268,10 +293,64 @@ def index_notes(
         warnings=tuple((f"{file.path}:{line}", reason) for file in the_plan.files for line, reason in file.problems),
         repaired=tuple(sorted(repaired & {file.path for file in the_plan.files})),
     )
-    if dry_run or (the_plan.is_empty and remembered == dict(state.roots)):
-        return outcome  # an unchanged re-run writes nothing at all
-    _Apply(ms, ms.store(create=True), the_plan, remembered, set(previous) | set(current), progress, takeovers).run()
-    return outcome
+    waiting = store.pending_count() if store is not None else 0
+    if dry_run:
+        added = outcome.chunks_added
+        return replace(outcome, vectors_pending=waiting + added)
+    clock = _Clock(started, on_progress, len(the_plan.having(FileStatus.NEW, FileStatus.CHANGED, FileStatus.REMOVED)))
+    if not (the_plan.is_empty and remembered == dict(state.roots)):  # an unchanged re-run writes no file
+        store = ms.store(create=True)
+        _Apply(ms, store, the_plan, remembered, set(previous) | set(current), takeovers, clock).run()
+    if store is None:
+        return outcome
+    made = 0
+    if vectors:
+        clock.vectors_phase(store.pending_count())
+        made = fill_pending(ms, store, clock.vectors_made, progress)
+    pending = store.pending_count()
+    clock.done(pending)
+    return replace(outcome, vectors_added=made, vectors_pending=pending)
+
+
+class _Clock:
+    """The run's progress events (`IndexProgress`), each sent after a commit."""
+
+    def __init__(self, started: float, on_progress: OnProgress | None, files_total: int) -> None:
+        self.started = self.phase_started = started
+        self.on_progress = on_progress
+        self.phase = "store"
+        self.files_total, self.files_done, self.chunks = files_total, 0, 0
+        self.vectors_total = self.vectors_done = 0
+
+    def stored(self, files: int, chunks: int) -> None:
+        self.files_done += files
+        self.chunks += chunks
+        self._send()
+
+    def vectors_phase(self, waiting: int) -> None:
+        self.phase, self.phase_started, self.vectors_total = "vectors", time.monotonic(), waiting
+        if waiting:
+            self._send()
+
+    def vectors_made(self, done: int, total: int) -> None:
+        self.vectors_done, self.vectors_total = done, max(self.vectors_total, total)
+        self._send()
+
+    def done(self, pending: int) -> None:
+        self.phase = "done"
+        self.vectors_total = self.vectors_done + pending
+        self._send()
+
+    def _send(self) -> None:
+        if self.on_progress is None:
+            return
+        now = time.monotonic()
+        self.on_progress(
+            IndexProgress(
+                self.phase, self.files_done, self.files_total, self.chunks, self.vectors_done, self.vectors_total,
+                now - self.started, now - self.phase_started,
+            )
+        )  # fmt: skip
 
 
 def _roots(
@@ -385,14 +464,8 @@ def _file_line(file: FilePlan, takeovers: Mapping[str, str], repaired: bool = Fa
     )
 
 
-def _pending(file: FilePlan, before: IndexedFile | None) -> IndexedFile:
-    """A record that makes the next run read the file afresh and delete every key it had or gets."""
-    keys = {**(before.chunks if before else {}), **(file.record.chunks if file.record else {})}
-    return IndexedFile(-1, -1, "", {key: "" for key in keys})
-
-
 class _Apply:
-    """Writes a plan in batches (module doc)."""
+    """Writes a plan a few files per transaction, each with the state that names them (module doc)."""
 
     def __init__(
         self,
@@ -401,41 +474,41 @@ class _Apply:
         the_plan: IndexPlan,
         roots: Mapping[str, Root],
         owned: set[str],
-        progress: Progress | None,
         takeovers: Mapping[str, str],
+        clock: _Clock,
     ) -> None:
-        self.ms, self.store, self.plan, self.progress = ms, store, the_plan, progress
+        self.ms, self.store, self.plan, self.clock = ms, store, the_plan, clock
         self.takeovers = takeovers  # added chunk's key → the key of the stored chunk of the same text it takes over
         self.taken = set(takeovers.values())  # kept from every delete
         self.roots = dict(roots)
         self.owned = owned  # the paths this run decides about; the others are as the stored state says
         stored = IndexState.load(store.index_state()).files
         self.files = {path: record for path, record in stored.items() if path in owned}
-        self.total = max(1, len(the_plan.add_chunks) - len(takeovers))
-        self.done = 0
 
     def run(self) -> None:
-        batches = _batches(self.plan.having(FileStatus.NEW, FileStatus.CHANGED, FileStatus.REMOVED))
+        queue = deque(self.plan.having(FileStatus.NEW, FileStatus.CHANGED, FileStatus.REMOVED))
         if len(self.plan.add_chunks) > len(self.takeovers):  # the model is loaded and checked before any delete
             self.store.check_model(self.ms.encoder().info)
         for file in self.plan.having(FileStatus.TOUCHED):
             assert file.record is not None
             self.files[file.path] = file.record
-        self._mark_pending(batches[0] if batches else ())
-        for number, batch in enumerate(batches):
-            self._write(batch)
-            for file in batch:
-                if file.status == FileStatus.REMOVED:
-                    self.files.pop(file.path, None)
-                elif file.record is not None:
-                    self.files[file.path] = file.record
-            self._mark_pending(batches[number + 1] if number + 1 < len(batches) else ())
-
-    def _mark_pending(self, batch: Sequence[FilePlan]) -> None:
-        for file in batch:
-            if file.status != FileStatus.REMOVED:  # a removed file's record already names every key it has
-                self.files[file.path] = _pending(file, self.files.get(file.path))
-        self._save()
+        while True:
+            with self.store.batch():  # the files and the state that names them: all or none
+                deadline = time.monotonic() + COMMIT_SECONDS
+                batch: list[FilePlan] = []
+                chunks = 0
+                while queue and (not batch or time.monotonic() < deadline):
+                    file = queue.popleft()
+                    chunks += self._write(file)
+                    batch.append(file)
+                    if file.status == FileStatus.REMOVED:
+                        self.files.pop(file.path, None)
+                    elif file.record is not None:
+                        self.files[file.path] = file.record
+                self._save()
+            self.clock.stored(len(batch), chunks)
+            if not queue:
+                return
 
     def _save(self) -> None:
         """The state as stored now, with this run's roots and the files it decides about."""
@@ -444,22 +517,18 @@ class _Apply:
         files.update(self.files)
         self.store.save_index_state(IndexState({**stored.roots, **self.roots}, files).dump())
 
-    def _write(self, batch: Sequence[FilePlan]) -> None:
-        keys = [key for file in batch for key in file.delete_keys]
-        ids = [id_ for key in keys if key not in self.taken and (id_ := self.store.id_for_key(key)) is not None]
+    def _write(self, file: FilePlan) -> int:
+        """One file's deletes, amends and new memories (stored without vectors: they wait for
+        them); returns how many memories were added."""
+        ids = [
+            id_ for key in file.delete_keys if key not in self.taken and (id_ := self.store.id_for_key(key)) is not None
+        ]
         if ids:
             self.store.delete(ids)
-        fresh = self._amend(batch)
-        memories = [with_chunks(chunk_memory(file, chunk)) for file, chunk in fresh]
+        memories = [chunk_memory(plan, chunk) for plan, chunk in self._amend([file])]
         if memories:
-            vectors, view_vectors = self._vectors(memories)
-            encoder = self.ms.encoder()
-            others = other_model_vectors(self.ms, self.store, [memory.text for memory in memories])
-            self.store.insert(
-                memories, vectors, encoder.info, utc_now(), replace=True, view_vectors=view_vectors,
-                model_vectors=others,
-            )  # fmt: skip
-            self.done += len(memories)
+            self.store.insert(memories, None, None, utc_now(), replace=True)
+        return len(memories)
 
     def _amend(self, batch: Sequence[FilePlan]) -> list[tuple[FilePlan, NoteChunk]]:
         """Amend in place the stored memories that the batch's chunks keep or take over (`restamped`);
@@ -494,37 +563,3 @@ class _Apply:
                 changes[memory_id] = change
         self.store.amend(changes)
         return fresh
-
-    def _vectors(self, memories: Sequence[NewMemory]) -> tuple[np.ndarray, dict[int, dict[str, np.ndarray]]]:
-        """The memories' vectors, embedded (`embed_memories`)."""
-        progress = self._progress(len(memories))
-        vectors, view_vectors = embed_memories(self.ms.encoder(), memories, progress)
-        return vectors, dict(view_vectors)
-
-    def _progress(self, size: int) -> Progress | None:
-        """The batch's (done, total) as the whole run's, in chunks."""
-        report = self.progress
-        if report is None:
-            return None
-        done = self.done
-
-        def batch_progress(texts_done: int, texts_total: int) -> None:
-            report(done + round(size * texts_done / max(1, texts_total)), self.total)
-
-        return batch_progress
-
-
-def _batches(files: Sequence[FilePlan]) -> list[tuple[FilePlan, ...]]:
-    """Files grouped so that a batch adds about BATCH_CHUNKS chunks (a file is never split)."""
-    batches: list[tuple[FilePlan, ...]] = []
-    current: list[FilePlan] = []
-    size = 0
-    for file in files:
-        current.append(file)
-        size += len(file.add_chunks)
-        if size >= BATCH_CHUNKS:
-            batches.append(tuple(current))
-            current, size = [], 0
-    if current:
-        batches.append(tuple(current))
-    return batches

@@ -20,6 +20,7 @@ from pathlib import Path
 from memsearch.embedding.base import Progress
 from memsearch.ingest import Library
 from memsearch.ingest.indexing import IndexOutcome, index_notes
+from memsearch.ingest.progress import OnProgress
 
 DEBOUNCE_MS = 400  # an editor's save (write, rename, chmod) is one update; a person waits no longer
 WAKE_MS = 500  # the watcher answers at least this often: the first answer says it is live
@@ -35,6 +36,7 @@ def watch_notes(
     debounce_ms: int = DEBOUNCE_MS,
     stop: threading.Event | None = None,
     store_files: Sequence[str] = (),
+    on_progress: OnProgress | None = None,
 ) -> Iterator[IndexOutcome]:
     """The outcome of a first index run (as `index_notes`), then of one run per batch of changes,
     until `stop` is set (or KeyboardInterrupt). The roots given are named in every update, as in
@@ -43,7 +45,7 @@ def watch_notes(
     from watchfiles import DefaultFilter, watch
 
     paths = list(paths)
-    first = index_notes(ms, paths, include=include, exclude=exclude, progress=progress)
+    first = index_notes(ms, paths, include=include, exclude=exclude, progress=progress, on_progress=on_progress)
     roots = [root.path for root in first.roots]
     named = roots if paths else []  # the folders given stay named in every update; remembered ones are checked
     if not roots:
@@ -55,11 +57,12 @@ def watch_notes(
         rust_timeout=WAKE_MS, yield_on_timeout=True,
     )  # fmt: skip
     next(batches, None)  # the watcher is live once it has answered (a timeout at the latest)
-    caught_up = index_notes(ms, progress=progress, within=roots, named=named)  # what changed before it was
+    # what changed before it was
+    caught_up = index_notes(ms, progress=progress, on_progress=on_progress, within=roots, named=named)
     yield first
     if caught_up.files:
         yield caught_up
     for changes in batches:
         changed = sorted({path for _, path in changes if not Path(path).name.startswith(".")})
         if changed:
-            yield index_notes(ms, progress=progress, within=changed, named=named)
+            yield index_notes(ms, progress=progress, on_progress=on_progress, within=changed, named=named)

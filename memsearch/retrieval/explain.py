@@ -48,6 +48,9 @@ class SearchOutcome:
     # How each lexical leg was searched: "exact" (BM25's top k) or "bounded" (a large PostgreSQL
     # store read long posting lists up to a budget: scores exact, the top k not proven).
     lexical_engines: Mapping[str, str] = field(default_factory=dict)
+    # Memories that wait for their vectors (stored by `index`, embedded after): the vector legs
+    # could not find them yet; the lexical legs can.
+    vectors_pending: int = 0
 
     @property
     def results(self) -> list[Candidate]:
@@ -82,6 +85,7 @@ class SearchOutcome:
             "expansions": [expansion.to_dict() for expansion in self.expansions],
             "vector_search": dict(self.vector_engines),
             "lexical_search": dict(self.lexical_engines),
+            "vectors_pending": self.vectors_pending,
             "results": [
                 {"rank": rank, **candidate_dict(candidate, self.profile, matches[candidate.id], explain=explain)}
                 for rank, candidate in enumerate(self.results, start=1)

@@ -449,6 +449,7 @@ def run_searches(
     embed_with = model_query_vector(model_encoder, store) if model_encoder is not None else None
     profiles: dict[tuple[int, float | None], Profile] = {}
     outcomes = []
+    pending = store.pending_count() if requests else 0  # memories the vector legs cannot find yet
     for request in requests:
         chosen_key = (id(request.profile), request.tau_days)  # requests of a batch share their profile
         chosen = profiles.get(chosen_key)
@@ -456,6 +457,8 @@ def run_searches(
             chosen = with_environment(with_tau(resolve_profile(request.profile), request.tau_days))
             profiles[chosen_key] = chosen
         outcome = run_search(store, request, embed, chosen, llm() if llm_stages(request, chosen) else None, embed_with)
+        if pending:
+            outcome = replace(outcome, vectors_pending=pending)
         if request.records_access:
             store.touch([c.id for c in outcome.results], utc_now())
         outcomes.append(outcome)

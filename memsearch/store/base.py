@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -144,6 +145,18 @@ class Rewrite:
             raise EditConflictError(self.id)
 
 
+@dataclass(frozen=True)
+class FilledVectors:
+    """The vectors of a memory that waits for them (`Store.fill_vectors`): its own, and its vector
+    views' (view → (text, vector)). `text` is the text they were made from: nothing is written for
+    a memory whose text changed meanwhile (or that no longer waits)."""
+
+    id: int
+    text: str
+    vector: np.ndarray
+    views: Mapping[str, tuple[str, np.ndarray]] = field(default_factory=dict)
+
+
 @runtime_checkable
 class SearchBackend(Protocol):
     """The reads a search makes. Vectors are unit length; cosine is their dot product."""
@@ -228,6 +241,11 @@ class Store(SearchBackend, Protocol):
 
     # -- writes: each is one transaction, all or nothing ----------------------------------
 
+    def batch(self) -> AbstractContextManager[None]:
+        """A transaction that the writes made inside it join: all of them, or none (an index run's
+        files and the state that names them are committed together)."""
+        ...
+
     def insert(
         self,
         memories: Sequence[NewMemory],
@@ -240,7 +258,21 @@ class Store(SearchBackend, Protocol):
         model_vectors: Mapping[str, np.ndarray] | None = None,
     ) -> builtins.list[int]:
         """`model_vectors` holds, for each of the store's other models (by name), the vectors
-        of the memories' texts (rows in batch order): required for every one of them."""
+        of the memories' texts (rows in batch order): required for every one of them. Memories
+        stored without `vectors` wait for them (`pending_count`, `fill_vectors`): they are found
+        by their words at once, by vector search once filled."""
+        ...
+
+    def fill_vectors(
+        self,
+        model: EmbeddingModelInfo,
+        filled: Sequence[FilledVectors],
+        model_vectors: Mapping[str, np.ndarray] | None = None,
+    ) -> int:
+        """Write the vectors of memories that wait for them, in one transaction (rows of
+        `model_vectors`, by the store's other models' names, in `filled`'s order); a memory that no
+        longer waits, or whose text is no longer the one embedded, is passed over. Returns how
+        many memories were filled."""
         ...
 
     def add_model_vectors(self, model: EmbeddingModelInfo, ids: Sequence[int], vectors: np.ndarray) -> None:
@@ -345,6 +377,14 @@ class Store(SearchBackend, Protocol):
         ...
 
     def vector_count(self) -> int: ...
+
+    def pending_count(self) -> int:
+        """How many memories wait for their vectors."""
+        ...
+
+    def pending_ids(self, limit: int | None = None) -> builtins.list[int]:
+        """The ids of memories that wait for their vectors, oldest first (at most `limit`)."""
+        ...
 
     def stats(self) -> dict[str, Any]: ...
 

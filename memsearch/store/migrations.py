@@ -121,6 +121,16 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX IF NOT EXISTS model_vectors_memory ON model_vectors (memory_id);
     """,
+    # 8: the memories that wait for their vectors (stored first, embedded after: `memsearch index`
+    # makes a note searchable by its words as soon as its file is read). A memory stored before
+    # without its own vector waits too, so the next `index` embeds it.
+    """
+    CREATE TABLE IF NOT EXISTS pending_vectors (
+        memory_id INTEGER PRIMARY KEY REFERENCES memories (id) ON DELETE CASCADE
+    );
+    INSERT OR IGNORE INTO pending_vectors (memory_id)
+        SELECT id FROM memories m WHERE NOT EXISTS (SELECT 1 FROM vectors v WHERE v.memory_id = m.id);
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

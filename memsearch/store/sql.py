@@ -24,7 +24,7 @@ from memsearch.models import (
     Memory,
     NewMemory,
 )
-from memsearch.store.base import EVERYTHING, INDEX_STATE_KEY, Rewrite, Scope, StoreHealth
+from memsearch.store.base import EVERYTHING, INDEX_STATE_KEY, FilledVectors, Rewrite, Scope, StoreHealth
 from memsearch.store.dialects import Dialect
 from memsearch.store.model_vectors import ExtraModelVectors, extra_fields
 from memsearch.timeutil import to_iso
@@ -83,6 +83,9 @@ class SQLStore(ExtraModelVectors):
     dialect: ClassVar[Dialect]
     latest_schema_version: ClassVar[int]
     insert_columns: ClassVar[tuple[str, ...]] = NEW_COLUMNS  # an engine's own columns follow NEW_COLUMNS
+    # A memory's row (MEMORY_COLUMNS) from the memories table under the alias m; a store that keeps
+    # part of a memory elsewhere joins it here (SQLite's access record: sqlite_access).
+    memory_select: ClassVar[str] = f"SELECT {MEMORY_COLUMNS} FROM memories m"
     location: str
     read_only: bool
     _access_skipped: bool  # the note that access was not recorded is given once
@@ -204,10 +207,74 @@ class SQLStore(ExtraModelVectors):
                 self._index(db, memory_id, batch, index)
                 ids.append(memory_id)
             self._index_all(db, ids, batch)
-            self._write_model_vectors(db, ids, model_vectors)
+            if vectors is None:  # they wait for their vectors, those of the other models too
+                self._set_pending(db, ids, waiting=True)
+            else:
+                self._write_model_vectors(db, ids, model_vectors)
+                self._set_pending(db, ids, waiting=False)
             return ids
 
         return self._write(work)
+
+    # A memory without its own vector waits for one: what a copy carries over (`restore`).
+    WAITING_SQL = (
+        "INSERT INTO pending_vectors (memory_id) SELECT id FROM memories m "
+        "WHERE NOT EXISTS (SELECT 1 FROM vectors v WHERE v.memory_id = m.id) ON CONFLICT (memory_id) DO NOTHING"
+    )
+
+    def _set_pending(self, db: Any, ids: Sequence[int], *, waiting: bool) -> None:
+        """Record that the memories wait for their vectors, or that they wait no longer."""
+        mark = self.dialect.mark
+        if not ids:
+            return
+        rows = [(int(memory_id),) for memory_id in ids]
+        if waiting:  # a memory stored again in place keeps no vector of its old text
+            db.cursor().executemany(f"DELETE FROM vectors WHERE memory_id = {mark}", rows)
+            db.cursor().executemany(f"DELETE FROM model_vectors WHERE memory_id = {mark}", rows)
+            sql = f"INSERT INTO pending_vectors (memory_id) VALUES ({mark}) ON CONFLICT (memory_id) DO NOTHING"
+        else:
+            sql = f"DELETE FROM pending_vectors WHERE memory_id = {mark}"
+        db.cursor().executemany(sql, rows)
+
+    def fill_vectors(
+        self,
+        model: EmbeddingModelInfo,
+        filled: Sequence[FilledVectors],
+        model_vectors: Mapping[str, np.ndarray] | None = None,
+    ) -> int:
+        """Write the vectors of memories that wait for them, in one transaction; a memory that no
+        longer waits, or whose text changed since it was embedded, is passed over."""
+        mark = self.dialect.mark
+
+        def work(db: Any) -> int:
+            self.check_model(model)
+            self._record_model(db, model)
+            ids = [item.id for item in filled]
+            waiting: dict[int, str] = {}
+            for start in range(0, len(ids), 500):
+                part = ids[start : start + 500]
+                rows = db.execute(
+                    f"SELECT m.id, m.text FROM memories m JOIN pending_vectors p ON p.memory_id = m.id "
+                    f"WHERE m.id IN ({self.dialect.marks(len(part))})",
+                    part,
+                )
+                waiting.update((int(memory_id), text) for memory_id, text in rows)
+            kept = [row for row, item in enumerate(filled) if waiting.get(item.id) == item.text]
+            chosen = [filled[row] for row in kept]
+            self._fill(db, chosen)
+            chosen_ids = [item.id for item in chosen]
+            rows_of = {name: vectors[kept] for name, vectors in (model_vectors or {}).items()}
+            self._write_model_vectors(db, chosen_ids, rows_of)
+            db.cursor().executemany(
+                f"DELETE FROM pending_vectors WHERE memory_id = {mark}", [(memory_id,) for memory_id in chosen_ids]
+            )
+            return len(chosen)
+
+        return self._write(work) if filled else 0
+
+    def _fill(self, db: Any, filled: Sequence[FilledVectors]) -> None:
+        """Write (or overwrite) the memories' own vectors and their views' texts and vectors."""
+        raise NotImplementedError
 
     def update(self, memory_id: int, changes: dict[str, Any]) -> Memory:
         """Change some of SETTABLE_FIELDS of one memory (new tags are indexed anew)."""
@@ -348,9 +415,7 @@ class SQLStore(ExtraModelVectors):
         return row[0] if row else None
 
     def get(self, memory_id: int) -> Memory:
-        row = self._db.execute(
-            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id = {self.dialect.mark}", (memory_id,)
-        ).fetchone()
+        row = self._db.execute(f"{self.memory_select} WHERE m.id = {self.dialect.mark}", (memory_id,)).fetchone()
         if row is None:
             raise MemoryNotFoundError(f"no memory with id {memory_id}")
         return self.dialect.row_to_memory(row)
@@ -363,7 +428,7 @@ class SQLStore(ExtraModelVectors):
 
     def _memories(self, condition: str, params: Sequence[Any]) -> builtins.list[Memory]:
         """The memories (table `m`) that meet `condition`, in the order and limits it ends with."""
-        rows = self._db.execute(f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE {condition}", params)
+        rows = self._db.execute(f"{self.memory_select} WHERE {condition}", params)
         return [self.dialect.row_to_memory(row) for row in rows]
 
     def list(self, scope: Scope = EVERYTHING, *, limit: int | None = None, offset: int = 0) -> builtins.list[Memory]:
@@ -386,6 +451,14 @@ class SQLStore(ExtraModelVectors):
 
     def vector_count(self) -> int:
         return int(self._db.execute("SELECT count(*) FROM vectors").fetchone()[0])
+
+    def pending_count(self) -> int:
+        return int(self._db.execute("SELECT count(*) FROM pending_vectors").fetchone()[0])
+
+    def pending_ids(self, limit: int | None = None) -> builtins.list[int]:
+        mark = self.dialect.mark
+        sql = f"SELECT memory_id FROM pending_vectors ORDER BY memory_id LIMIT {mark} OFFSET {mark}"
+        return [int(memory_id) for (memory_id,) in self._db.execute(sql, self.dialect.page(limit, 0))]
 
     def view_names(self, memory_id: int) -> builtins.list[str]:
         """The vector views stored for one memory, by name."""
@@ -483,6 +556,7 @@ class SQLStore(ExtraModelVectors):
             "path": self.location,
             "memories": total,
             "vectors": self.vector_count(),
+            "vectors_pending": self.pending_count(),
             "embedding_model": model.name if model else None,
             "embedding_dim": model.dim if model else None,
             "embedding_version": model.version if model else None,

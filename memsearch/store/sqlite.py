@@ -15,6 +15,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import memsearch.store.sqlite_access as access_file
 from memsearch.errors import (
     InvalidInputError,
     MemoryNotFoundError,
@@ -34,6 +35,7 @@ from memsearch.store.ann import AnnIndex, ann_threshold, index_library_available
 from memsearch.store.base import (
     INDEX_STATE_KEY,
     ExportedMemory,
+    FilledVectors,
     Hits,
     Rewrite,
     Scope,
@@ -101,6 +103,7 @@ class SQLiteStore(Fts5Index, InProcessVectors, SQLiteReads, SQLStore):
 
     parallel_reads = False
     dialect = SQLITE
+    memory_select = access_file.MEMORY_SELECT
     latest_schema_version = SCHEMA_VERSION
 
     def __init__(self, path: Path, *, read_only: bool = False) -> None:
@@ -122,6 +125,7 @@ class SQLiteStore(Fts5Index, InProcessVectors, SQLiteReads, SQLStore):
         self.ann_threshold = ann_threshold()
         self._write_refusal: MemsearchError | None = None  # set when only reading works (a full disk)
         self._access_skipped = False  # the note that access was not recorded is given once
+        self._access_file_missing = False  # the access file could not be had: accesses are not recorded
         self._wal_holds_deleted_text = False  # a checkpoint is due after the write commits
         if read_only:
             self._write_refusal = StoreUnavailableError(
@@ -140,6 +144,7 @@ class SQLiteStore(Fts5Index, InProcessVectors, SQLiteReads, SQLStore):
     def _connect(self) -> sqlite3.Connection:
         if self.read_only:
             connection = self._read_only_open()
+            access_file.attach(connection, self.path, writable=False)
             with self._lock:
                 self._connections.append(connection)
             return connection
@@ -162,6 +167,8 @@ class SQLiteStore(Fts5Index, InProcessVectors, SQLiteReads, SQLStore):
         except BaseException:
             connection.close()
             raise
+        if not access_file.attach(connection, self.path, writable=self._write_refusal is None):
+            self._access_file_missing = self._write_refusal is None  # (a full disk: not written anyway)
         with self._lock:
             self._connections.append(connection)
         return connection
@@ -237,7 +244,7 @@ class SQLiteStore(Fts5Index, InProcessVectors, SQLiteReads, SQLStore):
         except BaseException as error:
             store.close()
             if created:  # a store that could not be made leaves no file behind (a full disk, say)
-                for leftover in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+                for leftover in (path, Path(f"{path}-wal"), Path(f"{path}-shm"), *access_file.access_files(path)):
                     leftover.unlink(missing_ok=True)
             if isinstance(error, sqlite3.Error):
                 raise store_error(path, error) from None
@@ -278,12 +285,32 @@ class SQLiteStore(Fts5Index, InProcessVectors, SQLiteReads, SQLStore):
 
     # -- transactions and store facts -----------------------------------------------------
 
-    def transaction(self, busy_timeout_ms: int | None = None) -> _Transaction:
-        """A write transaction; `busy_timeout_ms` waits less than BUSY_TIMEOUT_MS for another writer."""
+    def transaction(self, busy_timeout_ms: int | None = None) -> contextlib.AbstractContextManager[None]:
+        """A write transaction; `busy_timeout_ms` waits less than BUSY_TIMEOUT_MS for another writer.
+        Inside a `batch`, the batch's own."""
         connection = self._db
         if self._write_refusal is not None:
             raise self._write_refusal
+        if getattr(self._local, "batched", False):
+            return contextlib.nullcontext()
         return _Transaction(connection, self.path, busy_timeout_ms)
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """One write transaction that the writes made inside it join (the deleted text is
+        forgotten once, at its end)."""
+        if getattr(self._local, "batched", False):
+            yield
+            return
+        with self.transaction():
+            self._local.batched, self._local.forget = True, False
+            try:
+                yield
+                if self._local.forget:
+                    self._forget_deleted_text()
+            finally:
+                self._local.batched = False
+        self._checkpoint_if_due()
 
     def _write(self, work: Callable[[sqlite3.Connection], T]) -> T:
         """Run `work` in one write transaction that moves the generation on."""
@@ -326,6 +353,7 @@ class SQLiteStore(Fts5Index, InProcessVectors, SQLiteReads, SQLStore):
 
     def _unindex(self, db: sqlite3.Connection, memory_id: int, batch: NewBatch, index: int) -> None:
         db.execute("DELETE FROM memories_fts WHERE rowid = ?", (memory_id,))
+        access_file.restart_clock(db, memory_id)
         self._delete_views(memory_id)
         batch.replaced = True
 
@@ -360,6 +388,7 @@ class SQLiteStore(Fts5Index, InProcessVectors, SQLiteReads, SQLStore):
                 if self._db.execute("DELETE FROM memories WHERE id = ?", (memory_id,)).rowcount == 0:
                     raise MemoryNotFoundError(f"no memory with id {memory_id}; nothing was deleted")
                 self._db.execute("DELETE FROM memories_fts WHERE rowid = ?", (memory_id,))
+            access_file.forget(self._db, ids)
             for rewrite in rewrites:
                 self._rewrite(rewrite)
             if ids or rewrites:  # an edit forgets the old text too
@@ -369,9 +398,13 @@ class SQLiteStore(Fts5Index, InProcessVectors, SQLiteReads, SQLStore):
 
     def _forget_deleted_text(self) -> None:
         """Merge the full-text index into one segment, which drops deleted rows' words: FTS5 keeps
-        them in older segments until a merge reaches them. (FTS5's own 'secure-delete' option needs
-        SQLite 3.42 or later and changes the table's file format, so older builds could not open
-        the store.) The merge rewrites the index: 0.2-0.7 s at 20,000 memories."""
+        them in older segments until a merge reaches them. The merge rewrites the index (0.2-0.4 s
+        at 10k memories, 2-3 s at 100k); FTS5's 'secure-delete' (~20 ms) needs SQLite 3.42 and a
+        table format older SQLite cannot read (README, Speed: why not yet). In a `batch`, once at
+        its end."""
+        if getattr(self._local, "batched", False):
+            self._local.forget = True
+            return
         self._db.execute("INSERT INTO memories_fts (memories_fts) VALUES ('optimize')")
         self._wal_holds_deleted_text = True
 
@@ -379,7 +412,7 @@ class SQLiteStore(Fts5Index, InProcessVectors, SQLiteReads, SQLStore):
         """After a write that forgot deleted text, copy the WAL into the database file and empty it:
         its frames hold pages as they were before. Best effort: a reader in the middle of a read
         keeps the frames it needs."""
-        if self._wal_holds_deleted_text:
+        if self._wal_holds_deleted_text and not getattr(self._local, "batched", False):
             self._wal_holds_deleted_text = False
             with contextlib.suppress(sqlite3.Error):
                 self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -410,24 +443,26 @@ class SQLiteStore(Fts5Index, InProcessVectors, SQLiteReads, SQLStore):
             (rewrite.id, rewrite.vector.astype("<f4").tobytes()),
         )
         self._rewrite_model_vectors(self._db, rewrite)
+        self._set_pending(self._db, [rewrite.id], waiting=False)
 
     def _delete_views(self, memory_id: int) -> None:
         self._db.execute("DELETE FROM views WHERE memory_id = ?", (memory_id,))
 
     def touch(self, ids: Sequence[int], now: datetime) -> None:
-        """Record that a search returned these memories; increments are atomic in SQL, so
-        concurrent searches lose no update."""
+        """Record that a search returned these memories, in the access file (sqlite_access says
+        why not the store); increments are atomic in SQL, so concurrent searches lose no update."""
         if not ids:
             return
         try:
+            if self._write_refusal is not None:
+                raise self._write_refusal
+            identity = self._cache_identity()
+            if identity is None or self._access_file_missing:
+                raise StoreUnavailableError(f"{access_file.access_path(self.path)} cannot be written")
             # Threads of this process take turns here, so the short wait only ever gives way to
-            # another process's writer, never to a sibling search.
-            with self._access_lock, self.transaction(ACCESS_TIMEOUT_MS):
-                self._db.executemany(
-                    "UPDATE memories SET access_count = access_count + 1, "
-                    "last_accessed_at = max(last_accessed_at, ?) WHERE id = ?",
-                    [(to_iso(now), memory_id) for memory_id in ids],
-                )
+            # another process's recording, never to a sibling search.
+            with self._access_lock:
+                access_file.record(self._db, self.path, identity[0], ids, to_iso(now))
         except StoreUnavailableError as error:
             self._access_not_recorded(f"{self.path} is open read-only" if self.read_only else str(error))
 
@@ -436,6 +471,22 @@ class SQLiteStore(Fts5Index, InProcessVectors, SQLiteReads, SQLStore):
 
     def _clear_vectors(self, db: sqlite3.Connection) -> None:
         db.execute("DELETE FROM vectors")
+
+    def _fill(self, db: sqlite3.Connection, filled: Sequence[FilledVectors]) -> None:
+        db.executemany(
+            "INSERT INTO vectors (memory_id, vector) VALUES (?, ?) "
+            "ON CONFLICT (memory_id) DO UPDATE SET vector = excluded.vector",
+            [(item.id, SQLITE.vector_value(item.vector)) for item in filled],
+        )
+        db.executemany(
+            "INSERT INTO views (memory_id, view, text, vector) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (memory_id, view) DO UPDATE SET text = excluded.text, vector = excluded.vector",
+            [
+                (item.id, view, text, SQLITE.vector_value(vector))
+                for item in filled
+                for view, (text, vector) in sorted(item.views.items())
+            ],
+        )
 
     def _add_vectors(self, db: sqlite3.Connection, ids: Sequence[int], vectors: np.ndarray) -> None:
         db.executemany(
@@ -449,11 +500,10 @@ class SQLiteStore(Fts5Index, InProcessVectors, SQLiteReads, SQLStore):
         """Every memory with all it holds, in id order (for `copy_store`)."""
         import numpy as np
 
-        columns = ", ".join(f"m.{name.strip()}" for name in MEMORY_COLUMNS.split(","))
         last = 0
         while True:
             rows = self._db.execute(
-                f"SELECT {columns}, f.context, f.prev FROM memories m JOIN memories_fts f ON f.rowid = m.id "
+                f"SELECT m.*, f.context, f.prev FROM ({self.memory_select}) m JOIN memories_fts f ON f.rowid = m.id "
                 "WHERE m.id > ? ORDER BY m.id LIMIT ?",
                 (last, batch),
             ).fetchall()
@@ -487,6 +537,7 @@ class SQLiteStore(Fts5Index, InProcessVectors, SQLiteReads, SQLStore):
         with self.transaction():
             if self._db.execute("SELECT 1 FROM memories LIMIT 1").fetchone() is not None:
                 raise InvalidInputError(f"{self.path} holds memories already; copy needs an empty store")
+            self._db.execute("DELETE FROM access.accesses")  # of memories deleted before: ids come back
             if model is not None:
                 self._write_model_meta(self._db, model)
             for exported in memories:
@@ -512,6 +563,7 @@ class SQLiteStore(Fts5Index, InProcessVectors, SQLiteReads, SQLStore):
             # Links may point forward in id order: set once every memory is there.
             sets = ", ".join(f"{name} = ?" for name in REFERS)
             self._db.executemany(f"UPDATE memories SET {sets} WHERE id = ?", links)
+            self._db.execute(self.WAITING_SQL)
             self._bump_generation()
         return written
 

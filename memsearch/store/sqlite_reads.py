@@ -11,7 +11,7 @@ from memsearch.errors import MemoryNotFoundError
 from memsearch.models import Memory
 from memsearch.store.base import EVERYTHING, Scope
 from memsearch.store.dialects import SQLITE, SQLITE_INT_MAX
-from memsearch.store.sql import MEMORY_COLUMNS, SQLStore
+from memsearch.store.sql import SQLStore
 
 _row_to_memory = SQLITE.row_to_memory
 
@@ -44,7 +44,7 @@ class SQLiteReads(SQLStore):
         for start in range(0, len(unique), 500):
             chunk = unique[start : start + 500]
             marks = ",".join("?" * len(chunk))
-            for row in self._db.execute(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id IN ({marks})", chunk):
+            for row in self._db.execute(f"{self.memory_select} WHERE m.id IN ({marks})", chunk):
                 found[row[0]] = _row_to_memory(row)
         return found
 

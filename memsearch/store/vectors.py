@@ -47,8 +47,8 @@ class VectorIndex:
 
     def locate(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Each id's row here (meaningless where absent) and whether it is present."""
-        if self.ids.size == 0 or ids.size == 0:
-            return ids[:0], np.zeros(ids.size, bool)
+        if self.ids.size == 0 or ids.size == 0:  # no vector yet (they wait: see Store.pending_count)
+            return np.zeros(ids.size, np.int64), np.zeros(ids.size, bool)
         rows = np.minimum(np.searchsorted(self.ids, ids), self.ids.size - 1)
         return rows, self.ids[rows] == ids
 

@@ -209,12 +209,25 @@ _MODEL_VECTORS = """
     CREATE INDEX IF NOT EXISTS model_vectors_memory ON model_vectors (memory_id);
 """
 
+# Migration 6: the memories that wait for their vectors (stored first, embedded after: `memsearch
+# index` makes a note searchable by its words as soon as its file is read). A memory stored before
+# without its own vector waits too, so the next `index` embeds it.
+_PENDING_VECTORS = """
+    CREATE TABLE IF NOT EXISTS pending_vectors (
+        memory_id bigint PRIMARY KEY REFERENCES memories (id) ON DELETE CASCADE
+    );
+    INSERT INTO pending_vectors (memory_id)
+        SELECT id FROM memories m WHERE NOT EXISTS (SELECT 1 FROM vectors v WHERE v.memory_id = m.id)
+        ON CONFLICT (memory_id) DO NOTHING;
+"""
+
 MIGRATIONS: tuple[str | Callable[[Connection[Any]], None], ...] = (
     *_SQL_MIGRATIONS,
     _index_grams,
     _LEXICAL_STATISTICS,
     _IMPACT_ORDER,
     _MODEL_VECTORS,
+    _PENDING_VECTORS,
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -11,6 +11,7 @@ EXACT_SEARCH_BELOW vectors, through the HNSW index with iterative scans above it
 from __future__ import annotations
 
 import builtins
+import contextlib
 import json
 import logging
 import threading
@@ -40,6 +41,7 @@ from memsearch.store.base import (
     EVERYTHING,
     INDEX_STATE_KEY,
     ExportedMemory,
+    FilledVectors,
     LexicalHits,
     Rewrite,
     Scope,
@@ -165,6 +167,18 @@ class PostgresStore(PgVectorSearch, SQLStore):
                     "MEMSEARCH_READ_ONLY is set); nothing was changed"
                 ) from None
         raise AssertionError("unreachable")
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """One transaction that the writes made inside it join (each as a savepoint of it)."""
+        try:
+            with self._db.transaction():
+                yield
+        except pg_errors.ReadOnlySqlTransaction:
+            raise StoreUnavailableError(
+                f"{self.location} is read-only here (a read-only server, role or database, or "
+                "MEMSEARCH_READ_ONLY is set); nothing was changed"
+            ) from None
 
     @property
     def schema_version(self) -> int:
@@ -343,6 +357,7 @@ class PostgresStore(PgVectorSearch, SQLStore):
         )  # fmt: skip
         self._copy_vectors(db, [(rewrite.id, rewrite.vector)], upsert=True)
         self._rewrite_model_vectors(db, rewrite)
+        self._set_pending(db, [rewrite.id], waiting=False)
 
     def touch(self, ids: Sequence[int], now: datetime) -> None:
         """Record that a search returned these memories (ids in order, so writers never deadlock)."""
@@ -376,6 +391,16 @@ class PostgresStore(PgVectorSearch, SQLStore):
         db.execute("LOCK TABLE vectors IN EXCLUSIVE MODE")
         self._indexed_dim = None  # the model's HNSW indexes are checked again
         db.execute("DELETE FROM vectors")
+
+    def _fill(self, db: Connection[Any], filled: Sequence[FilledVectors]) -> None:
+        self._copy_vectors(db, ((item.id, item.vector) for item in filled), upsert=True)
+        for item in filled:
+            if item.views:
+                db.execute("DELETE FROM views WHERE memory_id = %s AND view = ANY(%s)", (item.id, list(item.views)))
+        self._copy_views(
+            db,
+            [(item.id, view, text, vector) for item in filled for view, (text, vector) in sorted(item.views.items())],
+        )
 
     def _add_vectors(self, db: Connection[Any], ids: Sequence[int], vectors: np.ndarray) -> None:
         self._copy_vectors(db, ((memory_id, vectors[row]) for row, memory_id in enumerate(ids)))
@@ -495,6 +520,7 @@ class PostgresStore(PgVectorSearch, SQLStore):
                 "ON CONFLICT (term, col, shard) DO UPDATE SET docs = term_docs.docs + excluded.docs"
             )
             db.execute("SET LOCAL memsearch.bulk_load = off")
+            db.execute(self.WAITING_SQL)
             db.execute(
                 "SELECT setval(pg_get_serial_sequence('memories', 'id'), greatest(1, (SELECT max(id) FROM memories)), "
                 "(SELECT count(*) > 0 FROM memories))"
