@@ -189,9 +189,9 @@ _memsearch_serve() {
     case $prev in
         --db) _memsearch_paths -f; return ;;
         --model) _memsearch_paths -d; return ;;
-        --host|--port|--allowed-host|--cors-origin) return ;;
+        --host|--port|--allowed-host|--cors-origin|--idle-exit) return ;;
     esac
-    _memsearch_reply -W '--host --port --allowed-host --cors-origin --no-token --db --model -h --help'
+    _memsearch_reply -W '--host --port --allowed-host --cors-origin --no-token --idle-exit --db --model -h --help'
 }
 
 _memsearch_token() {

@@ -266,6 +266,7 @@ complete -c memsearch -n '__fish_memsearch_using serve' -l port -x -d 'Port to b
 complete -c memsearch -n '__fish_memsearch_using serve' -l allowed-host -x -d 'Also accept requests whose Host header names this (repeatable). Default: loopback names and the --host address only.'
 complete -c memsearch -n '__fish_memsearch_using serve' -l cors-origin -x -d 'Accept requests from web pages of this origin, e.g. http://localhost:3000 (repeatable). Default: none.'
 complete -c memsearch -n '__fish_memsearch_using serve' -l no-token -d 'Require no bearer token: every user of this machine can then read and change the store (loopback only). Default: the token you set ($MEMSEARCH_API_KEY, api_key), else one made at start.'
+complete -c memsearch -n '__fish_memsearch_using serve' -l idle-exit -x -d 'Exit (as on SIGTERM) once no request has come for this long. Default: run until stopped.'
 complete -c memsearch -n '__fish_memsearch_using serve' -l db -r -F -d 'Store file, or a postgresql://user@host/db URL. Default: $MEMSEARCH_DB, else db in config.toml, else $MEMSEARCH_HOME/memsearch.db, else the user data dir.'
 complete -c memsearch -n '__fish_memsearch_using serve' -l model -x -a '(__fish_complete_directories)' -d 'A model by name (minilm, e5-small, mpnet, gemma) or a sentence-transformers model directory. Default: $MEMSEARCH_MODEL, else the store\'s own model, else the bundled all-MiniLM-L6-v2 (minilm).'
 complete -c memsearch -n '__fish_memsearch_using serve' -s h -l help -d 'Show this message and exit.'

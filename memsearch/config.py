@@ -7,6 +7,7 @@ overridden by its environment variable; front ends put their own flags over both
     project = "web"       # the project searched, listed and added to
     db = "~/notes.db"     # the store (a path or a postgresql:// URL)
     api_key = "…"         # the bearer token of `memsearch serve`
+    autoserve = true      # start a `memsearch serve` on first use, stopped when idle (or: idle seconds)
 """
 
 from __future__ import annotations
@@ -45,6 +46,24 @@ def _format(value: object) -> str:
     return str(value)
 
 
+AUTOSERVE_IDLE_S = 900  # `autoserve = true`: the started server exits after this long without a request
+_ON, _OFF = ("true", "yes", "on", "1"), ("false", "no", "off", "0")
+
+
+def _autoserve(value: object) -> int | None:
+    """The idle time of an autostarted server in seconds, or None (off): true/false (1/0, yes/no,
+    on/off), or a whole number of seconds from 2 on."""
+    if isinstance(value, str) and value.strip().lower() in (*_ON, *_OFF):
+        return AUTOSERVE_IDLE_S if value.strip().lower() in _ON else None
+    if isinstance(value, bool):
+        return AUTOSERVE_IDLE_S if value else None
+    if isinstance(value, str) and re.fullmatch(r"[0-9]{1,9}", value.strip()):
+        value = int(value)
+    if not isinstance(value, int) or not 2 <= value <= 10**9:
+        raise ValueError("must be true, false or a whole number of idle seconds from 2")
+    return value
+
+
 @dataclass(frozen=True)
 class Key:
     """A setting: its environment variable, how a value is checked, and its default."""
@@ -62,6 +81,7 @@ KEYS: Mapping[str, Key] = {
     "project": Key("MEMSEARCH_PROJECT", _text, None),
     "db": Key("MEMSEARCH_DB", _text, None),  # None: see memsearch.paths.resolve_db_path
     "api_key": Key("MEMSEARCH_API_KEY", _text, None, secret=True),
+    "autoserve": Key("MEMSEARCH_AUTOSERVE", _autoserve, None),  # None: off
 }
 
 

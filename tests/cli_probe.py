@@ -8,10 +8,10 @@ import sys
 
 _PROBE = """
 import json, sys
-from memsearch.cli.app import app, only_command
+from memsearch.cli.app import command_app
 sys.argv = ["memsearch", *sys.argv[1:]]
 try:
-    only_command(app, sys.argv[1:])()  # as the console entry point does
+    command_app(sys.argv[1:])()  # as the console entry point does
 except SystemExit:
     pass
 print(json.dumps(sorted(sys.modules)))

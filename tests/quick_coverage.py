@@ -39,9 +39,17 @@ class Recorder:
             threading.setprofile(None)
 
 
+def _is_stub(function: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """A body of only a docstring and `...` (a protocol's method): nothing there to run."""
+    body = function.body[1:] if ast.get_docstring(function) is not None else function.body
+    return all(isinstance(line, ast.Expr) and isinstance(line.value, ast.Constant) for line in body)
+
+
 def defines_functions(path: Path) -> bool:
+    """Whether the module defines a function with code to run (stubs do not count)."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    return any(isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) for node in ast.walk(tree))
+    functions = (node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef))
+    return any(not _is_stub(function) for function in functions)
 
 
 def unexercised(files: set[str]) -> list[str]:

@@ -18,7 +18,7 @@ from typer.core import TyperArgument, TyperOption
 from typer.testing import CliRunner
 
 from memsearch.api import Memsearch
-from memsearch.cli.app import app
+from memsearch.cli.app import app, command_app
 from memsearch.cli.startup import _name, _PlainValues, only_command
 from memsearch.embedding import Encoder, resolve_model
 from memsearch.embedding.onnx import OPTIMIZED_PREFIX, export_dir, load_session
@@ -49,6 +49,15 @@ def test_a_commands_help_is_the_same_built_alone(name: str) -> None:
     alone = CliRunner().invoke(only_command(app, [name, "--help"]), [name, "--help"], terminal_width=100)
     assert full.exit_code == alone.exit_code == 0, full.output
     assert alone.output == full.output
+    entry = CliRunner().invoke(command_app([name, "--help"]), [name, "--help"], terminal_width=100)
+    assert entry.exit_code == 0 and entry.output == full.output  # what the console entry point runs
+
+
+def test_a_command_imports_only_its_own_command_module(tmp_path: Path) -> None:
+    modules = modules_imported_by("search", "x", "--mode", "lexical", "--db", str(tmp_path / "none.db"))
+    assert "memsearch.cli.searching" in modules
+    for other in ("memsearch.cli.admin", "memsearch.cli.memories", "memsearch.cli.evaluation", "memsearch.cli.serving"):
+        assert other not in modules, other
 
 
 def _outcome(runtime: Any, value: Any, param: Any, ctx: Any) -> tuple[str, Any]:
@@ -103,6 +112,26 @@ def test_a_lexical_search_for_a_script_imports_no_rich_pydantic_or_encoder(tmp_p
     for heavy in ("rich", "pydantic", "onnxruntime", "tokenizers", "http.client"):  # tomllib: the profile is TOML
         assert heavy not in modules, heavy
     assert "memsearch.store.sqlite" in modules  # it did search, in this process
+
+
+LEXICAL_NEEDS_NONE_OF = ("numpy", "usearch", "onnxruntime", "tokenizers", "torch", "sentence_transformers", "rich")
+
+
+@pytest.mark.parametrize("fmt", ["table", "json", "csv"])
+def test_a_lexical_search_imports_no_numpy_ann_library_or_model_runtime(
+    tmp_path: Path, encoder: Encoder, fmt: str
+) -> None:
+    """Issue 32: a lexical search (the store, FTS5, ranking and rendering) runs on the standard
+    library; numpy, usearch and the model's runtime are imported only by what embeds or scores vectors,
+    and Rich only by a table on a terminal (in a pipe a table is tab-separated lines)."""
+    db = tmp_path / "m.db"
+    with Memsearch(db, encoder=encoder) as ms:
+        ms.add(NewMemory("the deploy key is in the vault"))
+    args = ("search", "deploy key", "--mode", "lexical", "-f", fmt, "--no-server", "--db", str(db))
+    modules = modules_imported_by(*args, check=True)
+    assert "memsearch.store.sqlite" in modules  # it did search, in this process
+    for heavy in LEXICAL_NEEDS_NONE_OF:
+        assert heavy not in modules, heavy
 
 
 def test_a_search_through_the_server_imports_no_numpy_encoder_or_store(tmp_path: Path, encoder: Encoder) -> None:

@@ -4,25 +4,28 @@ and the console entry point `main`.
 The commands live by use in memories, searching, serving, admin and evaluation; the error
 policy in failures, the shared options in options, the consoles (and --color) in consoles.
 Library modules are imported inside the commands, so `--help` and the read commands stay fast
-and never import torch. The annotations are objects, not strings (no `from __future__ import
-annotations`): Typer reads each command's signature, and evaluating string annotations took it
-longer than building the command.
+and never import torch. The entry point imports only the module of the command it runs
+(`command_app`); `app`, every command, is assembled on first use. The annotations are objects,
+not strings (no `from __future__ import annotations`): Typer reads each command's signature, and
+evaluating string annotations took it longer than building the command.
 """
 
+import copy
 import functools
 import os
 import sys
+from importlib import import_module
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from typer.core import TyperGroup
 
 from memsearch import __version__
-from memsearch.cli import admin, evaluation, memories, metavars, searching, serving
+from memsearch.cli import metavars
 from memsearch.cli.consoles import set_color
 from memsearch.cli.failures import debugging, ends_cleanly, run_reporting_failures
 from memsearch.cli.options import DB_HELP, Color, Format, Shell
-from memsearch.cli.startup import only_command, plain_values
+from memsearch.cli.startup import command_name, only_command, plain_values
 from memsearch.errors import ExitCode
 
 if TYPE_CHECKING:
@@ -58,7 +61,7 @@ class MemsearchGroup(TyperGroup):
         )
 
 
-app = typer.Typer(
+_root_app = typer.Typer(
     cls=MemsearchGroup,
     name="memsearch",
     help="Local-first memory search for AI agents and terminal users.",
@@ -75,7 +78,7 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
-@app.callback()
+@_root_app.callback()
 def _root(
     context: typer.Context,
     version: Annotated[
@@ -174,37 +177,81 @@ def completions(shell: Annotated[Shell, typer.Argument(help="bash, zsh or fish."
     """Print the shell-completion script (static: tab completion never starts Python)."""
     from memsearch.cli.shells import generate
 
-    sys.stdout.write(generate(str(shell), app))
+    sys.stdout.write(generate(str(shell), _full_app()))
 
 
-# The commands, in the order of `memsearch --help` (and of the completion scripts).
-app.command()(memories.add)
-app.command("import")(memories.import_)
-app.command()(searching.search)
-app.command()(memories.get)
-app.command("list")(memories.list_)
-app.command()(memories.tags)
-app.command()(memories.delete)
-app.command()(admin.stats)
-app.command()(admin.path)
-app.command()(admin.reindex)
-app.command()(admin.index)
-app.command("set")(memories.set_)
-app.command()(memories.edit)
-app.command()(memories.pin)
-app.command()(memories.unpin)
-app.command()(admin.consolidate)
-app.add_typer(searching.profiles_app, name="profiles")
-app.command()(memories.timeline)
-app.command()(serving.mcp)
-app.command()(serving.serve)
-app.command()(serving.token)
-app.command("eval")(evaluation.eval_)
-app.command()(completions)
-app.command()(admin.copy)
-app.command()(memories.export)
-app.command()(admin.config)
-app.command()(admin.doctor)
+# The commands, in the order of `memsearch --help` (and of the completion scripts): the command
+# module and function (the name is the function's, or the one given), and the `profiles` group.
+_COMMANDS: tuple[tuple[str, str, str | None], ...] = (
+    ("memories", "add", None),
+    ("memories", "import_", "import"),
+    ("searching", "search", None),
+    ("memories", "get", None),
+    ("memories", "list_", "list"),
+    ("memories", "tags", None),
+    ("memories", "delete", None),
+    ("admin", "stats", None),
+    ("admin", "path", None),
+    ("admin", "reindex", None),
+    ("admin", "index", None),
+    ("memories", "set_", "set"),
+    ("memories", "edit", None),
+    ("memories", "pin", None),
+    ("memories", "unpin", None),
+    ("admin", "consolidate", None),
+    ("searching", "profiles_app", "profiles"),  # a group
+    ("memories", "timeline", None),
+    ("serving", "mcp", None),
+    ("serving", "serve", None),
+    ("serving", "token", None),
+    ("evaluation", "eval_", "eval"),
+    ("app", "completions", None),
+    ("admin", "copy", None),
+    ("memories", "export", None),
+    ("admin", "config", None),
+    ("admin", "doctor", None),
+)
+
+
+def _command_of(entry: tuple[str, str, str | None]) -> str:
+    return entry[2] or entry[1]
+
+
+def _register(target: typer.Typer, entries: tuple[tuple[str, str, str | None], ...]) -> None:
+    for module, function, name in entries:
+        callback = completions if module == "app" else getattr(import_module(f"memsearch.cli.{module}"), function)
+        if isinstance(callback, typer.Typer):
+            target.add_typer(callback, name=name)
+        elif name is not None:
+            target.command(name)(callback)
+        else:
+            target.command()(callback)
+
+
+@functools.cache
+def _full_app() -> typer.Typer:
+    _register(_root_app, _COMMANDS)
+    return _root_app
+
+
+def __getattr__(name: str) -> typer.Typer:
+    """`app`: every command (help, completions, tests), their modules imported on first use."""
+    if name == "app":
+        return _full_app()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def command_app(args: list[str]) -> typer.Typer:
+    """The app to run `args` with: the root and the one command they name, only its module
+    imported; every command (`only_command` of the full app) for anything else (the root's
+    help, --version, a group, a typo)."""
+    named = [entry for entry in _COMMANDS if _command_of(entry) == command_name(args)]
+    if len(named) != 1 or named[0][0] == "app" or named[0][1] == "profiles_app":
+        return only_command(_full_app(), args)
+    lean = copy.copy(_root_app)
+    lean.registered_commands, lean.registered_groups = [], []
+    _register(lean, tuple(named))
+    return lean
 
 
 def main() -> None:
@@ -213,7 +260,7 @@ def main() -> None:
     by then and the output is flushed here."""
     code: int | str | None = 0
     try:
-        only_command(app, sys.argv[1:])()
+        command_app(sys.argv[1:])()
     except SystemExit as stop:
         code = stop.code
     except KeyboardInterrupt:  # before or after a command runs (a command's own is caught in the group)

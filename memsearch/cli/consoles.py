@@ -60,4 +60,15 @@ def stdout_console() -> Console:
 
 
 def is_terminal() -> bool:
+    """Whether stdout gets tables (Rich's answer). A plain pipe or file under `--color auto`, with
+    none of the variables Rich heeds set, is answered without importing Rich."""
+    import os
+    import sys
+
+    plain = _color["choice"] == "auto" and not ({"TTY_COMPATIBLE", "FORCE_COLOR"} & os.environ.keys())
+    try:
+        if plain and not sys.stdout.isatty() and not type(sys.stdin).__module__.startswith("idlelib"):
+            return False
+    except (AttributeError, ValueError):  # no stdout, or a closed one: Rich decides
+        pass
     return stdout_console().is_terminal

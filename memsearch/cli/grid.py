@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from memsearch.cli.consoles import stdout_console
+from memsearch.cli.consoles import is_terminal, stdout_console
 from memsearch.cli.literal import literal, literal_marked, one_line, visible
 
 if TYPE_CHECKING:  # Rich is imported when a table is drawn (machine output never loads it)
@@ -142,16 +142,22 @@ def print_grid(
     show_header: bool = True,
     console: Console | None = None,
 ) -> None:
-    """Rows as a fitted table on a terminal, else as a header and tab-separated lines."""
-    from rich import box
-    from rich.table import Table
-
-    console = console or stdout_console()
-    if not console.is_terminal:
+    """Rows as a fitted table on a terminal, else as a header and tab-separated lines (without
+    importing Rich, when no console is given: see consoles.is_terminal)."""
+    if console is None and not is_terminal():
+        console_is_terminal = False
+    else:
+        console = console or stdout_console()
+        console_is_terminal = console.is_terminal
+    if not console_is_terminal:
         lines = ["\t".join(c.header for c in columns)] if show_header else []
         lines += ["\t".join(one_line(_plain(_split(cell)[0])) for cell in row) for row in rows]
         sys.stdout.write("".join(line + "\n" for line in lines))
         return
+    from rich import box
+    from rich.table import Table
+
+    assert console is not None
     cells = [
         [
             _shown(value, style, TEXT_PREVIEW if column.role == "text" else None)

@@ -25,7 +25,8 @@ def open_memsearch(db: str | None, model: str | None = None) -> Iterator[Memsear
 
 def server_for(db: str | None, server: str | None, model: str | None, *, no_server: bool, writes: bool) -> Any:
     """The running server to use, if any: never with --model (the server has its own), never
-    for a write under MEMSEARCH_READ_ONLY (the store refuses it in-process, as without a server)."""
+    for a write under MEMSEARCH_READ_ONLY (the store refuses it in-process, as without a server).
+    With autoserve on and none running, one is started for the next commands (cli.autoserve)."""
     if model is not None or no_server:
         return None
     from memsearch.paths import read_only_requested
@@ -34,7 +35,14 @@ def server_for(db: str | None, server: str | None, model: str | None, *, no_serv
         return None
     from memsearch.cli.remote import find_server
 
-    return find_server(db, server)
+    found = find_server(db, server)
+    if found is None and server is None:
+        from memsearch.cli.autoserve import autoserve_idle, start_server
+
+        idle_s = autoserve_idle()
+        if idle_s is not None:
+            start_server(db, idle_s)  # for the next commands: this one works in-process
+    return found
 
 
 def through(remote: Any, path: str, body: dict[str, Any] | bytes, query: dict[str, Any] | None = None) -> Any:

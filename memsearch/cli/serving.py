@@ -58,6 +58,15 @@ def serve(
         ),
     ] = None,
     no_token: NoTokenOption = False,
+    idle_exit: Annotated[
+        int | None,
+        typer.Option(
+            "--idle-exit",
+            metavar="SECONDS",
+            help="Exit (as on SIGTERM) once no request has come for this long. Default: run until stopped.",
+            min=1,
+        ),
+    ] = None,
     db: DbOption = None,
     model: ModelOption = None,
 ) -> None:
@@ -75,6 +84,7 @@ def serve(
         cors_origins=cors_origin or (),
         no_token=no_token,
         announce=lambda line: messages().print(line, markup=False),
+        idle_exit=idle_exit,
     )
 
 

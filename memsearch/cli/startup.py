@@ -37,7 +37,7 @@ _WHOLE_NUMBER = re.compile(r"-?(0|[1-9][0-9]*)")
 def only_command(app: typer.Typer, args: Sequence[str]) -> typer.Typer:
     """`app` holding just the command that `args` name (after the root's flags), or `app` itself
     when they name none (root help, --version, a typo: those want every command)."""
-    name = _command_name(args)
+    name = command_name(args)
     named = [info for info in app.registered_commands if _name(info) == name]
     if not named:
         return app
@@ -46,7 +46,7 @@ def only_command(app: typer.Typer, args: Sequence[str]) -> typer.Typer:
     return lean
 
 
-def _command_name(args: Sequence[str]) -> str | None:
+def command_name(args: Sequence[str]) -> str | None:
     """The first argument that is neither a root option nor a root option's value."""
     words = iter(args)
     for arg in words:

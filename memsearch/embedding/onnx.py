@@ -397,7 +397,11 @@ def load_session(model_file: Path) -> Any:
 
     optimized = model_file.parent / f"{OPTIMIZED_PREFIX}{model_file.stem}-{onnxruntime.__version__}" / model_file.name
     if optimized.is_file():
-        return session(optimized, onnxruntime.SessionOptions())
+        # The copy was optimised at the "extended" level: loading it at that level (not the default
+        # "all", whose layout passes find nothing in this graph) starts the session sooner, same vectors.
+        loading = onnxruntime.SessionOptions()
+        loading.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+        return session(optimized, loading)
     try:
         remove_stale_staging(model_file.parent)  # a copy a killed process left half-written
         staging = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=model_file.parent))

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from memsearch.retrieval.candidates import Candidate
+
+if TYPE_CHECKING:
+    import numpy as np
 
 DIVERSE_DEFAULT_TOKENS = 2000  # assemble_context_diverse's max_tokens
 

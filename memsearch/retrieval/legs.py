@@ -8,9 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, timedelta
 from functools import cache
-from typing import TypeVar
-
-import numpy as np
+from typing import TYPE_CHECKING, TypeVar
 
 from memsearch.errors import InvalidInputError, StoreNotFoundError
 from memsearch.models import OWN_TEXT_VIEWS, Memory
@@ -22,6 +20,9 @@ from memsearch.retrieval.request import SearchRequest
 from memsearch.retrieval.routing import Route, route_query
 from memsearch.store.base import Scope, SearchBackend
 from memsearch.text import WORD
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 def with_lexical_words(store: SearchBackend, query: ParsedQuery) -> ParsedQuery:
@@ -98,7 +99,7 @@ def dense_query_text(store: SearchBackend, query: ParsedQuery, scope: Scope, sha
 
 
 # Embeds a query with one of the store's other models (its name, the text): see run_searches.
-ModelQueryVector = Callable[[str, str], np.ndarray]
+ModelQueryVector = Callable[[str, str], "np.ndarray"]
 
 
 @dataclass

@@ -11,8 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from memsearch.choices import GRANULARITIES, MODES
 from memsearch.embedding import Encoder, encode_queries
@@ -45,6 +44,9 @@ from memsearch.retrieval.stage_runner import StageRunner
 from memsearch.store.base import Scope, SearchBackend, Store
 from memsearch.text import WORD
 from memsearch.timeutil import utc_now
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = ["GRANULARITIES", "MAX_K", "MODES", "SCHEMA_VERSION", "SearchOutcome", "SearchRequest", "run_search"]
 

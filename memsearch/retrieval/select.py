@@ -6,13 +6,15 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from memsearch.profiles import Profile
 from memsearch.retrieval.candidates import Candidate
 from memsearch.retrieval.request import Boost
 from memsearch.retrieval.scoring import QueryFacts, apply_adjustments, apply_boosts
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 def rank_by_final(candidates: Sequence[Candidate]) -> list[Candidate]:

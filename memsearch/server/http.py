@@ -402,9 +402,11 @@ def run_serve(
     cors_origins: Sequence[str] = (),
     no_token: bool = False,
     announce: Callable[[str], None] = print,
+    idle_exit: float | None = None,
 ) -> None:
     """Bind, warm the library, write the discovery file, serve until SIGTERM or Ctrl-C (in-flight
-    requests finish), then remove the discovery file."""
+    requests finish) or, with `idle_exit`, until no request came for that many seconds, then
+    remove the discovery file."""
     from memsearch.server.discovery import Advertisement
 
     token = server_token(host, no_token=no_token, loopback=is_loopback(host))
@@ -418,13 +420,14 @@ def run_serve(
         warm, token=token.value, host=host, port=bound_port, allowed_hosts=allowed_hosts, cors_origins=cors_origins
     )
     advertisement.publish(url, authenticated=token.value is not None, made_token=token.value if token.made else None)
-    announce(f"serving {warm.ms.path} at {url} ({token_note(token)})")
+    idle_note = f"; exits after {idle_exit:g} s without a request" if idle_exit is not None else ""
+    announce(f"serving {warm.ms.path} at {url} ({token_note(token)}{idle_note})")
 
     def stop() -> None:
         advertisement.withdraw()
         warm.close()
 
-    serve_app(app, listener, on_stop=stop)
+    serve_app(app, listener, on_stop=stop, idle_exit=idle_exit)
 
 
 def token_note(token: ServerToken, command: str = "memsearch token") -> str:

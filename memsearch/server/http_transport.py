@@ -21,6 +21,7 @@ import asyncio
 import ipaddress
 import json
 import socket
+import time
 from collections.abc import Callable
 from typing import Any, Literal
 
@@ -166,28 +167,62 @@ def listening_socket(host: str, port: int) -> socket.socket:
     return listener
 
 
+class IdleWatch:
+    """An ASGI app's wrapper that knows when it was last used: `expired` once no HTTP request has
+    been in flight for `seconds` (from the start, or from the end of the last request)."""
+
+    def __init__(self, app: Any, seconds: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.app = app
+        self.seconds = seconds
+        self.clock = clock
+        self.in_flight = 0
+        self.last = clock()
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        self.in_flight += 1  # every call runs on the event loop's thread: no lock needed
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.in_flight -= 1
+            self.last = self.clock()
+
+    def expired(self) -> bool:
+        return self.in_flight == 0 and self.clock() - self.last >= self.seconds
+
+
 def serve_app(
     app: Any,
     listener: socket.socket,
     *,
     lifespan: Literal["on", "off"] = "off",
     on_stop: Callable[[], None] | None = None,
+    idle_exit: float | None = None,
 ) -> None:
     """Run `app` on `listener` with the bounds above until SIGTERM or Ctrl-C, which finish the
-    requests in flight (at most 30 s) and return normally (exit 0), after `on_stop`."""
+    requests in flight (at most 30 s) and return normally (exit 0), after `on_stop`. With
+    `idle_exit`, also once no request has come for that many seconds (the same clean way out)."""
     import signal
 
     import uvicorn
 
+    watch = IdleWatch(app, idle_exit) if idle_exit is not None else None
+
+    class Server(uvicorn.Server):
+        async def on_tick(self, counter: int) -> bool:  # every 0.1 s
+            return await super().on_tick(counter) or (watch is not None and watch.expired())
+
     config = uvicorn.Config(
-        app,
+        watch or app,
         log_level="warning",
         access_log=False,
         timeout_graceful_shutdown=30,
         lifespan=lifespan,
         **uvicorn_settings(raise_descriptor_limit()),
     )
-    server = uvicorn.Server(config)
+    server = Server(config)
     # uvicorn re-raises the signal that stopped it once it has shut down; with handlers of ours in
     # place that is a no-op, so SIGTERM and Ctrl-C (SIGINT) both end in a clean exit 0.
     previous = {number: signal.signal(number, lambda *_: None) for number in (signal.SIGTERM, signal.SIGINT)}

@@ -23,9 +23,9 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 if TYPE_CHECKING:
+    import numpy as np
+
     from memsearch.store.vectors import VectorIndex
 
 log = logging.getLogger(__name__)
@@ -87,6 +87,8 @@ class AnnIndex:
         return int(self._index.size)
 
     def search(self, query: np.ndarray, count: int) -> np.ndarray:
+        import numpy as np
+
         self._index.expansion_search = max(EXPANSION_SEARCH, count)
         matches = self._index.search(query.astype(np.float32, copy=False), count, threads=1)
         return np.asarray(matches.keys, dtype=np.int64)
@@ -122,6 +124,8 @@ def build_index(path: Path, current: VectorIndex, previous: tuple[Path, VectorIn
     """Write the index of `current` at `path` (through a temporary file, so readers never see half
     of one) and map it. With `previous` (an earlier generation's index file and the vectors it was
     built from) only what changed is removed and added, unless most of it changed."""
+    import numpy as np
+
     index = None
     if previous is not None:
         index = _updated(previous[0], previous[1], current)
@@ -146,6 +150,7 @@ def build_index(path: Path, current: VectorIndex, previous: tuple[Path, VectorIn
 def _updated(path: Path, old: VectorIndex, new: VectorIndex) -> Any | None:
     """The index at `path` (built from `old`) brought to `new`: vectors gone or changed removed,
     new or changed added. None when building anew is the better way (or the file is unusable)."""
+    import numpy as np
     from usearch.index import Index
 
     if old.matrix.shape[1:] != new.matrix.shape[1:]:

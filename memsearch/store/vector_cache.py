@@ -32,13 +32,14 @@ import re
 import stat
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import BinaryIO, Protocol
-
-import numpy as np
+from typing import TYPE_CHECKING, BinaryIO, Protocol
 
 from memsearch.paths import cache_dir, file_problem, folder_problem, make_private_dirs, own_folder_problem
 from memsearch.store.ann import AnnIndex, build_index, open_index, private_temporary
 from memsearch.store.vectors import VectorIndex
+
+if TYPE_CHECKING:
+    import numpy as np
 
 log = logging.getLogger(__name__)
 
@@ -142,6 +143,8 @@ class VectorCache:
 
     def _map(self, path: Path, expected: str | None) -> tuple[np.ndarray, str] | None:
         """The .npy file at `path` memory-mapped, and its digest (see `_opened`)."""
+        import numpy as np
+
         with self._opened(path, expected=expected) as opened:
             if opened is None:
                 return None
@@ -173,6 +176,8 @@ class VectorCache:
     ) -> VectorIndex:
         """Write the view's `count` (id, float32 bytes) rows, in id order, and map them. The rows
         stream into the file a batch at a time: a process never holds the matrix twice."""
+        import numpy as np
+
         make_private_dirs(self.folder)
         matrix_path, ids_path = self._path(generation, view, "f32.npy"), self._path(generation, view, "ids.npy")
         # Temporary files of their own (private, as the store): threads of one process, or other
@@ -302,6 +307,8 @@ class VectorCache:
 
 def _vector_index(ids: np.ndarray, matrix: np.ndarray, dim: int) -> VectorIndex | None:
     """The pair as a VectorIndex, if they are what the cache writes (int64 ids, float32 rows of `dim`)."""
+    import numpy as np
+
     if ids.dtype != np.int64 or ids.ndim != 1 or matrix.dtype != np.float32 or matrix.shape != (ids.size, dim):
         return None
     return VectorIndex(ids=ids, matrix=matrix)

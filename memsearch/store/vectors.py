@@ -6,9 +6,10 @@ import functools
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 
 @dataclass(frozen=True, eq=False)
@@ -24,6 +25,8 @@ class VectorIndex:
 
     def scores(self, query: np.ndarray) -> np.ndarray:
         """`query`'s cosine with every row (read-only: it is shared)."""
+        import numpy as np
+
         query = query.astype(np.float32, copy=False)
         known = self.known_scores(query)
         if known is not None:
@@ -36,17 +39,23 @@ class VectorIndex:
 
     def known_scores(self, query: np.ndarray) -> np.ndarray | None:
         """The scores of `query` if this is the last query scored, else None."""
+        import numpy as np
+
         last = self._last[-1] if self._last else None
         return last[1] if last is not None and last[0] == query.astype(np.float32, copy=False).tobytes() else None
 
     def rows_of(self, ids: Sequence[int] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Of `ids`, those that have a vector here, and their rows in the matrix (ids are sorted)."""
+        import numpy as np
+
         wanted = np.asarray(ids, np.int64)
         rows, present = self.locate(wanted)
         return wanted[present], rows[present]
 
     def locate(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Each id's row here (meaningless where absent) and whether it is present."""
+        import numpy as np
+
         if self.ids.size == 0 or ids.size == 0:  # no vector yet (they wait: see Store.pending_count)
             return np.zeros(ids.size, np.int64), np.zeros(ids.size, bool)
         rows = np.minimum(np.searchsorted(self.ids, ids), self.ids.size - 1)
@@ -82,6 +91,8 @@ def vector_top(
     `allowed`, a boolean mask over the index rows, restricts the search to a scope. `chunks` (ids
     repeat) are more vectors of some memories: each of those scores by its best vector.
     """
+    import numpy as np
+
     if index.ids.size == 0 or pool <= 0:
         return []
     rows = np.flatnonzero(allowed) if allowed is not None else None
@@ -108,6 +119,8 @@ def vector_top(
 
 def _best(ids: np.ndarray, scores: np.ndarray, pool: int) -> list[tuple[int, float]]:
     """The `pool` best (id, score) pairs; stable order: best score first, then the older (smaller) id."""
+    import numpy as np
+
     top = np.argpartition(-scores, pool - 1)[:pool] if scores.size > pool else np.arange(scores.size)
     ordered = sorted(top, key=lambda i: (-scores[i], ids[i]))
     return [(int(ids[i]), float(scores[i])) for i in ordered]
@@ -132,6 +145,8 @@ def approximate_top(
     A scope admits a share of the rows: the index is asked for enough more that `pool` of them
     are likely in scope, and again for four times as many while too few are. None when even
     that leaves fewer than `pool` (the caller searches exactly)."""
+    import numpy as np
+
     total = index.ids.size
     admitted = total if allowed is None else int(np.count_nonzero(allowed))
     if total == 0 or pool <= 0 or admitted == 0:
