@@ -30,6 +30,7 @@ reading and chunking every file, the re-plans, the state document) on a folder t
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import os
 import random
@@ -139,11 +140,29 @@ def edit(root: Path, share: float, seed: int) -> int:
     return len(chosen)
 
 
-def timed(ms: Memsearch, root: Path, encoder: CountingEncoder) -> dict[str, Any]:
+def timed(ms: Memsearch, root: Path, encoder: CountingEncoder, interrupt_at: float | None = None) -> dict[str, Any]:
+    """One index run; `interrupt_at`: a Ctrl-C (KeyboardInterrupt from the progress callback) once
+    that share of the vectors is made."""
     before, embedding_before, cpu_before = encoder.texts, encoder.seconds, encoder.cpu_seconds
     load = Path("/proc/loadavg").read_text().split()[:3]
     start, cpu = time.perf_counter(), time.process_time()
-    outcome = ms.index([root])
+    searchable: list[float] = []
+
+    def on_progress(event: Any) -> None:  # the files are all stored (searchable by their words)
+        if event.phase != "store" and not searchable:
+            searchable.append(time.perf_counter() - start)
+        if (
+            interrupt_at is not None
+            and event.phase == "vectors"
+            and event.vectors_done >= interrupt_at * event.vectors_total
+        ):
+            raise KeyboardInterrupt
+
+    interrupted = False
+    try:
+        outcome = ms.index([root], on_progress=on_progress) if PROGRESS else ms.index([root])
+    except KeyboardInterrupt:
+        interrupted, outcome = True, None
     seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
     texts, embedding_cpu = encoder.texts - before, encoder.cpu_seconds - cpu_before
     return {
@@ -151,14 +170,22 @@ def timed(ms: Memsearch, root: Path, encoder: CountingEncoder) -> dict[str, Any]
         "cpu_seconds": round(cpu, 3),
         "load_before": load,
         "load_after": Path("/proc/loadavg").read_text().split()[:3],
-        "summary": outcome.summary,
-        "files_read": outcome.reads,
-        "chunks_stored": outcome.chunks_added,
+        "searchable_seconds": round(searchable[0], 3) if searchable else round(seconds, 3),
+        "interrupted": interrupted,
+        "vectors_pending_after": ms.store().pending_count() if PROGRESS else 0,
+        "summary": outcome.summary if outcome else "interrupted",
+        "files_read": outcome.reads if outcome else None,
+        "chunks_stored": outcome.chunks_added if outcome else None,
         "texts_embedded": encoder.texts - before,
         "embedding_seconds": round(encoder.seconds - embedding_before, 3),
         "embedding_cpu_seconds": round(embedding_cpu, 3),
         "texts_per_embedding_cpu_s": round(texts / embedding_cpu, 2) if embedding_cpu else None,
     }
+
+
+# The indexer reports progress (and stores files before their vectors) from this version on; the
+# script also measures older code, where the files are searchable only once all vectors are made.
+PROGRESS = "on_progress" in inspect.signature(Memsearch.index).parameters
 
 
 def floor_rate(encoder: Encoder, texts: list[str], runs: int = 3) -> dict[str, Any]:
@@ -246,6 +273,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     parser.add_argument("--output", type=Path, help="also write the JSON figures to this file")
     parser.add_argument("--floor-files", type=int, default=100, help="files whose chunks measure the encoder floor")
+    parser.add_argument(
+        "--interrupt",
+        type=float,
+        default=0.5,
+        help="Ctrl-C a second first index at this share of its vectors, then resume it; 0: not",
+    )
     args = parser.parse_args(argv)
     encoder = CountingEncoder(load_encoder(resolve_model()))
     encoder.encode(["warm up"])
@@ -261,6 +294,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             edited = edit(root, args.edit_percent / 100, args.seed)
             second = timed(ms, root, encoder)
             third = timed(ms, root, encoder)
+        resumed: dict[str, Any] = {}
+        if args.interrupt and PROGRESS:  # a first index again, Ctrl-C'd part way, then the run that finishes it
+            with Memsearch(Path(folder) / "again.db", encoder=encoder) as ms:
+                resumed["interrupted"] = timed(ms, root, encoder, args.interrupt)
+                resumed["resumed"] = timed(ms, root, encoder)
         if sample:
             floors.append(floor_rate(encoder.inner, sample))
             walks = []
@@ -285,6 +323,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "first_index": first,
         "after_edit": second,
         "unchanged": third,
+        "interrupted_and_resumed": resumed,
         "walk_seconds": round(walk_s, 3),
         "first_ms_per_file": round(1000 * first["seconds"] / args.files, 2),
         "first_ms_per_chunk": round(1000 * first["seconds"] / max(1, chunks), 2),
@@ -313,6 +352,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"  | {run['summary']}"
         )
     print(f"{'walk alone':>15}: {walk_s:8.2f} s")
+    print(
+        f"first index: searchable by words after {first['searchable_seconds']:.2f} s,"
+        f" all vectors after {first['seconds']:.2f} s"
+    )
+    for name, run in resumed.items():
+        print(
+            f"{name:>15}: {run['seconds']:8.2f} s  embedded {run['texts_embedded']:>6,}  "
+            f"waiting after {run['vectors_pending_after']:,}  | {run['summary']}"
+        )
     print(f"first index: {first['embedding_seconds']:.2f} s of its {first['seconds']:.2f} s embedding")
     if floor and rate:
         print(

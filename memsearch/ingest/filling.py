@@ -19,8 +19,11 @@ from memsearch.ingest.embed import embed_memories, other_model_vectors, with_chu
 from memsearch.models import Memory, NewMemory
 from memsearch.store.base import FilledVectors, Store
 
-FILL_SECONDS = 1.0  # about this much embedding per transaction
-FIRST_BATCH = 16
+# About this much embedding per transaction: a Ctrl-C loses at most this much work, and calls of a
+# few hundred texts run at the encoder's floor where calls of ~50 run at 0.82-0.87x of it
+# (bench/results/encoder-floor-calls.log; 2 cores).
+FILL_SECONDS = 3.0
+FIRST_BATCH = 64
 MAX_BATCH = 1_024
 
 
