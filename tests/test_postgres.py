@@ -583,9 +583,10 @@ def _same_vector(a: np.ndarray | None, b: np.ndarray | None) -> bool:
     return (a is None and b is None) or (a is not None and b is not None and bool(np.array_equal(a, b)))
 
 
-def _search_document(ms: Memsearch, query: str) -> list[tuple[int, float]]:
-    document = ms.search(SearchRequest(query, k=5, as_of=T0)).to_dict(raw=True)
-    return [(c["id"], round(c["score"], 6)) for c in document["candidates"]]
+def _search_document(ms: Memsearch, query: str, *, raw: bool = True) -> list[tuple[int, float]]:
+    """Every candidate's id and score (`raw`), or the results'."""
+    document = ms.search(SearchRequest(query, k=5, as_of=T0)).to_dict(raw=raw)
+    return [(c["id"], round(c["score"], 6)) for c in document["candidates" if raw else "results"]]
 
 
 def test_copy_moves_a_store_both_ways_unchanged(tmp_path: Path, pg_url: str, encoder: Encoder) -> None:
@@ -600,6 +601,7 @@ def test_copy_moves_a_store_both_ways_unchanged(tmp_path: Path, pg_url: str, enc
         ms.delete([4])  # a gap in the ids must survive
         before = list(ms.store().export())
         expected = _search_document(ms, "What did Ben paint?")
+        results = _search_document(ms, "What did Ben paint?", raw=False)
     assert copy_between(str(source), pg_url) == len(before)
     back = tmp_path / "back.db"
     assert copy_between(pg_url, str(back)) == len(before)
@@ -612,7 +614,11 @@ def test_copy_moves_a_store_both_ways_unchanged(tmp_path: Path, pg_url: str, enc
                 assert _same_vector(a.vector, b.vector)
                 assert sorted(a.views) == sorted(b.views)
                 assert all(_same_vector(a.views[v][1], b.views[v][1]) for v in a.views)
-            assert _search_document(ms, "What did Ben paint?") == expected
+            if location == back:  # the same engine: every candidate as it was
+                assert _search_document(ms, "What did Ben paint?") == expected
+            else:  # PostgreSQL's cosines differ from numpy's in the last float bits, which can swap
+                # two candidates a leg scores within 1e-7 deep in the list: the results are the same
+                assert _search_document(ms, "What did Ben paint?", raw=False) == results
             assert ms.add(NewMemory("after the copy")).id == before[-1].memory.id + 1
 
 
