@@ -15,7 +15,19 @@ from memsearch.models import LEXICAL_VIEWS, VECTOR_VIEWS
 
 SHIPPED_DIR = Path(__file__).parent
 SIGNALS = ("vector", "lexical", "importance", "access_recency")
-ADJUSTMENTS = ("decay", "memory_score", "priority", "pinned", "project", "speaker", "when", "names", "about")
+ADJUSTMENTS = (
+    "decay",
+    "memory_score",
+    "priority",
+    "pinned",
+    "project",
+    "speaker",
+    "when",
+    "names",
+    "about",
+    "attribution",
+    "question",
+)
 
 LEG_KINDS = ("lexical", "vector", "time")
 LEG_SPEC_FORM = "lexical[@context|@prev], vector[(model)][@view][:role], time"
