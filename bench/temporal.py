@@ -307,7 +307,8 @@ def variants() -> dict[str, Callable[[], Profile]]:
     """The default profile and its variants that profile data can express. The variants of the
     experiment commit (an event-word match, `when` for a dated turn's neighbours, the dense query
     without its when-frame) needed code that was reverted; their figures are in
-    bench/results/temporal-dev-loco.md."""
+    bench/results/temporal-dev-loco.md. So did the second round's (who in the window says it,
+    turns that end by asking: commit 7ce825f), in bench/results/temporal-attribution.md."""
     base = load_profile("default")
 
     def named(name: str, profile: Profile) -> Profile:
@@ -329,36 +330,6 @@ def variants() -> dict[str, Callable[[], Profile]]:
                 fusion=replace(base.fusion, weights={**base.fusion.weights, "lexical_own": w}),
             ),
         )
-    from memsearch.retrieval import attribution
-
-    for strength, temperature, gate in (
-        (1.0, None, "when"),
-        (0.5, None, "when"),
-        (1.0, 0.05, "when"),
-        (1.0, 0.02, "when"),
-        (0.5, 0.05, "when"),
-        (1.0, None, "all"),
-        (1.0, 0.05, "all"),
-        (0.5, 0.05, "all"),
-        (1.0, None, "words"),
-        (0.5, None, "words"),
-        (1.0, None, "words_all"),
-    ):
-        signal = "words" if gate.startswith("words") else "cosine"
-        gate = "all" if gate.endswith("all") else "when"
-        label = (f"att{'_words' if signal == 'words' else ''}{'_all' if gate == 'all' else ''}_s{strength:g}"
-                 + (f"_t{temperature:g}" if temperature else ""))  # fmt: skip
-        for suffix in ("", "-dedated"):
-            attribution.EXPERIMENT[label + suffix] = (attribution.Attribution(strength, temperature, signal), gate)
-        found[label] = lambda n=label, f=strength: named(n, with_adjustment(base, "attribution", factor=f))
-    for factor, gate, whole in (
-        (0.8, "when", False), (0.9, "when", False), (0.8, "all", False), (0.9, "all", False), (0.8, "when", True),
-        (0.7, "when", False), (0.8, "notwhen", False), (0.8, "all", True),
-    ):
-        label = f"q{'_' + gate if gate != 'when' else ''}{'_only' if whole else ''}{factor:g}"
-        for suffix in ("", "-dedated"):
-            attribution.QUESTION_EXPERIMENT[label + suffix] = (gate, whole)
-        found[label] = lambda n=label, f=factor: named(n, with_adjustment(base, "question", factor=f))
     for factor in (1.1, 1.3):
         found[f"when{factor:g}"] = lambda f=factor: named(f"when{f:g}", with_adjustment(base, "when", factor=f))
     return found

@@ -15,19 +15,7 @@ from memsearch.models import LEXICAL_VIEWS, VECTOR_VIEWS
 
 SHIPPED_DIR = Path(__file__).parent
 SIGNALS = ("vector", "lexical", "importance", "access_recency")
-ADJUSTMENTS = (
-    "decay",
-    "memory_score",
-    "priority",
-    "pinned",
-    "project",
-    "speaker",
-    "when",
-    "names",
-    "about",
-    "attribution",
-    "question",
-)
+ADJUSTMENTS = ("decay", "memory_score", "priority", "pinned", "project", "speaker", "when", "names", "about")
 
 LEG_KINDS = ("lexical", "vector", "time")
 LEG_SPEC_FORM = "lexical[@context|@prev], vector[(model)][@view][:role], time"

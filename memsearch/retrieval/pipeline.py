@@ -338,12 +338,11 @@ class SearchRun:
             conversations = sorted({c.memory.conversation for c in candidates if c.memory.conversation})
             participants = {c: frozenset(self.store.roles(Scope(conversation=c))) for c in conversations}
         speaker_words: frozenset[str] = frozenset()
-        if kinds & {"names", "attribution"}:
+        if "names" in kinds:
             speaker_words = frozenset(w for c in candidates if c.memory.role for w in WORD.findall(c.memory.role))
         return QueryFacts(
-            named, query.asks_when, participants=participants, asks_name=query.asks_name, speaker_words=speaker_words,
-            content_words=query.content_words if "attribution" in kinds else frozenset(),
-        )  # fmt: skip
+            named, query.asks_when, participants=participants, asks_name=query.asks_name, speaker_words=speaker_words
+        )
 
 
 def _exact_top_k(

@@ -26,7 +26,6 @@ class QueryFacts:
     participants: Mapping[str, frozenset[str]] = field(default_factory=dict)  # conversation → its speakers
     asks_name: bool = False
     speaker_words: frozenset[str] = frozenset()  # the words of the candidates' speakers' names
-    content_words: frozenset[str] = frozenset()  # the query's words but stop words (`attribution`)
 
     @property
     def speaker(self) -> str | None:
@@ -110,8 +109,6 @@ def factor_for(
                 return None
             dated = says_when(memory.text)
             return Factor("when", "mul", adjustment.factor if dated else 1.0, {"says_when": dated})
-        case "attribution" | "question":  # a stage over all candidates (memsearch.retrieval.attribution), run by select
-            return None
         case "names":  # the query asks who, where, which: memories that name someone or something
             if not facts.asks_name:
                 return None

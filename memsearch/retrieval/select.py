@@ -9,7 +9,6 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from memsearch.profiles import Profile
-from memsearch.retrieval.attribution import attribute_windows, question_turns
 from memsearch.retrieval.candidates import Candidate
 from memsearch.retrieval.request import Boost
 from memsearch.retrieval.scoring import QueryFacts, apply_adjustments, apply_boosts
@@ -192,7 +191,6 @@ def select(
     if profile.min_score is not None:
         fused = drop_below(fused, profile.min_score)
     adjusted = apply_boosts(apply_adjustments(fused, profile.adjust, now, project, facts), boosts)
-    adjusted = question_turns(attribute_windows(adjusted, profile, facts), profile, facts)
     ranked = rank_by_final(adjusted)
     choice = profile.select
     if choice.drop_identical:
