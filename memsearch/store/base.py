@@ -221,6 +221,12 @@ class SearchBackend(Protocol):
 
     def get_many(self, ids: Sequence[int]) -> dict[int, Memory]: ...
 
+    def fields_of(self, ids: Sequence[int], names: Sequence[str]) -> dict[int, tuple[Any, ...]]:
+        """Some fields of each of `ids` that exists, by id: the values of the Memory fields
+        `names` (in that order, as Memory holds them), reading nothing else; what a search ranks
+        its candidates by, before it reads the rows it shows."""
+        ...
+
     def around(self, memory: Memory, before: int, after: int) -> list[Memory]:
         """The memory with its neighbours: a session chunk with all its turns; a turn with the
         turns around it in its session; a note with the memories around it in time."""

@@ -28,6 +28,7 @@ from psycopg import errors as pg_errors
 
 from memsearch.errors import InvalidInputError, MemoryNotFoundError, StoreNotFoundError, StoreUnavailableError
 from memsearch.models import (
+    FIELDS_BY_NAME,
     LEXICAL_VIEWS,
     VECTOR_VIEWS,
     EmbeddingModelInfo,
@@ -535,6 +536,14 @@ class PostgresStore(PgVectorSearch, SQLStore):
         unique = list(dict.fromkeys(int(i) for i in ids))
         rows = self._db.execute(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id = ANY(%s)", (unique,))
         return {row[0]: POSTGRES.row_to_memory(row) for row in rows}
+
+    def fields_of(self, ids: Sequence[int], names: Sequence[str]) -> dict[int, tuple[Any, ...]]:
+        """See SearchBackend.fields_of: one query of those columns, each decoded as get_many does."""
+        reads = [POSTGRES.readers.get(FIELDS_BY_NAME[name].kind) for name in names]  # a name not a field: KeyError
+        columns = ", ".join(["id", *names])
+        unique = list(dict.fromkeys(int(i) for i in ids))
+        rows = self._db.execute(f"SELECT {columns} FROM memories WHERE id = ANY(%s)", (unique,))
+        return {row[0]: tuple(v if r is None else r(v) for v, r in zip(row[1:], reads, strict=True)) for row in rows}
 
     def iter_texts(self) -> Iterator[tuple[int, str]]:
         yield from self._db.execute("SELECT id, text FROM memories ORDER BY id").fetchall()
