@@ -24,7 +24,7 @@ from memsearch.profiles import Adjustment, Profile
 from memsearch.retrieval.candidates import Candidate, LegHit, Ranked
 from memsearch.retrieval.fusion import min_max, rrf
 from memsearch.retrieval.request import Boost
-from memsearch.retrieval.scoring import QueryFacts, apply_adjustments, apply_boosts, factor_value
+from memsearch.retrieval.scoring import QueryFacts, boost_factors, factor_for, factor_value
 from memsearch.retrieval.select import estimate_tokens
 from memsearch.store.base import SearchBackend
 
@@ -212,8 +212,8 @@ def _take_top(order: Sequence[int], dropped: list[str | None], k: int, reason: s
 
 @dataclass(frozen=True)
 class Records:
-    """Builds candidates' records from the columns, by the reference stages (fuse_rrf's fusion,
-    apply_adjustments' and apply_boosts' factors), reading their whole rows."""
+    """Builds candidates' records from the columns as the reference stages do (fuse_rrf's fusion
+    detail, factor_for's and boost_factors' factors), reading their whole rows."""
 
     store: SearchBackend
     columns: Columns
@@ -224,7 +224,7 @@ class Records:
     boosts: Sequence[Boost]
 
     def build(self, positions: Sequence[int]) -> list[Candidate]:
-        columns = self.columns
+        columns, profile = self.columns, self.profile
         memories = self.store.get_many([columns.ids[at] for at in positions])
         built = []
         for at in positions:
@@ -238,16 +238,29 @@ class Records:
                 fusion=score,
                 fusion_terms=terms,
             )
-            if columns.blend is not None:
-                blend = self.profile.fusion.blend_vector or 0.0
+            detail: dict[str, float] = {}
+            if columns.blend is not None:  # as fusion.fuse_rrf
+                blend = profile.fusion.blend_vector or 0.0
                 norm, vector_score = columns.blend[at], cosine or 0.0
                 detail = {"rrf": score, "norm_rrf": norm, "vector_score": vector_score, "blend_vector": blend}
-                fusion = (1 - blend) * norm + blend * vector_score
-                candidate = replace(candidate, fusion=fusion, fusion_detail=detail)
-            (candidate,) = apply_adjustments([candidate], self.profile.adjust, self.now, self.project, self.facts)
-            (candidate,) = apply_boosts([candidate], self.boosts)
+                score = (1 - blend) * norm + blend * vector_score
+            factors = [
+                factor
+                for adjustment in profile.adjust
+                if (factor := factor_for(candidate, adjustment, self.now, self.project, self.facts)) is not None
+            ]
+            factors += boost_factors(candidate.memory, self.boosts)
             selection = {"tokens": columns.tokens[at]} if at in columns.tokens else {}
-            built.append(replace(candidate, selection=selection, dropped=columns.dropped[at]))
+            built.append(
+                replace(
+                    candidate,
+                    fusion=score,
+                    fusion_detail=detail,
+                    factors=tuple(factors),
+                    selection=selection,
+                    dropped=columns.dropped[at],
+                )
+            )
         return built
 
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal, Protocol
 
+from memsearch.models import Memory
 from memsearch.profiles import Adjustment
 from memsearch.retrieval.answers import names_something
 from memsearch.retrieval.candidates import Candidate, Factor
@@ -173,25 +174,30 @@ def apply_adjustments(
     project: str | None = None,
     facts: QueryFacts | None = None,
 ) -> list[Candidate]:
+    """Each candidate with the adjustments' factors added, in order (one copy of it, not one a factor)."""
     facts = facts or QueryFacts()
     out = []
     for candidate in candidates:
-        for adjustment in adjustments:
-            if (factor := factor_for(candidate, adjustment, now, project, facts)) is not None:
-                candidate = candidate.with_factor(factor)
-        out.append(candidate)
+        factors = [f for a in adjustments if (f := factor_for(candidate, a, now, project, facts)) is not None]
+        out.append(replace(candidate, factors=(*candidate.factors, *factors)) if factors else candidate)
     return out
 
 
-def apply_boosts(candidates: Sequence[Candidate], boosts: Sequence[Boost]) -> list[Candidate]:
+def boost_factors(memory: Memory, boosts: Sequence[Boost]) -> list[Factor]:
     """siftcoder's boostFn: × factor for each boost a memory matches (one factor per boost)."""
+    return [
+        Factor("boost", "mul", boost.factor, {boost.field: boost.value})
+        for boost in boosts
+        if boost.matches(memory.tags, memory.project)
+    ]
+
+
+def apply_boosts(candidates: Sequence[Candidate], boosts: Sequence[Boost]) -> list[Candidate]:
+    """Each candidate with its boost factors added (see boost_factors)."""
     if not boosts:
         return list(candidates)
     out = []
     for candidate in candidates:
-        memory = candidate.memory
-        for boost in boosts:
-            if boost.matches(memory.tags, memory.project):
-                candidate = candidate.with_factor(Factor("boost", "mul", boost.factor, {boost.field: boost.value}))
-        out.append(candidate)
+        factors = boost_factors(candidate.memory, boosts)
+        out.append(replace(candidate, factors=(*candidate.factors, *factors)) if factors else candidate)
     return out

@@ -50,15 +50,19 @@ class SQLiteReads(SQLStore):
 
     def fields_of(self, ids: Sequence[int], names: Sequence[str]) -> dict[int, tuple[Any, ...]]:
         """See SearchBackend.fields_of: one query of those columns, each decoded as get_many does."""
-        reads = [SQLITE.readers.get(FIELDS_BY_NAME[name].kind) for name in names]  # a name not a field: KeyError
+        kinds = [FIELDS_BY_NAME[name].kind for name in names]  # a name not a field: KeyError
+        decode = [(at, read) for at, kind in enumerate(kinds, start=1) if (read := SQLITE.readers.get(kind))]
         columns = ", ".join(["m.id", *(f"m.{name}" for name in names)])
         found: dict[int, tuple[Any, ...]] = {}
         unique = [i for i in dict.fromkeys(int(i) for i in ids) if fits_sqlite(i)]
         for start in range(0, len(unique), 500):
             chunk = unique[start : start + 500]
             sql = f"SELECT {columns} FROM memories m WHERE m.id IN ({','.join('?' * len(chunk))})"
-            for memory_id, *values in self._db.execute(sql, chunk):
-                found[memory_id] = tuple(v if r is None else r(v) for v, r in zip(values, reads, strict=True))
+            for row in self._db.execute(sql, chunk):
+                values = list(row)
+                for at, read in decode:
+                    values[at] = read(values[at])
+                found[row[0]] = tuple(values[1:])
         return found
 
     def iter_texts(self) -> Iterator[tuple[int, str]]:
