@@ -12,10 +12,12 @@ weighted signals take the reference path (`fits`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+import collections
+import functools
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any, overload
+from typing import Any, Protocol, cast, overload
 
 import numpy as np
 
@@ -41,9 +43,9 @@ _ADJUSTMENT_FIELDS: Mapping[str, tuple[str, ...]] = {
 }
 
 
-class Fields:
-    """The fields of one memory a search ranks by (see `needed_fields`), read as a Memory's; a
-    field the search did not read is not there (AttributeError)."""
+class Fields(Protocol):
+    """The fields of one memory a search ranks by (see `needed_fields`), read as a Memory's, and
+    its `quality`; a field the search did not read is not there (AttributeError)."""
 
     text: str
     role: str | None
@@ -60,15 +62,23 @@ class Fields:
     content_hash: str
     tags: tuple[str, ...]
 
-    def __init__(self, names: Sequence[str], values: Sequence[Any]) -> None:
-        self.__dict__.update(zip(names, values, strict=True))
-
     @property
-    def quality(self) -> float:
-        """As Memory.quality."""
-        if self.memory_score is not None:
-            return self.memory_score
-        return derived_memory_score(self.importance, self.access_count)
+    def quality(self) -> float: ...
+
+
+def _quality(fields: Any) -> float:
+    """As Memory.quality."""
+    if fields.memory_score is not None:
+        return float(fields.memory_score)
+    return derived_memory_score(fields.importance, fields.access_count)
+
+
+@functools.cache
+def fields_type(names: tuple[str, ...]) -> Callable[[Iterable[Any]], Fields]:
+    """What makes Fields of those names from their values: a named tuple (read by name), with `quality`."""
+    row = collections.namedtuple("FieldsRow", names)  # type: ignore[misc]  # the names are the profile's
+    made: Any = type("Fields", (row,), {"__slots__": (), "quality": property(_quality)})
+    return cast(Callable[[Iterable[Any]], Fields], made._make)
 
 
 def fits(profile: Profile, rerank: str) -> bool:
@@ -95,7 +105,8 @@ def needed_fields(profile: Profile, boosts: Sequence[Boost], max_tokens: int | N
 
 
 def read_fields(store: SearchBackend, ids: Sequence[int], names: Sequence[str]) -> dict[int, Fields]:
-    return {memory_id: Fields(names, values) for memory_id, values in store.fields_of(ids, names).items()}
+    make = fields_type(tuple(names))
+    return {memory_id: make(values) for memory_id, values in store.fields_of(ids, names).items()}
 
 
 def factor_values(

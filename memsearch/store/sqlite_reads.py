@@ -52,17 +52,19 @@ class SQLiteReads(SQLStore):
         """See SearchBackend.fields_of: one query of those columns, each decoded as get_many does."""
         kinds = [FIELDS_BY_NAME[name].kind for name in names]  # a name not a field: KeyError
         decode = [(at, read) for at, kind in enumerate(kinds, start=1) if (read := SQLITE.readers.get(kind))]
-        columns = ", ".join(["m.id", *(f"m.{name}" for name in names)])
+        selected = ", ".join(["m.id", *(f"m.{name}" for name in names)])
         found: dict[int, tuple[Any, ...]] = {}
         unique = [i for i in dict.fromkeys(int(i) for i in ids) if fits_sqlite(i)]
         for start in range(0, len(unique), 500):
             chunk = unique[start : start + 500]
-            sql = f"SELECT {columns} FROM memories m WHERE m.id IN ({','.join('?' * len(chunk))})"
-            for row in self._db.execute(sql, chunk):
-                values = list(row)
+            sql = f"SELECT {selected} FROM memories m WHERE m.id IN ({','.join('?' * len(chunk))})"
+            rows = self._db.execute(sql, chunk).fetchall()
+            if rows:  # decoded column by column
+                columns: builtins.list[tuple[Any, ...]] = list(zip(*rows, strict=True))
                 for at, read in decode:
-                    values[at] = read(values[at])
-                found[row[0]] = tuple(values[1:])
+                    columns[at] = tuple(map(read, columns[at]))
+                values = zip(*columns[1:], strict=True) if names else (() for _ in rows)
+                found.update(zip(columns[0], values, strict=True))
         return found
 
     def iter_texts(self) -> Iterator[tuple[int, str]]:
