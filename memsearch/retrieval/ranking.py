@@ -25,6 +25,7 @@ from memsearch.models import derived_memory_score
 from memsearch.profiles import Adjustment, Profile
 from memsearch.retrieval.candidates import Candidate, LegHit, Ranked
 from memsearch.retrieval.fusion import min_max, rrf
+from memsearch.retrieval.legs import _beside
 from memsearch.retrieval.request import Boost
 from memsearch.retrieval.scoring import QueryFacts, boost_factors, factor_for, factor_value
 from memsearch.retrieval.select import estimate_tokens
@@ -148,8 +149,13 @@ def rank_columns(
     `cosines_of` gives the candidates' cosines with the query (None: none), `facts_of` the query
     facts from the candidates' fields (SearchRun.query_facts)."""
     wanted = sorted({memory_id for hits in legs.values() for memory_id in hits})
-    cosines = cosines_of(wanted) if cosines_of is not None else None
-    rows_by_id = read_fields(store, wanted, needed_fields(profile, boosts, max_tokens))
+    names = needed_fields(profile, boosts, max_tokens)
+    cosines: Mapping[int, float] | None = None
+    if cosines_of is not None and store.parallel_reads:  # as build_candidates: the cosines beside the rows
+        cosines, rows_by_id = _beside(lambda: cosines_of(wanted), lambda: read_fields(store, wanted, names))
+    else:
+        cosines = cosines_of(wanted) if cosines_of is not None else None
+        rows_by_id = read_fields(store, wanted, names)
     ids = [memory_id for memory_id in wanted if memory_id in rows_by_id]
     rows = [rows_by_id[memory_id] for memory_id in ids]
     facts = facts_of(rows)
