@@ -159,3 +159,15 @@ def test_importing_memsearch_and_making_a_client_stays_light() -> None:
     )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60)
     assert done.stdout.strip() == "[]"
+
+
+def test_the_cli_refuses_a_server_url_it_cannot_use(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from memsearch.cli.app import app
+
+    result = CliRunner().invoke(app, ["search", "x", "--db", str(tmp_path / "s.db"), "--server", "ftp://example.org"])
+    assert (
+        result.exit_code == 2
+        and result.stderr == "memsearch: --server must be an http:// URL, not 'ftp://example.org'\n"
+    )
