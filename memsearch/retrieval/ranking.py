@@ -1,13 +1,14 @@
 """Ranking on columns: fuse → filter → adjust → order → select over the candidates' scores as
 arrays, reading of each candidate only the fields the profile ranks by; a candidate's record
 (its whole Memory, legs, fusion terms and factors with their explain detail) is built only when
-it is read: the results at once, the dropped ones when asked for (`--raw`).
+it is read: the results together when they are first read, the dropped ones when asked for
+(`--raw`).
 
 It answers exactly what fusion.fuse then select.select answer over whole candidates (the
 reference: tests hold them equal): the same scalar functions make each factor's value, the same
 floating-point operations in the same order make each final score, and the records are made by
-those stages themselves. Profiles that select by MMR or diverse assembly, re-rank, or fuse by
-weighted signals take the reference path (`fits`).
+those stages' own functions (factor_for, boost_factors). Profiles that select by MMR or diverse
+assembly, re-rank, or fuse by weighted signals take the reference path (`fits`).
 """
 
 from __future__ import annotations
