@@ -104,7 +104,8 @@ def test_the_choices_are_the_ones_the_library_checks() -> None:
 
 
 def test_front_ends_never_reach_the_store_or_the_encoder() -> None:
-    for path in (PACKAGE / "cli").glob("*.py"):
+    """The CLI and the servers call the facade's use cases (a server's warm-up too: Memsearch.warm)."""
+    for path in [*(PACKAGE / "cli").glob("*.py"), *(PACKAGE / "server").glob("*.py")]:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
                 where = f"{path.name}:{node.lineno}"
