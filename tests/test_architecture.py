@@ -93,6 +93,23 @@ def test_the_product_never_imports_eval() -> None:
     assert not {name: found for name, found in offenders.items() if found}
 
 
+def test_the_library_never_imports_a_front_end() -> None:
+    """The front ends (cli, server) sit on the library; no other package imports them (only
+    `python -m memsearch`, __main__, starts the CLI)."""
+    graph = import_graph()
+
+    def front_end(name: str) -> bool:  # memsearch.client is no part of memsearch.cli
+        return any(
+            name == package or name.startswith(package + ".") for package in ("memsearch.cli", "memsearch.server")
+        )
+
+    library = {name for name in graph if not front_end(name)} - {"memsearch.__main__"}
+    reached = {
+        name: sorted(filter(front_end, graph[name])) for name in sorted(library) if any(map(front_end, graph[name]))
+    }
+    assert not reached, f"library modules import a front end: {reached}"
+
+
 def test_the_choices_are_the_ones_the_library_checks() -> None:
     from memsearch import choices
     from memsearch.api import IMPORT_FORMATS
