@@ -36,7 +36,6 @@ from memsearch.store.base import (
     INDEX_STATE_KEY,
     ExportedMemory,
     FilledVectors,
-    Hits,
     Rewrite,
     Scope,
     VectorHits,
@@ -94,7 +93,7 @@ def _create_private_file(path: Path) -> bool:
     return True
 
 
-class SQLiteStore(Fts5Index, InProcessVectors, SQLiteReads, SQLStore):
+class SQLiteStore(InProcessVectors, SQLiteReads, SQLStore):
     """One memsearch store file. Open with `SQLiteStore.open`; close when done.
 
     Each thread gets its own connection (SQLite connections are not to be shared by threads that
@@ -118,7 +117,6 @@ class SQLiteStore(Fts5Index, InProcessVectors, SQLiteReads, SQLStore):
         self._ann_cache: dict[str, tuple[VectorIndex, AnnIndex]] = {}
         self._cache_records = CacheRecords(self)  # the vector cache files' digests (meta rows)
         self._cache_place: Path | bool | None = False  # where the cache files go; False: not looked yet
-        self._lexical_memo: tuple[tuple[Any, ...], Hits] | None = None  # the last lexical view query
         self._roles_memo: dict[Scope, tuple[int, builtins.list[str]]] = {}  # scope → (generation, roles)
         self._vector_memo: tuple[tuple[Any, ...], VectorIndex, VectorHits] | None = None  # the last vector search
         # Scopes of at least this many memories are searched through the approximate index.
@@ -127,6 +125,9 @@ class SQLiteStore(Fts5Index, InProcessVectors, SQLiteReads, SQLStore):
         self._access_skipped = False  # the note that access was not recorded is given once
         self._access_file_missing = False  # the access file could not be had: accesses are not recorded
         self._wal_holds_deleted_text = False  # a checkpoint is due after the write commits
+        self.lexical = Fts5Index(self)  # the LexicalIndex part
+        self.lexical_search, self.document_frequency = self.lexical.lexical_search, self.lexical.document_frequency
+        self.word_documents = self.lexical.word_documents
         if read_only:
             self._write_refusal = StoreUnavailableError(
                 f"{path} is open read-only (it, or its folder, cannot be written, or MEMSEARCH_READ_ONLY is set); "
@@ -363,7 +364,7 @@ class SQLiteStore(Fts5Index, InProcessVectors, SQLiteReads, SQLStore):
 
     def _index(self, db: sqlite3.Connection, memory_id: int, batch: NewBatch, index: int) -> None:
         memory = batch.memories[index]
-        self._index_text(memory_id, fts_row(memory.text, memory.tags, memory.kind, memory.views))
+        self.lexical.index_text(memory_id, fts_row(memory.text, memory.tags, memory.kind, memory.views))
         if batch.vectors is not None:
             db.execute(
                 "INSERT INTO vectors (memory_id, vector) VALUES (?, ?) "
@@ -429,7 +430,7 @@ class SQLiteStore(Fts5Index, InProcessVectors, SQLiteReads, SQLStore):
             (rewrite.text, content_hash(rewrite.text), json.dumps(dict(rewrite.metadata), ensure_ascii=False),
              rewrite.id),
         )  # fmt: skip
-        self._rewrite_fts(rewrite.id, rewrite.text, None, {v: t[0] if t else None for v, t in rewrite.views.items()})
+        self.lexical.rewrite(rewrite.id, rewrite.text, None, {v: t[0] if t else None for v, t in rewrite.views.items()})
         for view, value in rewrite.views.items():
             self._db.execute("DELETE FROM views WHERE memory_id = ? AND view = ?", (rewrite.id, view))
             if value is not None and value[1] is not None:
@@ -467,7 +468,7 @@ class SQLiteStore(Fts5Index, InProcessVectors, SQLiteReads, SQLStore):
             self._access_not_recorded(f"{self.path} is open read-only" if self.read_only else str(error))
 
     def _retag(self, db: sqlite3.Connection, memory: Memory, tags: Sequence[str]) -> None:
-        self._rewrite_fts(memory.id, memory.text, tags, {})
+        self.lexical.rewrite(memory.id, memory.text, tags, {})
 
     def _clear_vectors(self, db: sqlite3.Connection) -> None:
         db.execute("DELETE FROM vectors")
@@ -548,7 +549,7 @@ class SQLiteStore(Fts5Index, InProcessVectors, SQLiteReads, SQLStore):
                 )
                 if any(getattr(m, name) is not None for name in REFERS):
                     links.append((*(getattr(m, name) for name in REFERS), m.id))
-                self._index_text(m.id, fts_row(m.text, m.tags, m.kind, exported.lexical_views))
+                self.lexical.index_text(m.id, fts_row(m.text, m.tags, m.kind, exported.lexical_views))
                 if exported.vector is not None:
                     self._db.execute(
                         "INSERT INTO vectors (memory_id, vector) VALUES (?, ?)",

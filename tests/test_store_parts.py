@@ -1,0 +1,94 @@
+"""The store as parts (issue 31): the `Store` protocol is its capabilities, each method in exactly
+one of them; both backends implement each; a new backend is one row of `BACKENDS`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from memsearch.store import BACKENDS, Backend, Store, open_store
+from memsearch.store.base import (
+    CAPABILITIES,
+    IndexState,
+    LexicalIndex,
+    MemoryRows,
+    ModelVectors,
+    OwnVectors,
+    SearchBackend,
+    WholeStore,
+)
+
+
+def members(protocol: type) -> set[str]:
+    """The methods and attributes a protocol and the protocols it extends declare."""
+    found: set[str] = set()
+    for cls in protocol.__mro__:
+        if cls is object or not getattr(cls, "_is_protocol", False) or cls.__module__ == "typing":
+            continue
+        found |= {name for name in vars(cls) if not name.startswith("_")} | set(vars(cls).get("__annotations__", {}))
+    return found
+
+
+def test_every_method_of_the_store_is_in_exactly_one_capability() -> None:
+    assert (MemoryRows, LexicalIndex, OwnVectors, ModelVectors, IndexState, WholeStore) == CAPABILITIES
+    seen: dict[str, str] = {}
+    for capability in CAPABILITIES:
+        for name in members(capability):
+            assert name not in seen, f"{name} is in {seen[name]} and {capability.__name__}"
+            seen[name] = capability.__name__
+    search_only = members(SearchBackend) - set(seen)
+    assert search_only == {"parallel_reads"}
+    assert set(seen) | search_only == members(Store)
+
+
+def test_the_search_reads_are_parts_of_the_capabilities() -> None:
+    reads = members(SearchBackend) - {"parallel_reads"}
+    assert members(LexicalIndex) <= reads
+    assert {"count", "get_many", "around"} <= reads & members(MemoryRows)
+    assert {"vector_search", "cosines"} <= reads & members(OwnVectors)
+    assert "extra_models" in reads & members(ModelVectors)
+    assert not reads & (members(IndexState) | members(WholeStore))
+
+
+def test_each_backend_implements_each_capability(store_location: Path | str) -> None:
+    store = open_store(store_location, create=True)
+    try:
+        for capability in (*CAPABILITIES, SearchBackend, Store):
+            missing = sorted(name for name in members(capability) if not hasattr(store, name))
+            assert not missing, f"{type(store).__name__} lacks {capability.__name__}: {missing}"
+            assert isinstance(store, capability)
+    finally:
+        store.close()
+
+
+def test_the_sqlite_store_is_composed_of_its_lexical_part(db_path: Path) -> None:
+    """The full-text index is an object the store holds, not a base class it inherits from."""
+    from memsearch.store.sqlite import SQLiteStore
+    from memsearch.store.sqlite_fts import Fts5Index
+
+    assert Fts5Index not in SQLiteStore.__mro__
+    store = open_store(db_path, create=True)
+    try:
+        lexical = getattr(store, "lexical", None)
+        assert isinstance(lexical, Fts5Index) and isinstance(lexical, LexicalIndex)
+        assert store.lexical_search == lexical.lexical_search
+    finally:
+        store.close()
+
+
+def test_a_backend_is_one_row(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A location the row accepts opens through it; every other one as before."""
+    opened: list[tuple[Path | str, bool]] = []
+    sqlite = BACKENDS[-1]
+
+    def open_memory(location: Path | str, create: bool) -> Store:
+        opened.append((location, create))
+        return sqlite.open(tmp_path / "memory.db", create)
+
+    accepts = lambda location: str(location).startswith("memory://")  # noqa: E731
+    monkeypatch.setattr("memsearch.store.BACKENDS", [Backend("memory", accepts, open_memory), *BACKENDS])
+    open_store("memory://notes", create=True).close()
+    assert opened == [("memory://notes", True)]
+    open_store(tmp_path / "other.db", create=True).close()
+    assert opened == [("memory://notes", True)] and (tmp_path / "other.db").exists()
