@@ -62,17 +62,19 @@ def test_each_backend_implements_each_capability(store_location: Path | str) -> 
         store.close()
 
 
-def test_the_sqlite_store_is_composed_of_its_lexical_part(db_path: Path) -> None:
-    """The full-text index is an object the store holds, not a base class it inherits from."""
-    from memsearch.store.sqlite import SQLiteStore
-    from memsearch.store.sqlite_fts import Fts5Index
-
-    assert Fts5Index not in SQLiteStore.__mro__
-    store = open_store(db_path, create=True)
+def test_each_store_holds_its_lexical_index_and_other_models_as_parts(store_location: Path | str) -> None:
+    """The full-text index (`store.lexical`) and the other models' vectors (`store.models`) are
+    objects the store holds, not base classes it inherits from; the store's methods are the parts'."""
+    store = open_store(store_location, create=True)
     try:
         lexical = getattr(store, "lexical", None)
-        assert isinstance(lexical, Fts5Index) and isinstance(lexical, LexicalIndex)
+        assert isinstance(lexical, LexicalIndex)
+        assert type(lexical) not in type(store).__mro__
         assert store.lexical_search == lexical.lexical_search
+        assert store.word_documents == lexical.word_documents
+        models = getattr(store, "models", None)
+        assert isinstance(models, ModelVectors) and type(models) not in type(store).__mro__
+        assert store.add_model_vectors == models.add_model_vectors
     finally:
         store.close()
 

@@ -15,6 +15,7 @@ import numpy as np
 from memsearch.models import OWN_TEXT_VIEWS, VECTOR_VIEWS, EmbeddingModelInfo
 from memsearch.store.base import EVERYTHING, Hits, Scope, VectorHits
 from memsearch.store.dialects import POSTGRES
+from memsearch.store.model_vectors import SqlModelVectors
 from memsearch.store.postgres.schema import CHUNK_VIEWS_SQL, HNSW_EF_CONSTRUCTION
 
 if TYPE_CHECKING:
@@ -43,6 +44,8 @@ class PgVectorSearch:
 
     _local: threading.local
 
+    models: SqlModelVectors  # the store's ModelVectors part
+
     if TYPE_CHECKING:  # what the store provides
 
         @property
@@ -51,10 +54,6 @@ class PgVectorSearch:
         def _search_model(self) -> EmbeddingModelInfo | None: ...
 
         def embedding_model(self) -> EmbeddingModelInfo | None: ...
-
-        def model_vector_search(
-            self, model: str, vector: np.ndarray, scope: Scope, limit: int | None
-        ) -> VectorHits: ...
 
     def vector_search(
         self, vector: np.ndarray, scope: Scope, limit: int | None, view: str | None = None, *, model: str | None = None
@@ -66,7 +65,7 @@ class PgVectorSearch:
         if model is not None:
             if view is not None:
                 raise ValueError(f"no vector view {view!r} of another model")
-            return self.model_vector_search(model, f32(vector), scope, limit)
+            return self.models.search(model, f32(vector), scope, limit)
         if view is not None and view not in VECTOR_VIEWS:
             raise ValueError(f"no vector view {view!r}")
         query = f32(vector)
