@@ -94,3 +94,17 @@ def test_a_backend_is_one_row(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     assert opened == [("memory://notes", True)]
     open_store(tmp_path / "other.db", create=True).close()
     assert opened == [("memory://notes", True)] and (tmp_path / "other.db").exists()
+
+
+def test_the_postgres_store_holds_its_vector_reads_as_a_part(pg_url: str) -> None:
+    from memsearch.store.postgres import PostgresStore
+    from memsearch.store.postgres.vectors import PgVectorSearch
+
+    assert PgVectorSearch not in PostgresStore.__mro__
+    store = PostgresStore.open(pg_url, create=True)
+    try:
+        assert isinstance(store.own_vectors, PgVectorSearch)
+        assert store.vector_search == store.own_vectors.vector_search
+        assert store.nearest == store.own_vectors.nearest
+    finally:
+        store.close()

@@ -77,7 +77,7 @@ def lexical_views_of(text: str, stored: Mapping[str, str], kind: str) -> dict[st
     return {view: stored.get(view, default_view_text(kind, view, text)) for view in LEXICAL_VIEWS}
 
 
-class PostgresStore(PgVectorSearch, SQLStore):
+class PostgresStore(SQLStore):
     """A memsearch store in a PostgreSQL database with pgvector. Open with `PostgresStore.open`.
 
     Each thread gets its own connection, so one store object serves a threaded server. Reads run
@@ -100,6 +100,14 @@ class PostgresStore(PgVectorSearch, SQLStore):
         self.read_only = read_only_requested()
         self._access_skipped = False  # the note that access was not recorded is given once
         self._compose()
+        self.own_vectors = PgVectorSearch(self)  # the vector reads of the OwnVectors part
+        self.vector_search, self.cosines, self.vectors = (
+            self.own_vectors.vector_search,
+            self.own_vectors.cosines,
+            self.own_vectors.vectors,
+        )
+        self.all_vectors, self.nearest = self.own_vectors.all_vectors, self.own_vectors.nearest
+        self.seed_composite_search = self.own_vectors.seed_composite_search
         self.lexical = PgLexicalIndex(lambda: self._db)  # the LexicalIndex part
         self.lexical_search, self.document_frequency = self.lexical.lexical_search, self.lexical.document_frequency
         self.word_documents = self.lexical.word_documents
