@@ -108,3 +108,23 @@ def test_the_postgres_store_holds_its_vector_reads_as_a_part(pg_url: str) -> Non
         assert store.nearest == store.own_vectors.nearest
     finally:
         store.close()
+
+
+def test_only_a_missing_postgres_extra_is_said_as_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A missing psycopg is the postgres extra to install; any other ImportError on the way is
+    memsearch's own and is not disguised as one."""
+    import sys
+
+    from memsearch.errors import StoreNotFoundError
+
+    psycopg = pytest.importorskip("psycopg")
+    for name in [name for name in sys.modules if name.startswith("memsearch.store.postgres")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "psycopg", None)
+    with pytest.raises(StoreNotFoundError, match="postgres extra"):
+        open_store("postgresql://localhost/none")
+    monkeypatch.setitem(sys.modules, "psycopg", psycopg)
+    monkeypatch.setitem(sys.modules, "memsearch.store.postgres.lexical", None)
+    with pytest.raises(ImportError) as raised:
+        open_store("postgresql://localhost/none")
+    assert not isinstance(raised.value, StoreNotFoundError) and raised.value.name == "memsearch.store.postgres.lexical"

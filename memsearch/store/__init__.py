@@ -21,6 +21,7 @@ __all__ = [
 
 
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
+POSTGRES_EXTRA = ("psycopg", "pgvector")  # the modules of the postgres extra (pyproject.toml)
 
 
 def is_postgres_url(location: str | os.PathLike[str]) -> bool:
@@ -42,6 +43,8 @@ def _open_postgres(location: Path | str, create: bool) -> Store:
     try:
         from memsearch.store.postgres import PostgresStore
     except ImportError as error:
+        if not (error.name or "").startswith(POSTGRES_EXTRA):  # memsearch's own: a bug, said as one
+            raise
         raise StoreNotFoundError(
             f'a PostgreSQL store needs the postgres extra ({error.name} is missing): pip install "memsearch[postgres]"'
         ) from None
