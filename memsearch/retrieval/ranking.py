@@ -175,8 +175,8 @@ def rank_columns(
         for at, row in enumerate(rows):
             if row.superseded_by is not None and not row.pinned:
                 dropped[at] = f"superseded by {row.superseded_by}"
-    if profile.min_score is not None:  # as select.drop_below
-        threshold = profile.min_score
+    if profile.fusion_floor is not None:  # as select.drop_below
+        threshold = profile.fusion_floor
         for at, score in enumerate(fusion):
             if dropped[at] is None and score < threshold:
                 dropped[at] = f"below threshold ({score:.4g} < {threshold:g})"
