@@ -223,7 +223,7 @@ def _flag(name: str, description: str, default: bool, **options: Any) -> Field:
 
 # The filters a search, a listing and an export share (memsearch.store.base.Scope).
 SCOPE_FIELDS: tuple[Field, ...] = (
-    _string("project", "Only memories of this project (a boost instead, for profiles that boost projects)."),
+    _string("project", "Only memories of this project (in a search whose profile boosts projects: a boost instead)."),
     _string("namespace", "Only memories of this namespace."),
     _strings("tags", "Only memories that have all these tags.", parameter="tag", flags=("-t",)),
     _string("since", "Only memories created at or after this time: ISO-8601, or 7d, 2w, 3h, 30m, 3mo, 1y, today."),

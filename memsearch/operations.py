@@ -17,7 +17,7 @@ operation is used.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from memsearch.errors import InvalidInputError
@@ -293,7 +293,7 @@ DELETE = Operation(
     "Delete memories by id or key (all of them, or none if any is not found), or every one the filters match",
     (
         REFS,
-        *(replace(f, description="Only memories of this project.") if f.name == "project" else f for f in SCOPE_FIELDS),
+        *SCOPE_FIELDS,
         EVERYTHING,
         DRY_RUN,
     ),
