@@ -272,7 +272,11 @@ REQUEST_FIELDS: tuple[Field, ...] = (
         flags=("-g",),
     ),
     Field("max_tokens", "integer", "Token budget for the results' text.", minimum=1),
-    _string("as_of", "The 'now' for time decay, ISO-8601 (such a search records no access)."),
+    _string(
+        "as_of",
+        "The 'now' for time decay and relative times: ISO-8601, or 7d, 2w, 3h, 30m, 3mo, 1y ago "
+        "(such a search records no access).",
+    ),
     _flag("touch", "Record the search as an access of its results.", True),
     _strings("boost", "Score multipliers: tag:NAME[=FACTOR] or project:NAME[=FACTOR] (default factor 1.5)."),
     _string("rerank", "Re-rank the top fused candidates; default: the profile's.", choices=RERANK_METHODS),
@@ -309,7 +313,7 @@ MEMORY_FIELDS: tuple[Field, ...] = (
     _string("namespace", "Its namespace."),
     _string("session", "The session it came from."),
     _string("role", "Who said it (user, assistant, …)."),
-    _string("created_at", "When, ISO-8601; default: now.", option="--at"),
+    _string("created_at", "When: ISO-8601, or 7d, 2w, 3h, 30m, 3mo, 1y ago; default: now.", option="--at"),
     Field("metadata", "object", "Any JSON object to keep with it."),
 )
 MEMORY_NAMES = tuple(f.name for f in MEMORY_FIELDS)
@@ -317,13 +321,20 @@ MEMORY_NAMES = tuple(f.name for f in MEMORY_FIELDS)
 REPLACE = _flag("replace", "Overwrite the memory that has the same key.", False)
 DEDUP_PROFILE = _string("profile", "A profile whose ingest dedup may find it a near-duplicate.", flags=("-p",))
 
-IMPORT_FORMAT = _string("format", "The file's format.", choices=IMPORT_FORMATS, default="jsonl", flags=("-f",))
+IMPORT_FORMAT = _string(
+    "format",
+    "The file's format. jsonl: one memory a line (export's; the JSON of list, get and search too); chat: "
+    "one turn a line (session, role or speaker, text, created_at); locomo, longmemeval: those benchmarks' JSON.",
+    choices=IMPORT_FORMATS,
+    default="jsonl",
+    flags=("-f",),
+)
 SESSIONS = _flag("sessions", "Conversations: store a chunk per session too.", True)
 FACETS = _flag("facets", "Conversations: extract facet views.", False)
 IMPORT_OPTIONS: tuple[Field, ...] = (
     IMPORT_FORMAT,
     _string("source", "The name to use in messages."),
-    _string("conversation", "chat: the conversation's name."),
+    _string("conversation", "chat: the conversation's name (default: the file's stem)."),
     SESSIONS,
     FACETS,
     REPLACE,

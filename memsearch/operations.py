@@ -226,8 +226,11 @@ class AddRequest:
 
 def _add_request(operation: Operation, values: Values) -> AddRequest:
     from memsearch.models import NewMemory
+    from memsearch.timeutil import parse_moment, to_iso, utc_now
 
     checked = _checked(operation, values)
+    if checked["created_at"] is not None:  # a relative time too (7d: seven days ago)
+        checked["created_at"] = to_iso(parse_moment(checked["created_at"], now=utc_now(), field="created_at"))
     memory = {name: value for name, value in checked.items() if name in MEMORY_NAMES and value is not None}
     return AddRequest(NewMemory.from_json(memory), replace=checked["replace"], profile=checked["profile"])
 

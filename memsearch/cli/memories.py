@@ -31,6 +31,7 @@ from memsearch.cli.options import (
 from memsearch.cli.progress import ProgressBar
 from memsearch.cli.running import open_memsearch, read_source, server_for, through
 from memsearch.errors import InvalidInputError
+from memsearch.fields import IMPORTANCE, PRIORITY
 from memsearch.operations import ADD, IMPORT, TIMELINE
 
 if TYPE_CHECKING:
@@ -46,14 +47,10 @@ def add(
     server: ServerOption = None,
     no_server: NoServerOption = False,
 ) -> None:
-    """Add one memory and print its id (a profile with ingest dedup may find it is a near-duplicate).
-    TEXT - reads it from stdin; --at takes relative times too."""
-    from memsearch.timeutil import parse_moment, to_iso, utc_now
-
+    """Add one memory and print its id (a profile with ingest dedup may find it is a near-duplicate);
+    a TEXT of - is read from stdin."""
     if fields["text"] == "-":
         fields["text"] = sys.stdin.read()
-    if "created_at" in fields:  # a relative time too, here
-        fields["created_at"] = to_iso(parse_moment(fields["created_at"], now=utc_now(), field="created_at"))
     metadata: dict[str, str] = {}
     for item in meta or ():
         name, sep, value = item.partition("=")
@@ -197,10 +194,10 @@ def delete(
 SHOWN_IDS = 50  # a delete names at most this many ids
 
 
+@with_fields((IMPORTANCE, PRIORITY), into="scores", defaults={"importance": None, "priority": None})
 def set_(
     ref: RefArgument,
-    importance: Annotated[float | None, typer.Option("--importance", help="0 to 1.")] = None,
-    priority: Annotated[float | None, typer.Option("--priority", help="1 to 2.")] = None,
+    scores: Values,
     memory_score: Annotated[float | None, typer.Option("--memory-score", help="Quality score, 0 to 1.")] = None,
     derived_score: Annotated[
         bool, typer.Option("--derived-score", help="Go back to the score derived from importance and use.")
@@ -226,7 +223,7 @@ def set_(
     changes: dict[str, Any] = {
         name: value
         for name, value in (
-            ("importance", importance), ("priority", priority), ("memory_score", memory_score),
+            *scores.items(), ("memory_score", memory_score),
             ("project", project), ("namespace", namespace), ("tags", tag),
             ("text", sys.stdin.read() if text == "-" else text),
         )
