@@ -20,6 +20,7 @@ from typing import Any
 
 from memsearch.choices import GRANULARITIES, IMPORT_FORMATS, KINDS, MODES, RERANK_METHODS
 from memsearch.errors import InvalidInputError, short_repr
+from memsearch.timeutil import RELATIVE_EXAMPLES
 
 MAX_K = 1000  # the most results a search returns
 # The most bytes one request may hold: an HTTP body, an MCP message (a line on stdio). An import of
@@ -226,8 +227,8 @@ SCOPE_FIELDS: tuple[Field, ...] = (
     _string("project", "Only memories of this project (in a search whose profile boosts projects: a boost instead)."),
     _string("namespace", "Only memories of this namespace."),
     _strings("tags", "Only memories that have all these tags.", parameter="tag", flags=("-t",)),
-    _string("since", "Only memories created at or after this time: ISO-8601, or 7d, 2w, 3h, 30m, 3mo, 1y, today."),
-    _string("until", "Only memories created at or before this time: ISO-8601, or 7d, 2w, 3h, 30m, 3mo, 1y, yesterday."),
+    _string("since", f"Only memories created at or after this time: ISO-8601, or {RELATIVE_EXAMPLES}."),
+    _string("until", f"Only memories created at or before this time: ISO-8601, or {RELATIVE_EXAMPLES}."),
     _strings("kinds", "Only these kinds: note, turn, session.", choices=KINDS, parameter="kind"),
     _string("conversation", "Only this conversation's memories."),
     _strings("roles", "Only memories of these roles (speakers).", parameter="role"),
@@ -271,7 +272,7 @@ REQUEST_FIELDS: tuple[Field, ...] = (
         default="turn",
         flags=("-g",),
     ),
-    Field("max_tokens", "integer", "Token budget for the results' text.", minimum=1),
+    Field("max_tokens", "integer", "Token budget for the results' text (about 4 characters a token).", minimum=1),
     _string(
         "as_of",
         "The 'now' for time decay and relative times: ISO-8601, or 7d, 2w, 3h, 30m, 3mo, 1y ago "
@@ -283,7 +284,7 @@ REQUEST_FIELDS: tuple[Field, ...] = (
     Field(
         "max_ms",
         "integer",
-        "Latency budget in ms: LLM stages that would not fit are skipped.",
+        "Latency budget in ms: the LLM stages that would not fit are skipped (HyDE, then re-ranking, then expansion).",
         minimum=1,
         maximum=MAX_MS,
     ),
@@ -305,7 +306,7 @@ PRIORITY = Field("priority", "number", "1 to 2; a ranking boost.", minimum=1, ma
 MEMORY_FIELDS: tuple[Field, ...] = (
     TEXT,
     _string("key", "A unique key to find or replace it by."),
-    _strings("tags", "Tags.", option="--tag", flags=("-t",)),
+    _strings("tags", "Its tags.", option="--tag", flags=("-t",)),
     IMPORTANCE,
     PRIORITY,
     _flag("pinned", "Pinned memories are boosted and never superseded.", False, option="--pin"),
@@ -330,7 +331,7 @@ IMPORT_FORMAT = _string(
     flags=("-f",),
 )
 SESSIONS = _flag("sessions", "Conversations: store a chunk per session too.", True)
-FACETS = _flag("facets", "Conversations: extract facet views.", False)
+FACETS = _flag("facets", "Conversations: extract facet views (personal info, preferences, events).", False)
 IMPORT_OPTIONS: tuple[Field, ...] = (
     IMPORT_FORMAT,
     _string("source", "The name to use in messages."),

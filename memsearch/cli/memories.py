@@ -61,8 +61,10 @@ def add(
     remote = server_for(db, server, model, no_server=no_server, writes=True)
     document = None
     if remote is not None:
-        body = {**request.memory.to_fields(), "replace": request.replace, "profile": request.profile}
-        document = through(remote, "/add", body)
+        document = through(
+            remote,
+            lambda client: client.add(request.memory, replace=request.replace, profile=request.profile).to_dict(),
+        )
     if document is None:
         with open_memsearch(db, model) as ms:
             document = ADD.document(request, ADD.run(ms, request))
@@ -93,12 +95,19 @@ def import_(
     document = None
     # Text that is not valid Unicode (invalid UTF-8 on stdin) is left to the library here, which
     # names its line; the server would only see the bytes it was sent.
-    from memsearch.cli.remote import import_query, is_unicode
+    from memsearch.cli.running import is_unicode
 
     sendable = request["format"] == "jsonl" and content.strip() and is_unicode(content)
     remote = server_for(db, server, model, no_server=no_server, writes=True) if sendable else None
     if remote is not None:
-        document = through(remote, "/import", content.encode("utf-8"), import_query(request))
+        document = through(
+            remote,
+            lambda client: client.import_text(
+                content, source=source, fmt=request["format"], sessions=request["sessions"],
+                facets=request["facets"], replace=request["replace"], profile=request["profile"],
+                conversation=request["conversation"],
+            ).to_dict(),
+        )  # fmt: skip
     if document is None:
         with open_memsearch(db, model) as ms, ProgressBar("embedding") as progress:
             document = IMPORT.document(request, IMPORT.run(ms, {**request, "progress": progress}))

@@ -115,7 +115,7 @@ def field_parameter(field_: Field, *, optional: bool = False, default: Any = _UN
     value = field_.default if default is _UNSET else default
     item: Any = _choice_of(field_) if field_.choices else str
     annotation: Any
-    help_text = field_.description + (" Repeatable." if field_.type == "array" else "")
+    help_text = field_.description + (" Repeatable." if field_.type == "array" else "") + _bounds(field_)
     declarations = [field_.option_name, *field_.flags]
     if field_.type == "array":
         annotation, value = list[item] | None, None
@@ -143,6 +143,16 @@ def field_parameter(field_: Field, *, optional: bool = False, default: Any = _UN
         return inspect.Parameter(name, kind, annotation=Annotated[annotation, info])
     option = typer.Option(*declarations, help=help_text)
     return inspect.Parameter(name, kind, default=value, annotation=Annotated[annotation, option])
+
+
+def _bounds(field_: Field) -> str:
+    """A number's bounds as Typer shows an option's range: ` [1<=x<=1000]`, ` [x>=0]`."""
+    low, high = field_.minimum, field_.maximum
+    if low is not None and high is not None:
+        return f" [{low:g}<=x<={high:g}]"
+    if low is not None:
+        return f" [x>={low:g}]"
+    return f" [x<={high:g}]" if high is not None else ""
 
 
 def parameter_name(field_: Field) -> str:
