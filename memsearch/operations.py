@@ -67,8 +67,13 @@ Values = dict[str, Any]
 
 
 def _checked(operation: Operation, values: Mapping[str, Any]) -> Values:
-    """Every field's value checked by its field (once), absent ones given their default."""
-    checked = {f.name: f.check(values.get(f.name)) for f in operation.fields}
+    """Every field's value checked by its field, absent ones given their default; the values the
+    library method checks by the same field (`Operation.checked_by_run`) are left to it: each
+    value is checked once."""
+    checked = {
+        f.name: values.get(f.name) if f.name in operation.checked_by_run else f.check(values.get(f.name))
+        for f in operation.fields
+    }
     return {name: value if value is not None else operation.field(name).default for name, value in checked.items()}
 
 
@@ -91,6 +96,9 @@ class Operation:
     documenter: Callable[[Any, Any], Any] = _document
     # Inputs that are no field (not in any schema): an import's content, a progress callback.
     inputs: tuple[str, ...] = ()
+    # The fields the library method `runner` calls checks itself, by the same field (its Python
+    # callers' values too): the request leaves them to it.
+    checked_by_run: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         names = [f.name for f in self.fields]
@@ -272,6 +280,7 @@ IMPORT = Operation(
     build=_import_request,
     runner=_import,
     inputs=("content", "progress"),
+    checked_by_run=("sessions", "facets", "replace"),
 )
 
 # -- reads and deletes -------------------------------------------------------------------------
@@ -301,6 +310,7 @@ DELETE = Operation(
         DRY_RUN,
     ),
     runner=_delete,
+    checked_by_run=("everything", "dry_run"),
 )
 
 TIMELINE = Operation(
@@ -308,6 +318,7 @@ TIMELINE = Operation(
     "The memories around one in order",
     (REF, BEFORE, AFTER),
     runner=lambda ms, request: ms.timeline(request["ref"], before=request["before"], after=request["after"]),
+    checked_by_run=("before", "after"),
 )
 
 STATS = Operation("stats", "What the store holds", (), runner=lambda ms, request: ms.stats())

@@ -85,6 +85,21 @@ def test_a_searchs_k_is_checked_once_by_every_front_end(db_path: Path, checks: C
     assert result.exit_code != 0 and checks["k"] == 5
 
 
+def test_a_timelines_before_and_an_imports_flags_are_checked_once(db_path: Path, checks: Counter[str]) -> None:
+    warm = WarmService(db_path, warm=False)
+    try:
+        app = build_app(warm, token=None)
+        assert _asgi(app, "GET", "/timeline/1", query=b"before=3&after=2") == 404  # no store
+        assert (checks["before"], checks["after"]) == (1, 1)
+        body = b"\n"  # no memory: the flags are checked all the same
+        assert _asgi(app, "POST", "/import", body, query=b"facets=true&sessions=false") == 200
+        assert (checks["facets"], checks["sessions"]) == (1, 1)
+        with pytest.raises(InvalidInputError, match="before must be from 0 to 10000, not -1"):
+            TOOL_BY_NAME["mem_timeline"].run(warm.ms, {"ref": 1, "before": -1})
+    finally:
+        warm.close()
+
+
 def test_a_check_is_worded_alike_for_the_python_api_and_the_front_ends() -> None:
     with pytest.raises(InvalidInputError) as python:
         check_flag("replace", 1)
