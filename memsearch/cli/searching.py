@@ -64,7 +64,7 @@ def search(
             outcomes = ms.search_many(ms.parse_queries(content, source=source, **defaults))
         else:
             outcomes = [SEARCH.run(ms, asked)]
-    documents = [outcome.to_dict(raw=asked.raw) for outcome in outcomes]
+        documents = [outcome.to_dict(raw=asked.raw) for outcome in outcomes]  # the dropped candidates' rows: read here
     render_search(
         documents, str(fmt), raw=asked.raw, explain=asked.explain, batch=queries is not None, per_file=per_file
     )
