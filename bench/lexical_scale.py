@@ -32,7 +32,6 @@ import argparse
 import json
 import os
 import random
-import re
 import sqlite3
 import statistics
 import sys
@@ -64,9 +63,9 @@ def store_path(size: int, out: Path) -> Path:
 
 def build_lexical_store(size: int, out: Path) -> Path:
     """The cached full-text store of `size` memories (see the module's doc)."""
-    import bench
     from shared_store import NOW
 
+    import bench
     from memsearch.store.fts import FTS_COLUMNS, TOKENIZER, fts_row
 
     path = store_path(size, out)
@@ -108,9 +107,9 @@ def build_lexical_store(size: int, out: Path) -> Path:
 
 
 def bench_queries(count: int) -> list[Any]:
-    import bench
     from shared_store import NOW
 
+    import bench
     from memsearch.text import LexicalQuery
 
     return [LexicalQuery.of(q) for q in bench.queries(count, 42, bench.corpus(10_000, 42, NOW))]

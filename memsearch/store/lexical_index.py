@@ -86,7 +86,9 @@ class ImpactIndex:
             return low
         return None
 
-    def search(self, phrases: Sequence[str | Scored], k: int, mask: np.ndarray | None = None) -> list[tuple[int, float]]:
+    def search(
+        self, phrases: Sequence[str | Scored], k: int, mask: np.ndarray | None = None
+    ) -> list[tuple[int, float]]:
         """The top `k` rows for a query's phrases, in the query's order (repeats kept: FTS5 scores
         each phrase): a single-token phrase as its token, a longer one as its Scored rows (what
         FTS5 answers for that phrase alone). As (memory id, score) best first, higher better.
@@ -132,7 +134,7 @@ class ImpactIndex:
         bounds = [bound(unit) for unit in order]
         left = [sum(bounds[i:]) for i in range(len(bounds))] + [0.0]
         accumulator = np.zeros(rows_count, np.float64)
-        seen: list[np.ndarray] = []
+        seen: list[np.ndarray] = []  # each row once: the rows a unit added first
         done = 0
         threshold = -1.0
         candidates = np.zeros(0, np.int64)
@@ -142,12 +144,11 @@ class ImpactIndex:
                 rows, contribution = scored[unit].rows, units[unit] * scored[unit].scores
             else:
                 rows, contribution = self._contributions(unit, average, units[unit])
+            fresh = rows if not seen else rows[accumulator[rows] == 0.0]  # every contribution is > 0
             accumulator[rows] += contribution
-            seen.append(rows)
+            seen.append(fresh if mask is None else fresh[mask[fresh]])
             done += 1
-            candidates = np.unique(np.concatenate(seen)) if len(seen) > 1 else rows
-            if mask is not None:
-                candidates = candidates[mask[candidates]]
+            candidates = np.concatenate(seen) if len(seen) > 1 else seen[0]
             if candidates.size >= k:
                 partial = accumulator[candidates]
                 threshold = float(np.partition(partial, candidates.size - k)[candidates.size - k])
@@ -418,4 +419,4 @@ def read(mapped: mmap.mmap) -> ImpactIndex | None:
     return index
 
 
-__all__ = ["B", "K1", "ImpactIndex", "Scored", "answer", "build_from_connection", "query_phrases", "read", "write"]
+__all__ = ["K1", "B", "ImpactIndex", "Scored", "answer", "build_from_connection", "query_phrases", "read", "write"]

@@ -54,6 +54,8 @@ class Fts5Index:
 
         def get(self, memory_id: int) -> Memory: ...
 
+        def _impact_search(self, query: LexicalQuery, scope: Scope, limit: int) -> Hits | None: ...
+
     def _index_text(self, memory_id: int, row: Sequence[str]) -> None:
         """Write a memory's full-text row; one whose lexical views differ marks the store so (see
         `_lexical_views_alike`)."""
@@ -111,6 +113,8 @@ class Fts5Index:
             hits = self._lexical_query(query, scope, limit, LEXICAL_VIEWS[0])
             self._lexical_memo = (key, hits)
             return LexicalHits(hits)
+        if view is None and (found := self._impact_search(query, scope, limit)) is not None:
+            return LexicalHits(found, engine="index")  # a large store: FTS5's answer, found sooner
         return LexicalHits(self._lexical_query(query, scope, limit, view))
 
     def _lexical_query(self, query: LexicalQuery, scope: Scope, limit: int, view: str | None) -> Hits:

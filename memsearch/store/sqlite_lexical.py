@@ -1,0 +1,114 @@
+"""The SQLite store's lexical search through the impact index (memsearch.store.lexical_index,
+kept as memsearch.store.lexical_cache says) for a large store: FTS5's answers, without FTS5
+scoring every match. A part of SQLiteStore; `Fts5Index.lexical_search` asks it first."""
+
+from __future__ import annotations
+
+import builtins
+import logging
+import sqlite3
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from memsearch.errors import MemsearchError
+from memsearch.store.base import Hits, Scope
+from memsearch.store.lexical_cache import LexicalCache
+from memsearch.store.lexical_index import ImpactIndex, answer
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from memsearch.store.sqlite_vectors import CacheRecords
+    from memsearch.store.vector_cache import VectorCache
+    from memsearch.text import LexicalQuery
+
+log = logging.getLogger(__name__)
+
+
+class ImpactLexical:
+    """Lexical search over text and tags through the impact index (a part of SQLiteStore)."""
+
+    lexical_threshold: int
+    _cache_records: CacheRecords
+    _impact: tuple[int, ImpactIndex | None] | None  # (generation, its index: None when there is none)
+
+    if TYPE_CHECKING:  # what the store provides
+
+        @property
+        def _db(self) -> sqlite3.Connection: ...
+
+        def generation(self) -> int: ...
+
+        def count(self, scope: Scope | None = None) -> int: ...
+
+        def _files(self) -> VectorCache | None: ...
+
+        def _scoped_ids(self, scope: Scope) -> builtins.list[int]: ...
+
+        def _ids_of_other_kinds(self, kinds: Sequence[str]) -> builtins.list[int]: ...
+
+    def _impact_search(self, query: LexicalQuery, scope: Scope, limit: int) -> Hits | None:
+        """FTS5's top `limit` over text and tags through the impact index, when the store is large
+        enough to want one and it can be had for the store's current state; else None (FTS5 answers)."""
+        if self.lexical_threshold <= 0 or limit <= 0:
+            return None
+        db = self._db
+        if db.in_transaction:  # inside a write: the rows are not yet a generation's
+            return None
+        db.execute("BEGIN")  # one snapshot: the generation, the index's rows and FTS5's phrases
+        try:
+            index = self._impact_index()
+            if index is None:
+                return None
+            return answer(index, db, query, limit, self._impact_mask(index, scope))
+        finally:
+            db.execute("COMMIT")
+            self._cache_records.flush()
+
+    def _impact_index(self) -> ImpactIndex | None:
+        generation = self.generation()
+        if self._impact is not None and self._impact[0] == generation:
+            return self._impact[1]
+        index = self._load_impact_index(generation)
+        self._impact = (generation, index)
+        return index
+
+    def _load_impact_index(self, generation: int) -> ImpactIndex | None:
+        (rows,) = self._db.execute("SELECT count(*) FROM memories").fetchone()
+        files = self._files() if rows >= self.lexical_threshold else None
+        if files is None:
+            return None
+        cache = LexicalCache(files)
+        index = cache.load(generation)
+        if index is None:
+            log.info("building the full-text impact index of %s (%d memories)", files.folder, rows)
+            try:
+                index = cache.build(generation, self._db)
+            except (OSError, MemsearchError, ValueError) as error:
+                log.warning("full-text impact index not available (%s): FTS5 answers", error)
+        return index
+
+    def _impact_mask(self, index: ImpactIndex, scope: Scope) -> np.ndarray | None:
+        """Which rows of the index are in scope; None for all."""
+        import numpy as np
+
+        if scope.is_everything:
+            return None
+        if scope.only_kinds:
+            mask = np.ones(index.ids.size, bool)
+            others = np.asarray(self._ids_of_other_kinds(scope.kinds), np.int64)
+            rows = np.searchsorted(index.ids, others)
+            found = rows < index.ids.size
+            rows = rows[found]
+            mask[rows[index.ids[rows] == others[found]]] = False
+            return mask
+        scoped = np.asarray(self._scoped_ids(scope), np.int64)
+        rows = np.searchsorted(index.ids, scoped)
+        found = rows < index.ids.size
+        rows = rows[found]
+        mask = np.zeros(index.ids.size, bool)
+        mask[rows[index.ids[rows] == scoped[found]]] = True
+        return mask
+
+
+__all__ = ["ImpactLexical"]
