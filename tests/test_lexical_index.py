@@ -12,7 +12,7 @@ import pytest
 
 from memsearch.models import EmbeddingModelInfo, NewMemory
 from memsearch.store import Scope
-from memsearch.store.base import Rewrite
+from memsearch.store.base import EVERYTHING, Rewrite
 from memsearch.store.lexical_cache import LexicalCache
 from memsearch.store.sqlite import SQLiteStore
 from memsearch.store.vector_cache import cache_folder
@@ -21,7 +21,7 @@ from tests.conftest import T0
 
 DIM = 8
 MODEL = EmbeddingModelInfo("test-model", DIM)
-WORDS = (
+WORDS = (  # noqa: SIM905 - a word list reads best as words
     "deploy config service retry queue worker billing auth token cache redis postgres migration timeout "
     "error crash fixed rollback release staging production monitor alert latency memory leak index search "
     "vector import export schema backup restore cluster node pod kubernetes docker image build pipeline"
@@ -72,7 +72,7 @@ def same_answer(got: list[tuple[int, float]], want: list[tuple[int, float]]) -> 
     return all(memory_id in by_score[round(s, 9)] or round(s, 9) == cut for memory_id, s in got)
 
 
-def fts5(store: SQLiteStore, query: str, scope: Scope = Scope(), k: int = 10) -> list[tuple[int, float]]:
+def fts5(store: SQLiteStore, query: str, scope: Scope = EVERYTHING, k: int = 10) -> list[tuple[int, float]]:
     return store._lexical_query(LexicalQuery.of(query), scope, k, None)
 
 
