@@ -106,6 +106,84 @@ def build_lexical_store(size: int, out: Path) -> Path:
     return path
 
 
+def api_store_path(size: int, out: Path) -> Path:
+    from bench import schema_key
+
+    return out / "stores" / f"lexical-api-v{STORE_VERSION}-s42-n{size}-{schema_key()}.db"
+
+
+def build_api_store(size: int, out: Path) -> Path:
+    """A memsearch store of the same memories (no vectors: lexical search needs none), cached."""
+    from shared_store import NOW
+
+    import bench
+    from memsearch.models import NewMemory
+    from memsearch.store.sqlite import SQLiteStore
+
+    path = api_store_path(size, out)
+    if path.is_file():
+        return path
+    staging = path.with_suffix(".building.db")
+    for leftover in (staging, Path(f"{staging}-wal"), Path(f"{staging}-shm")):
+        leftover.unlink(missing_ok=True)
+    log(f"building {path.name}")
+    started = time.perf_counter()
+    base = bench.corpus(10_000, 42, NOW)
+    rng = random.Random(5)
+    store = SQLiteStore.open(staging, create=True)
+    batch = 20_000
+    for start in range(0, size, batch):
+        memories = []
+        for i in range(start, min(size, start + batch)):
+            record = dict(base[i % len(base)])
+            words = record["text"].split(" ")
+            if i >= len(base):
+                words = [w for w in words if rng.random() >= 0.1] or words[:1]
+            record["text"] = f"{' '.join(words)} (#{i})"
+            if record.get("key"):
+                record["key"] = f"{record['key']}-{i}"
+            memories.append(NewMemory.from_json(record))
+        store.insert(memories, None, None, NOW)
+        if (start // batch) % 10 == 9:
+            log(f"  {start + batch}/{size}")
+    store.close()
+    staging.replace(path)
+    for suffix in ("-wal", "-shm"):
+        Path(f"{staging}{suffix}").unlink(missing_ok=True)
+    log(f"built {path.name} in {time.perf_counter() - started:.0f} s")
+    return path
+
+
+def bench_api(size: int, out: Path, count: int) -> dict[str, Any]:
+    """In-process lexical search through the API (Memsearch.search, mode lexical, k=10) on the
+    memsearch store of `size` memories: FTS5 (the threshold above the size) against the index
+    (its first search builds it, timed apart)."""
+    from shared_store import NOW
+
+    import bench
+    from memsearch.api import Memsearch
+    from memsearch.retrieval.pipeline import SearchRequest
+
+    path = build_api_store(size, out)
+    texts = bench.queries(count, 42, bench.corpus(10_000, 42, NOW))
+    report: dict[str, Any] = {"size": size, "queries": len(texts), "load_before": load()}
+    for name, threshold in (("fts5", str(10 * size)), ("index", "1"), ("fts5_again", str(10 * size))):
+        os.environ["MEMSEARCH_LEXICAL_THRESHOLD"] = threshold
+        with Memsearch(path) as ms:
+            started = time.perf_counter()
+            ms.search(SearchRequest("warm-up: where is the deploy config", k=10, mode="lexical"))
+            first = time.perf_counter() - started
+            times = []
+            for text in texts:
+                started = time.perf_counter()
+                ms.search(SearchRequest(text, k=10, mode="lexical"))
+                times.append((time.perf_counter() - started) * 1000)
+        report[name] = {"p50_ms": statistics.median(times), "p95_ms": float(np.percentile(times, 95)), "first_s": first}
+        log(f"API lexical {name}: {json.dumps(report[name])}")
+    report["load_after"] = load()
+    return report
+
+
 def bench_queries(count: int) -> list[Any]:
     from shared_store import NOW
 
@@ -271,9 +349,18 @@ def main() -> int:
     parser.add_argument("--k", type=int, default=10)
     parser.add_argument("--engines", default="fts5,fts5-match,impact,bm25s,tantivy")
     parser.add_argument("--build-only", action="store_true")
+    parser.add_argument("--api", action="store_true", help="in-process API lexical search on a memsearch store")
     parser.add_argument("--out", type=Path, default=HERE / "out")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
+    if args.api:
+        if args.build_only:
+            build_api_store(args.size, args.out)
+            return 0
+        api = bench_api(args.size, args.out, args.queries)
+        target = args.json or (HERE / "results" / f"lexical-scale-api-{args.size}.json")
+        target.write_text(json.dumps(api, indent=2) + "\n", encoding="utf-8")
+        return 0
     path = build_lexical_store(args.size, args.out)
     if args.build_only:
         return 0
