@@ -114,7 +114,7 @@ class Fts5Index:
             self._lexical_memo = (key, hits)
             return LexicalHits(hits)
         if view is None and (found := self._impact_search(query, scope, limit)) is not None:
-            return LexicalHits(found, engine="index")  # a large store: FTS5's answer, found sooner
+            return LexicalHits(found)  # a large store: FTS5's answer (exact), found sooner
         return LexicalHits(self._lexical_query(query, scope, limit, view))
 
     def _lexical_query(self, query: LexicalQuery, scope: Scope, limit: int, view: str | None) -> Hits:

@@ -55,6 +55,9 @@ class ImpactLexical:
         db = self._db
         if db.in_transaction:  # inside a write: the rows are not yet a generation's
             return None
+        known = self._impact
+        if known is not None and known[1] is None and known[0] == self.generation():
+            return None  # a small store (or one without a place for the file): as before
         db.execute("BEGIN")  # one snapshot: the generation, the index's rows and FTS5's phrases
         try:
             index = self._impact_index()
