@@ -320,7 +320,15 @@ def build_from_connection(db: sqlite3.Connection, table: str = "memories_fts") -
     if int(instances.sum()) != doc_ids.size:
         raise ValueError("the full-text vocabulary changed while it was read")
     term_ids = np.repeat(np.arange(len(vocabulary), dtype=np.int64), instances)
-    rows = np.searchsorted(ids, doc_ids)  # instances come by term, then row, then column and offset
+    # Each instance's row (instances come by term, then row, then column and offset): through a
+    # table of row by memory id when the ids are not too sparse (a gather, not a binary search).
+    if ids.size and int(ids[-1]) < 4 * ids.size + (1 << 20):
+        position = np.zeros(int(ids[-1]) + 1, np.int64)
+        position[ids] = np.arange(ids.size)
+        rows = position[doc_ids]
+        del position
+    else:
+        rows = np.searchsorted(ids, doc_ids)
     del doc_ids
     key = term_ids * (ids.size + 1) + rows
     if key.size and not bool(np.all(key[1:] >= key[:-1])):  # SQLite gave the instances in another order
