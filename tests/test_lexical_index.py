@@ -72,8 +72,10 @@ def same_answer(got: list[tuple[int, float]], want: list[tuple[int, float]]) -> 
     return all(memory_id in by_score[round(s, 9)] or round(s, 9) == cut for memory_id, s in got)
 
 
-def fts5(store: SQLiteStore, query: str, scope: Scope = EVERYTHING, k: int = 10) -> list[tuple[int, float]]:
-    return store._lexical_query(LexicalQuery.of(query), scope, k, None)
+def fts5(
+    store: SQLiteStore, query: str, scope: Scope = EVERYTHING, k: int = 10, view: str | None = None
+) -> list[tuple[int, float]]:
+    return store._fts5_query(LexicalQuery.of(query), scope, k, view)
 
 
 def impact_files(path: Path) -> list[Path]:
@@ -88,8 +90,27 @@ def test_the_index_gives_fts5s_answers(db_path: Path, k: int) -> None:
         want = fts5(store, query, k=k)
         assert same_answer(list(hits), want), query
         assert hits.engine == "exact"  # FTS5's top k, as FTS5 would answer
-    assert store._impact is not None and store._impact[1] is not None  # answered by the index
+    assert store._impact[None][1] is not None  # answered by the index
     assert len(impact_files(db_path)) == 1
+
+
+@pytest.mark.parametrize("differ", [False, True])
+def test_the_lexical_views_legs_are_answered_too(db_path: Path, differ: bool) -> None:
+    """The legs over a lexical view's column (context, prev): one index for every view while the
+    views hold the memories' own text, one a view once they differ."""
+    store = filled(db_path)
+    if differ:
+        rng = random.Random(3)
+        turns = [
+            NewMemory(f"{w} said", views={"context": f"{w} deploy queue", "prev": f"{w} retry worker"})
+            for w in rng.choices(WORDS, k=40)
+        ]
+        store.insert(turns, vectors(40, 5), MODEL, T0)
+    for view in ("context", "prev"):
+        for query in QUERIES:
+            hits = store.lexical_search(LexicalQuery.of(query), Scope(), 10, view)
+            assert same_answer(list(hits), fts5(store, query, view=view if differ else "context")), (view, query)
+    assert len(impact_files(db_path)) == (2 if differ else 1)
 
 
 @pytest.mark.parametrize("scope", [Scope(project="ops"), Scope(kinds=("note",)), Scope(tags=("deploy",))])
@@ -106,7 +127,7 @@ def test_below_the_threshold_fts5_answers_and_no_file_is_made(db_path: Path) -> 
     store.lexical_threshold = 301
     hits = store.lexical_search(LexicalQuery.of("deploy config"), Scope(), 10)
     assert hits == fts5(store, "deploy config")
-    assert store._impact is not None and store._impact[1] is None
+    assert store._impact[None][1] is None
     assert impact_files(db_path) == []
 
 
@@ -182,7 +203,7 @@ def test_a_read_only_store_asks_fts5(db_path: Path, monkeypatch: pytest.MonkeyPa
     store.lexical_threshold = 1
     hits = store.lexical_search(LexicalQuery.of("deploy config"), Scope(), 10)
     assert hits == fts5(store, "deploy config")
-    assert store._impact is not None and store._impact[1] is None
+    assert store._impact[None][1] is None
     assert not cache_folder(db_path).exists()
 
 

@@ -18,10 +18,11 @@ import mmap
 import os
 import re
 import sqlite3
+from collections.abc import Sequence
 from pathlib import Path
 
 from memsearch.store.ann import private_temporary
-from memsearch.store.lexical_index import ImpactIndex, build_from_connection, read, write
+from memsearch.store.lexical_index import TEXT_COLUMNS, ImpactIndex, build_from_connection, read, write
 from memsearch.store.vector_cache import VectorCache
 
 log = logging.getLogger(__name__)
@@ -33,8 +34,7 @@ log = logging.getLogger(__name__)
 # within a search's budget and no write pays a rebuild.
 DEFAULT_THRESHOLD = 200_000
 
-_PART = "fts.impact"
-_NAME = re.compile(r"^(?P<store>[0-9a-f]+)-g(?P<generation>\d+)-fts\.impact$")
+_NAME = re.compile(r"^(?P<store>[0-9a-f]+)-g(?P<generation>\d+)-fts-(?P<columns>[\w-]+)\.impact$")
 
 
 def lexical_threshold() -> int:
@@ -48,11 +48,13 @@ class LexicalCache:
     """The impact index files of one store, in its vector cache's (trusted) folder, checked
     against the same ledger."""
 
-    def __init__(self, files: VectorCache) -> None:
+    def __init__(self, files: VectorCache, columns: Sequence[str] = TEXT_COLUMNS) -> None:
         self._files = files
+        self.columns = tuple(columns)
+        self._key = "-".join(self.columns)
 
     def path(self, generation: int) -> Path:
-        return self._files.folder / f"{self._files.store_id}-g{generation}-{_PART}"
+        return self._files.folder / f"{self._files.store_id}-g{generation}-fts-{self._key}.impact"
 
     def load(self, generation: int) -> ImpactIndex | None:
         """The index of this generation, memory-mapped, when it is there as recorded; else None."""
@@ -76,7 +78,7 @@ class LexicalCache:
         """Build the index of this generation from `db` (in the caller's read snapshot of it),
         write it under a temporary name and rename it into place, record its digest, remove older
         generations' files; the index mapped from the file written."""
-        index = build_from_connection(db)
+        index = build_from_connection(db, self.columns)
         folder = self._files.folder
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         path = self.path(generation)
@@ -104,7 +106,7 @@ class LexicalCache:
             return
         for name in names:
             match = _NAME.match(name)
-            if match is None:
+            if match is None or match["columns"] != self._key:
                 continue
             ours = match["store"] == self._files.store_id
             if not ours or int(match["generation"]) < generation:

@@ -1,11 +1,12 @@
-"""The impact index of a large SQLite store's full text: FTS5's BM25 top-k over text and tags,
-exactly as FTS5 scores it, found without scoring every match (FTS5 does: 448 ms at a million
-memories; see bench/lexical_scale.py and the README).
+"""The impact index of a large SQLite store's full text: FTS5's BM25 top-k over the columns a
+lexical leg searches (text and tags, or one lexical view), exactly as FTS5 scores it, found
+without scoring every match (FTS5 does: 448 ms at a million memories; see
+bench/lexical_scale.py and the README).
 
 What it holds (numpy arrays, one file): each indexed row's memory id and length in tokens (of
-all its full-text columns, what FTS5's bm25 calls D), and for each token of the text and tags
+all its full-text columns, what FTS5's bm25 calls D), and for each token of the searched
 columns (FTS5's own tokens, read out of the store through fts5vocab) its postings — rows in id
-order with the token's count in text and tags — with the largest count and the shortest row
+order with the token's count in those columns — with the largest count and the shortest row
 among them (a bound on what the token can add to any row's score).
 
 How a query is answered (MaxScore, as search engines stop early): the query's tokens, highest
@@ -42,7 +43,7 @@ K1 = 1.2
 B = 0.75
 _MAGIC = b"MSLEX001"
 _ALIGN = 64
-_TEXT_COLUMNS = ("text", "tags")
+TEXT_COLUMNS = ("text", "tags")  # the columns a search over a memory's own text and tags reads
 
 
 @dataclass
@@ -232,11 +233,17 @@ def query_phrases(query: LexicalQuery) -> list[tuple[str, ...]] | None:
 
 
 def answer(
-    index: ImpactIndex, db: sqlite3.Connection, query: LexicalQuery, k: int, mask: np.ndarray | None = None
+    index: ImpactIndex,
+    db: sqlite3.Connection,
+    query: LexicalQuery,
+    k: int,
+    mask: np.ndarray | None = None,
+    columns: Sequence[str] = TEXT_COLUMNS,
 ) -> list[tuple[int, float]] | None:
-    """The top `k` of `query` over text and tags, as the store's FTS5 query ranks them (its
-    scores); None when the index cannot answer it (see `query_phrases`). A phrase of several
-    tokens is scored by FTS5 (a query of that phrase alone: positions are FTS5's), on `db`."""
+    """The top `k` of `query` over the full-text `columns` the index was built from, as the
+    store's FTS5 query ranks them (its scores); None when the index cannot answer it (see
+    `query_phrases`). A phrase of several tokens is scored by FTS5 (a query of that phrase
+    alone: positions are FTS5's), on `db`."""
     import numpy as np
 
     from memsearch.store.fts import FTS_COLUMNS
@@ -245,14 +252,14 @@ def answer(
     if tokens is None:
         return None
     phrases: list[str | Scored] = []
-    weights = ", ".join("1.0" if name in _TEXT_COLUMNS else "0.0" for name in FTS_COLUMNS)
+    weights = ", ".join("1.0" if name in columns else "0.0" for name in FTS_COLUMNS)
     for text, phrase in zip(query.match_phrases, tokens, strict=True):
         if len(phrase) == 1:
             phrases.append(phrase[0])
             continue
         found = db.execute(
             f"SELECT rowid, -bm25(memories_fts, {weights}) FROM memories_fts WHERE memories_fts MATCH ?",
-            (f'{{text tags}} : ("{text}")',),
+            (f'{{{" ".join(columns)}}} : ("{text}")',),
         ).fetchall()
         ids = np.fromiter((row[0] for row in found), np.int64, len(found))
         scores = np.fromiter((row[1] for row in found), np.float64, len(found))
@@ -290,9 +297,11 @@ def _integers(text: str) -> np.ndarray:
     return np.fromstring(text, np.int64, sep=" ")
 
 
-def build_from_connection(db: sqlite3.Connection, table: str = "memories_fts") -> ImpactIndex:
-    """The impact index of the full-text table `table` of the store open on `db`, read in one
-    read transaction (the caller's, or its own)."""
+def build_from_connection(
+    db: sqlite3.Connection, columns: Sequence[str] = TEXT_COLUMNS, table: str = "memories_fts"
+) -> ImpactIndex:
+    """The impact index of the full-text `columns` of the table `table` of the store open on
+    `db`, read in one read transaction (the caller's, or its own)."""
     import numpy as np
 
     docsize = db.execute(f"SELECT id, sz FROM {table}_docsize ORDER BY id").fetchall()
@@ -305,14 +314,15 @@ def build_from_connection(db: sqlite3.Connection, table: str = "memories_fts") -
     # makes it far faster than Python reads millions of rows), and the terms with their counts.
     db.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{table}_instances USING fts5vocab(main, {table}, instance)")
     db.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{table}_columns USING fts5vocab(main, {table}, col)")
-    columns = ", ".join(f"'{column}'" for column in _TEXT_COLUMNS)
+    named = ", ".join("?" * len(columns))
     listed = db.execute(
-        f"SELECT group_concat(doc, ' ') FROM temp.{table}_instances WHERE col IN ({columns})"
+        f"SELECT group_concat(doc, ' ') FROM temp.{table}_instances WHERE col IN ({named})", tuple(columns)
     ).fetchone()[0]
     doc_ids = _integers(listed or "")
     del listed
     terms = db.execute(
-        f"SELECT term, sum(cnt) FROM temp.{table}_columns WHERE col IN ({columns}) GROUP BY term ORDER BY term"
+        f"SELECT term, sum(cnt) FROM temp.{table}_columns WHERE col IN ({named}) GROUP BY term ORDER BY term",
+        tuple(columns),
     ).fetchall()
     vocabulary = [term for term, _ in terms]
     instances = np.fromiter((count for _, count in terms), np.int64, len(terms))
@@ -427,4 +437,15 @@ def read(mapped: mmap.mmap) -> ImpactIndex | None:
     return index
 
 
-__all__ = ["K1", "B", "ImpactIndex", "Scored", "answer", "build_from_connection", "query_phrases", "read", "write"]
+__all__ = [
+    "K1",
+    "TEXT_COLUMNS",
+    "B",
+    "ImpactIndex",
+    "Scored",
+    "answer",
+    "build_from_connection",
+    "query_phrases",
+    "read",
+    "write",
+]

@@ -128,7 +128,7 @@ class SQLiteStore(Fts5Index, ImpactLexical, InProcessVectors, SQLiteReads, SQLSt
         self.ann_threshold = ann_threshold()
         # Stores of at least this many memories are searched by words through the impact index.
         self.lexical_threshold = lexical_threshold()
-        self._impact: tuple[int, ImpactIndex | None] | None = None  # (generation, its impact index)
+        self._impact: dict[str | None, tuple[int, ImpactIndex | None]] = {}  # view → (generation, impact index)
         self._write_refusal: MemsearchError | None = None  # set when only reading works (a full disk)
         self._access_skipped = False  # the note that access was not recorded is given once
         self._access_file_missing = False  # the access file could not be had: accesses are not recorded

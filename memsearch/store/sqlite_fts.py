@@ -54,7 +54,7 @@ class Fts5Index:
 
         def get(self, memory_id: int) -> Memory: ...
 
-        def _impact_search(self, query: LexicalQuery, scope: Scope, limit: int) -> Hits | None: ...
+        def _impact_search(self, query: LexicalQuery, scope: Scope, limit: int, view: str | None) -> Hits | None: ...
 
     def _index_text(self, memory_id: int, row: Sequence[str]) -> None:
         """Write a memory's full-text row; one whose lexical views differ marks the store so (see
@@ -113,11 +113,15 @@ class Fts5Index:
             hits = self._lexical_query(query, scope, limit, LEXICAL_VIEWS[0])
             self._lexical_memo = (key, hits)
             return LexicalHits(hits)
-        if view is None and (found := self._impact_search(query, scope, limit)) is not None:
-            return LexicalHits(found)  # a large store: FTS5's answer (exact), found sooner
         return LexicalHits(self._lexical_query(query, scope, limit, view))
 
     def _lexical_query(self, query: LexicalQuery, scope: Scope, limit: int, view: str | None) -> Hits:
+        if (found := self._impact_search(query, scope, limit, view)) is not None:
+            return found  # a large store: FTS5's answer (exact), found sooner through the impact index
+        return self._fts5_query(query, scope, limit, view)
+
+    def _fts5_query(self, query: LexicalQuery, scope: Scope, limit: int, view: str | None) -> Hits:
+        """FTS5's BM25 top `limit` (see lexical_search)."""
         match = match_expression(query)
         grams = gram_expression(query)
         if match is None and grams is None:

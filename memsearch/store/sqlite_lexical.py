@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from memsearch.errors import MemsearchError
 from memsearch.store.base import Hits, Scope
 from memsearch.store.lexical_cache import LexicalCache
-from memsearch.store.lexical_index import ImpactIndex, answer
+from memsearch.store.lexical_index import TEXT_COLUMNS, ImpactIndex, answer
 
 if TYPE_CHECKING:
     import numpy as np
@@ -30,7 +30,7 @@ class ImpactLexical:
 
     lexical_threshold: int
     _cache_records: CacheRecords
-    _impact: tuple[int, ImpactIndex | None] | None  # (generation, its index: None when there is none)
+    _impact: dict[str | None, tuple[int, ImpactIndex | None]]  # view → (generation, its index or None)
 
     if TYPE_CHECKING:  # what the store provides
 
@@ -47,41 +47,44 @@ class ImpactLexical:
 
         def _ids_of_other_kinds(self, kinds: Sequence[str]) -> builtins.list[int]: ...
 
-    def _impact_search(self, query: LexicalQuery, scope: Scope, limit: int) -> Hits | None:
-        """FTS5's top `limit` over text and tags through the impact index, when the store is large
-        enough to want one and it can be had for the store's current state; else None (FTS5 answers)."""
+    def _impact_search(self, query: LexicalQuery, scope: Scope, limit: int, view: str | None) -> Hits | None:
+        """FTS5's top `limit` over text and tags (or the lexical view's column) through the impact
+        index, when the store is large enough to want one and it can be had for the store's
+        current state; else None (FTS5 answers)."""
         if self.lexical_threshold <= 0 or limit <= 0:
             return None
         db = self._db
         if db.in_transaction:  # inside a write: the rows are not yet a generation's
             return None
-        known = self._impact
+        known = self._impact.get(view)
         if known is not None and known[1] is None and known[0] == self.generation():
             return None  # a small store (or one without a place for the file): as before
         db.execute("BEGIN")  # one snapshot: the generation, the index's rows and FTS5's phrases
         try:
-            index = self._impact_index()
+            columns = TEXT_COLUMNS if view is None else (view,)
+            index = self._impact_index(view, columns)
             if index is None:
                 return None
-            return answer(index, db, query, limit, self._impact_mask(index, scope))
+            return answer(index, db, query, limit, self._impact_mask(index, scope), columns)
         finally:
             db.execute("COMMIT")
             self._cache_records.flush()
 
-    def _impact_index(self) -> ImpactIndex | None:
+    def _impact_index(self, view: str | None, columns: Sequence[str]) -> ImpactIndex | None:
         generation = self.generation()
-        if self._impact is not None and self._impact[0] == generation:
-            return self._impact[1]
-        index = self._load_impact_index(generation)
-        self._impact = (generation, index)
+        known = self._impact.get(view)
+        if known is not None and known[0] == generation:
+            return known[1]
+        index = self._load_impact_index(generation, columns)
+        self._impact[view] = (generation, index)
         return index
 
-    def _load_impact_index(self, generation: int) -> ImpactIndex | None:
+    def _load_impact_index(self, generation: int, columns: Sequence[str]) -> ImpactIndex | None:
         (rows,) = self._db.execute("SELECT count(*) FROM memories").fetchone()
         files = self._files() if rows >= self.lexical_threshold else None
         if files is None:
             return None
-        cache = LexicalCache(files)
+        cache = LexicalCache(files, columns)
         index = cache.load(generation)
         if index is None:
             log.info("building the full-text impact index of %s (%d memories)", files.folder, rows)
