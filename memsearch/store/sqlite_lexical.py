@@ -56,13 +56,20 @@ class ImpactLexical:
         db = self._db
         if db.in_transaction:  # inside a write: the rows are not yet a generation's
             return None
-        known = self._impact.get(view)
-        if known is not None and known[1] is None and known[0] == self.generation():
+        known, generation = self._impact.get(view), self.generation()
+        if known is not None and known[0] == generation and known[1] is None:
             return None  # a small store (or one without a place for the file): as before
+        files: VectorCache | bool | None = False  # False: not looked for (the index is known)
+        if known is None or known[0] != generation:
+            (rows,) = db.execute("SELECT count(*) FROM memories").fetchone()
+            if rows < self.lexical_threshold:
+                self._impact[view] = (generation, None)
+                return None
+            files = self._files()  # before the snapshot: an older store's id is written on first need
         db.execute("BEGIN")  # one snapshot: the generation, the index's rows and FTS5's phrases
         try:
             columns = TEXT_COLUMNS if view is None else (view,)
-            index = self._impact_index(view, columns)
+            index = self._impact_index(view, columns, files)
             if index is None:
                 return None
             return answer(index, db, query, limit, self._impact_mask(index, scope), columns)
@@ -70,19 +77,24 @@ class ImpactLexical:
             db.execute("COMMIT")
             self._cache_records.flush()
 
-    def _impact_index(self, view: str | None, columns: Sequence[str]) -> ImpactIndex | None:
+    def _impact_index(
+        self, view: str | None, columns: Sequence[str], files: VectorCache | bool | None
+    ) -> ImpactIndex | None:
         generation = self.generation()
         known = self._impact.get(view)
         if known is not None and known[0] == generation:
             return known[1]
-        index = self._load_impact_index(generation, columns)
+        if isinstance(files, bool):  # a write came between: FTS5 answers, the next search looks
+            return None
+        index = self._load_impact_index(generation, columns, files)
         self._impact[view] = (generation, index)
         return index
 
-    def _load_impact_index(self, generation: int, columns: Sequence[str]) -> ImpactIndex | None:
+    def _load_impact_index(
+        self, generation: int, columns: Sequence[str], files: VectorCache | None
+    ) -> ImpactIndex | None:
         (rows,) = self._db.execute("SELECT count(*) FROM memories").fetchone()
-        files = self._files() if rows >= self.lexical_threshold else None
-        if files is None:
+        if files is None or rows < self.lexical_threshold:
             return None
         cache = LexicalCache(files, columns)
         index = cache.load(generation)
