@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 _EXPORTS = {
+    "Client": "memsearch.client",
     "Memsearch": "memsearch.api",
     "Memory": "memsearch.models",
     "NewMemory": "memsearch.models",
@@ -24,6 +25,7 @@ __all__ = [*_EXPORTS, "__version__"]
 
 if TYPE_CHECKING:
     from memsearch.api import Memsearch as Memsearch
+    from memsearch.client import Client as Client
     from memsearch.models import Memory as Memory
     from memsearch.models import NewMemory as NewMemory
     from memsearch.profiles import Profile as Profile

@@ -6,12 +6,13 @@ so each is tested without a broken store.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memsearch.embedding.base import INT8_VERSION_SUFFIX
+from memsearch.embedding.base import INT8_VERSION_SUFFIX, QUANTIZED_SUFFIX
 from memsearch.errors import MemsearchError
 from memsearch.models import EmbeddingModelInfo
 from memsearch.paths import shown_location
@@ -261,12 +262,16 @@ def model_state(model: str | None, recorded: EmbeddingModelInfo | None, findings
         findings.append(Finding("model", PROBLEM, str(error)))
         return None
     location = str(spec.path) if spec.by_path else None
-    if spec.backend is not None:  # a route of its own: no ONNX export to make
+    route = spec.backend or os.environ.get("MEMSEARCH_ENCODER") or "onnx"  # as load_encoder chooses
+    if spec.backend is not None and route != "onnx-int8":  # a route of its own: no ONNX export to make
         return ModelState(spec.name, None, "", True, spec.version, location)
+    name, version = spec.name, spec.version
+    if route == "onnx-int8":  # the int8 route names its vectors apart (OnnxEncoder.info)
+        name, version = name + QUANTIZED_SUFFIX, version and version + INT8_VERSION_SUFFIX
     folder = export_dir(spec)
     if (problem := cache_problem(folder)) is not None:
         detail = f"{problem}: searches refuse it; remove it, or set MEMSEARCH_CACHE_DIR to a folder of your own"
         findings.append(Finding("model cache", PROBLEM, detail))
     manifest = folder / "manifest.json"
     dim = json.loads(manifest.read_text(encoding="utf-8"))["dim"] if manifest.is_file() else None
-    return ModelState(spec.name, dim, str(folder), manifest.is_file(), spec.version, location)
+    return ModelState(name, dim, str(folder), manifest.is_file(), version, location)

@@ -157,3 +157,17 @@ class ModelVectorsMissingError(MemsearchError):
         super().__init__(f"profile {profile} needs {model}'s vectors in this store")
         self.profile = profile
         self.model = model
+
+
+class ServerUnavailableError(MemsearchError):
+    """A running server named to a client (`memsearch.Client`) does not accept connections: nothing
+    was sent to it."""
+
+
+class UnauthorizedError(MemsearchError):
+    """A server wants a bearer token the client did not send, or another one (HTTP 401)."""
+
+
+class ServerError(MemsearchError):
+    """A server answered outside its API: an internal error, a reply that is not its JSON, a
+    connection cut or timed out after the request was sent (it may have been carried out)."""

@@ -177,6 +177,15 @@ class Memory:
                 document[f.name] = f.to_json(getattr(self, f.name))
         return document
 
+    @classmethod
+    def from_dict(cls, document: Mapping[str, Any]) -> Memory:
+        """The memory of a `to_dict` document (a server's or `get --format json`'s): `to_dict`'s
+        inverse, so `Memory.from_dict(memory.to_dict()) == memory`."""
+        values = {f.name: f.from_json(document[f.name]) for f in MEMORY_FIELDS if f.name in document}
+        if document.get("memory_score_set") is False:
+            values["memory_score"] = None  # to_dict sent the derived score
+        return cls(**values)
+
     def json_fields(self, fields: Iterable[MemoryField]) -> dict[str, Any]:
         """The named fields' values as JSON values, in the order given."""
         return {f.name: f.to_json(getattr(self, f.name)) for f in fields}
@@ -197,6 +206,18 @@ class MemoryField:
             return to_iso(value)
         if self.kind == "tags":
             return list(value)
+        if self.kind == "json":
+            return dict(value)
+        return value
+
+    def from_json(self, value: Any) -> Any:
+        """`to_json`'s inverse."""
+        if value is None:
+            return None
+        if self.kind == "time":
+            return parse_time(value, what=self.name)
+        if self.kind == "tags":
+            return tuple(value)
         if self.kind == "json":
             return dict(value)
         return value

@@ -113,3 +113,23 @@ def test_a_problem_exits_1(tmp_path: Path, encoder: Encoder) -> None:
     damaged.write_bytes(b"not a database at all" * 100)
     result = runner.invoke(app, ["doctor", "--db", str(damaged), "-f", "json"])
     assert result.exit_code == 1 and json.loads(result.stdout)["findings"][0]["level"] == "problem"
+
+
+def test_a_store_made_on_the_int8_route_is_its_model(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The int8 route names its vectors "<model> (int8)": doctor resolves the same route as search,
+    so such a store is healthy, and a full-precision store searched on the int8 route is not."""
+    int8_db, fp32_db = tmp_path / "int8.db", tmp_path / "fp32.db"
+    with Memsearch(fp32_db) as ms:
+        ms.add(NewMemory("kept in full precision", created_at=T0))
+    monkeypatch.setenv("MEMSEARCH_ENCODER", "onnx-int8")
+    with Memsearch(int8_db) as ms:
+        ms.add(NewMemory("kept in eight bits", created_at=T0))
+        assert ms.doctor().model is not None
+        assert {f.name: f.level for f in ms.doctor().findings}["model"] == "ok"
+    with Memsearch(fp32_db) as ms:
+        assert {f.name: f.level for f in ms.doctor().findings}["model"] == PROBLEM
+    monkeypatch.delenv("MEMSEARCH_ENCODER")
+    with Memsearch(int8_db) as ms:  # the store's recorded route, without the variable
+        report = ms.doctor()
+    assert report.ok and {f.name: f.level for f in report.findings}["model"] == "ok"
+    assert report.model is not None and report.model.name.endswith("(int8)")

@@ -88,7 +88,7 @@ def add(
     remote = server_for(db, server, model, no_server=no_server, writes=True)
     document = None
     if remote is not None:
-        document = through(remote, "/add", {**memory.to_fields(), "replace": replace, "profile": profile})
+        document = through(remote, lambda client: client.add(memory, replace=replace, profile=profile).to_dict())
     if document is None:
         with open_memsearch(db, model) as ms:
             document = ms.add(memory, replace=replace, profile=profile).to_dict()
@@ -138,14 +138,18 @@ def import_(
     document = None
     # Text that is not valid Unicode (invalid UTF-8 on stdin) is left to the library here, which
     # names its line; the server would only see the bytes it was sent.
-    from memsearch.cli.remote import import_query, is_unicode
+    from memsearch.cli.running import is_unicode
 
     sendable = str(fmt) == "jsonl" and content.strip() and is_unicode(content)
     remote = server_for(db, server, model, no_server=no_server, writes=True) if sendable else None
     if remote is not None:
-        options = {"format": str(fmt), "source": source, "conversation": conversation, "sessions": sessions}
-        options |= {"facets": facets, "replace": replace, "profile": profile}
-        document = through(remote, "/import", content.encode("utf-8"), import_query(options))
+        document = through(
+            remote,
+            lambda client: client.import_text(
+                content, source=source, fmt=str(fmt), sessions=sessions, facets=facets, replace=replace,
+                profile=profile, conversation=conversation,
+            ).to_dict(),
+        )  # fmt: skip
     if document is None:
         with open_memsearch(db, model) as ms, ProgressBar("embedding") as progress:
             document = ms.import_text(

@@ -1,11 +1,14 @@
 """How a command reaches the library: a `Memsearch` in this process, or a running `memsearch
-serve` of the same store (memsearch.cli.remote); and the input files a command reads."""
+serve` of the same store (the library's client, memsearch.Client); and the input files a
+command reads."""
 
 from __future__ import annotations
 
+import logging
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -13,6 +16,7 @@ from memsearch.errors import InvalidInputError
 
 if TYPE_CHECKING:
     from memsearch.api import Memsearch
+    from memsearch.client import Client
 
 
 @contextmanager
@@ -23,42 +27,70 @@ def open_memsearch(db: str | None, model: str | None = None) -> Iterator[Memsear
         yield ms
 
 
-def server_for(db: str | None, server: str | None, model: str | None, *, no_server: bool, writes: bool) -> Any:
-    """The running server to use, if any: never with --model (the server has its own), never
-    for a write under MEMSEARCH_READ_ONLY (the store refuses it in-process, as without a server).
-    With autoserve on and none running, one is started for the next commands (cli.autoserve)."""
+@dataclass(frozen=True)
+class Remote:
+    """The running server a command goes through (memsearch.Client), and whether --server named
+    it: an explicit server that does not answer is an error, a discovered one is passed over."""
+
+    client: Client
+    explicit: bool
+
+
+def server_for(
+    db: str | None, server: str | None, model: str | None, *, no_server: bool, writes: bool
+) -> Remote | None:
+    """The running server to use, if any: `--server URL` (`--server ''`: none), else the trusted
+    server of the same store (memsearch.Client.discover); never with --model (the server has its
+    own), never for a write under MEMSEARCH_READ_ONLY (the store refuses it in-process, as without
+    a server). With autoserve on and none running, one is started for the next commands
+    (cli.autoserve)."""
     if model is not None or no_server:
         return None
     from memsearch.paths import read_only_requested
 
     if writes and read_only_requested():
         return None
-    from memsearch.cli.remote import find_server
+    from memsearch.client import Client
 
-    found = find_server(db, server)
-    if found is None and server is None:
+    if server is not None:
+        if not server:
+            return None
+        try:
+            return Remote(Client.connect(server, db=db), explicit=True)
+        except InvalidInputError as error:
+            raise InvalidInputError(f"--server {error.problem}") from None
+    found = Client.discover(db)
+    if found is None:
         from memsearch.cli.autoserve import autoserve_idle, start_server
 
         idle_s = autoserve_idle()
         if idle_s is not None:
             start_server(db, idle_s)  # for the next commands: this one works in-process
-    return found
+        return None
+    return Remote(found, explicit=False)
 
 
-def through(remote: Any, path: str, body: dict[str, Any] | bytes, query: dict[str, Any] | None = None) -> Any:
-    """The server's document, or None when a discovered server does not answer (then the caller
-    works in-process; an explicit --server that does not answer is an error)."""
-    import logging
-
-    from memsearch.cli.remote import ServerUnavailable
+def through(remote: Remote, call: Callable[[Client], dict[str, Any]]) -> dict[str, Any] | None:
+    """`call`'s document from the server, or None when a discovered server does not answer (then
+    the caller works in-process; an explicit --server that does not answer is an error)."""
+    from memsearch.errors import ServerUnavailableError
 
     try:
-        if isinstance(body, bytes):
-            return remote.call("POST", path, body, query)
-        return remote.post_json(path, {name: value for name, value in body.items() if value is not None})
-    except ServerUnavailable as reason:
+        return call(remote.client)
+    except ServerUnavailableError as reason:
+        if remote.explicit:
+            raise
         logging.getLogger("memsearch").debug("%s; working in-process", reason)
         return None
+
+
+def is_unicode(text: str) -> bool:
+    """Whether `text` can be sent as UTF-8 (no lone surrogates from invalid UTF-8 input)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def read_source(source: str) -> tuple[str, str]:

@@ -136,8 +136,7 @@ def search(
     # The request refused a query over the limit: a single query may go to a server as it is.
     remote = server_for(db, server, model, no_server=no_server, writes=False) if query is not None else None
     if remote is not None:
-        body = {**template.to_fields(), "raw": raw, "explain": True}
-        document = through(remote, "/search", body)
+        document = through(remote, lambda client: client.search(template, raw=raw, explain=True).to_dict())
         if document is not None:
             render_search([document], str(fmt), raw=raw, explain=explain, batch=False, per_file=per_file)
             return
