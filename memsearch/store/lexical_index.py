@@ -42,6 +42,9 @@ if TYPE_CHECKING:
 K1 = 1.2
 B = 0.75
 _MAGIC = b"MSLEX001"
+# Relative slack on the bounds compared with partial scores summed in another order than the
+# exact ones (their last bits may differ): a row is dropped only when clearly out of the top k.
+_SLACK = 1e-9
 _ALIGN = 64
 TEXT_COLUMNS = ("text", "tags")  # the columns a search over a memory's own text and tags reads
 
@@ -153,16 +156,44 @@ class ImpactIndex:
             if candidates.size >= k:
                 partial = accumulator[candidates]
                 threshold = float(np.partition(partial, candidates.size - k)[candidates.size - k])
-                if threshold > left[done]:
+                if threshold > left[done] * (1.0 + _SLACK):
                     break
         if done < len(order) and candidates.size:
-            # Rows seen that may still reach the k-th score with the phrases left.
-            candidates = candidates[accumulator[candidates] + left[done] >= threshold]
+            # Rows seen that may still reach the k-th score with the phrases left, narrowed phrase
+            # by phrase: each adds its part to the candidates' partial scores (lower bounds), and
+            # those that can no longer reach the k-th of them are dropped.
+            partial = accumulator[candidates]
+            for position in range(done, len(order)):
+                floor = threshold * (1.0 - _SLACK)
+                keep = partial + left[position] >= floor
+                candidates, partial = candidates[keep], partial[keep]
+                if candidates.size <= k:
+                    break
+                unit = order[position]
+                if isinstance(unit, str):
+                    partial = partial + _lookup(scored[unit].rows, scored[unit].scores, candidates, 0.0) * units[unit]
+                else:
+                    partial = partial + self._candidate_contributions(unit, candidates, average, units[unit])
+                threshold = max(threshold, float(np.partition(partial, candidates.size - k)[candidates.size - k]))
+            else:
+                candidates = candidates[partial >= threshold * (1.0 - _SLACK)]
+        elif candidates.size > k:  # every phrase scored in full: the accumulator holds the scores
+            candidates = candidates[accumulator[candidates] >= threshold * (1.0 - _SLACK)]
         if candidates.size == 0:
             return []
         scores = self._exact(candidates, keys, idf, scored, average)
         top = np.lexsort((self.ids[candidates], -scores))[:k]
         return [(int(self.ids[candidates[i]]), float(scores[i])) for i in top if scores[i] > 0.0]
+
+    def _candidate_contributions(self, term: int, candidates: np.ndarray, average: float, weight: float) -> np.ndarray:
+        """What the term adds to each of `candidates` (rows), summed idf `weight`."""
+        import numpy as np
+
+        start, end = int(self.starts[term]), int(self.starts[term + 1])
+        counts = _lookup(self.rows[start:end], self.counts[start:end], candidates, 0).astype(np.float64)
+        lengths = self.lengths[candidates].astype(np.float64)
+        result: np.ndarray = weight * (counts * (K1 + 1.0)) / (counts + K1 * (1.0 - B + B * lengths / average))
+        return result
 
     def _contributions(self, term: int, average: float, weight: float) -> tuple[np.ndarray, np.ndarray]:
         import numpy as np
