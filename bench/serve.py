@@ -96,7 +96,7 @@ def env() -> dict[str, str]:
 
 
 def start_server(db: Path, token: str | None = None) -> tuple[subprocess.Popen[bytes], str, str]:
-    from memsearch.server.discovery import discovery_path
+    from memsearch.discovery import discovery_path
 
     discovery = discovery_path(db)
     discovery.unlink(missing_ok=True)

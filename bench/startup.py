@@ -89,7 +89,7 @@ def environment(home: Path, bytecode: bool) -> dict[str, str]:
 
 
 def start_server(db: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
-    from memsearch.server.discovery import discovery_path
+    from memsearch.discovery import discovery_path
 
     discovery = discovery_path(db)
     process = subprocess.Popen(

@@ -157,6 +157,19 @@ class Memsearch:
             self._model_encoders[key] = encoder
         return self._model_encoders[key]
 
+    def warm(self) -> None:
+        """Make the first request as fast as the next (a server calls it before it listens): the
+        store opened, created if need be; the encoder loaded and run once; with stored vectors,
+        one hybrid search made, which reads the vector matrix (it records no access)."""
+        from memsearch.retrieval.request import request_from_fields
+
+        store = self.store(create=True)
+        encoder = self.encoder()
+        if store.vector_count():
+            self.search(request_from_fields("warm up", k=1, mode="hybrid", touch=False))
+        else:
+            encoder.encode(["warm up"])
+
     @property
     def model_name(self) -> str:
         """The name of the encoder's model (loads it)."""

@@ -208,9 +208,9 @@ class Client:
         timeout: float = REPLY_TIMEOUT_S,
     ) -> Client | None:
         """The running server of the store `db` that its discovery file names and that passes
-        every trust check (memsearch.server.discovery), with the token it made at start (else
+        every trust check (memsearch.discovery), with the token it made at start (else
         `token`, else MEMSEARCH_API_KEY); None when there is none (`--debug` logging says why)."""
-        from memsearch.server.discovery import discover
+        from memsearch.discovery import discover
 
         if token is None:
             from memsearch.config import configured_token
@@ -444,7 +444,7 @@ def _store(db: str | os.PathLike[str] | None) -> Path | str:
 
 def _made_token(db: Path | str, url: str) -> str | None:
     """The token the store's own running server made at start, when `url` is that server's."""
-    from memsearch.server.discovery import running_token
+    from memsearch.discovery import running_token
 
     try:
         advertised, made = running_token(db)

@@ -140,7 +140,7 @@ def start_server(db: Path, *args: str, env: dict[str, str] | None = None, kind: 
     returns once its discovery file (beside the store, or in the runtime dir) names its URL (and
     the token it made). `popen` goes to the child's Popen (a `preexec_fn` that sets a resource
     limit or a signal's disposition)."""
-    from memsearch.server.discovery import discovery_paths
+    from memsearch.discovery import discovery_paths
 
     db.parent.mkdir(parents=True, exist_ok=True)
     discoveries = discovery_paths(db, kind)

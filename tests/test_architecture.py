@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -92,6 +93,23 @@ def test_the_product_never_imports_eval() -> None:
     assert not {name: found for name, found in offenders.items() if found}
 
 
+def test_the_library_never_imports_a_front_end() -> None:
+    """The front ends (cli, server) sit on the library; no other package imports them (only
+    `python -m memsearch`, __main__, starts the CLI)."""
+    graph = import_graph()
+
+    def front_end(name: str) -> bool:  # memsearch.client is no part of memsearch.cli
+        return any(
+            name == package or name.startswith(package + ".") for package in ("memsearch.cli", "memsearch.server")
+        )
+
+    library = {name for name in graph if not front_end(name)} - {"memsearch.__main__"}
+    reached = {
+        name: sorted(filter(front_end, graph[name])) for name in sorted(library) if any(map(front_end, graph[name]))
+    }
+    assert not reached, f"library modules import a front end: {reached}"
+
+
 def test_the_choices_are_the_ones_the_library_checks() -> None:
     from memsearch import choices
     from memsearch.api import IMPORT_FORMATS
@@ -103,7 +121,8 @@ def test_the_choices_are_the_ones_the_library_checks() -> None:
 
 
 def test_front_ends_never_reach_the_store_or_the_encoder() -> None:
-    for path in (PACKAGE / "cli").glob("*.py"):
+    """The CLI and the servers call the facade's use cases (a server's warm-up too: Memsearch.warm)."""
+    for path in [*(PACKAGE / "cli").glob("*.py"), *(PACKAGE / "server").glob("*.py")]:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
                 where = f"{path.name}:{node.lineno}"
@@ -148,19 +167,62 @@ def _architecture_map() -> str:
     return section.split("```", 2)[1]
 
 
+def map_sections(text: str) -> dict[str, str]:
+    """The map's text by package: "" for the top level, "store/" for what a line `  store/ …`
+    starts and the lines under it say, up to the next package's line."""
+    sections: dict[str, list[str]] = {"": []}
+    current = ""
+    for line in text.splitlines():
+        head = line[2:].split(" ", 1)[0] if line.startswith("  ") and not line.startswith("   ") else ""
+        if head.endswith("/"):
+            current = head
+            sections[current] = []
+        sections[current].append(line)
+    return {package: "\n".join(lines) for package, lines in sections.items()}
+
+
+def unmapped(modules: list[str], text: str) -> list[str]:
+    """The module paths (relative to memsearch/, such as store/postgres/schema.py) that the map does
+    not name in their package's section: a package's own module by its name (`sql.py`), a
+    subpackage's by its path from the package (`postgres/schema.py`), each a whole word, so a
+    module is never found by its namesake in another package."""
+    sections = map_sections(text)
+    missing = []
+    for module in modules:
+        package, _, rest = module.partition("/") if "/" in module else ("", "", module)
+        section = sections.get(f"{package}/" if package else "", "")
+        if not re.search(rf"(?<![\w/.]){re.escape(rest)}\b", section):
+            missing.append(module)
+    return missing
+
+
+def test_the_map_check_finds_a_module_by_its_package_not_its_namesake() -> None:
+    text = "memsearch/\n  text.py   words\n  store/    sql.py, postgres/text.py\n  embedding/ onnx.py\n"
+    assert unmapped(["text.py", "store/sql.py", "store/postgres/text.py", "embedding/onnx.py"], text) == []
+    assert unmapped(["store/text.py", "embedding/text.py", "store/postgres/sql.py", "sql.py"], text) == [
+        "store/text.py",
+        "embedding/text.py",
+        "store/postgres/sql.py",
+        "sql.py",
+    ]
+
+
 def test_the_readme_architecture_map_names_every_package_and_module() -> None:
-    """A newcomer reads the map first: a module missing from it is a module nobody finds."""
+    """A newcomer reads the map first: a module missing from it is a module nobody finds. Five
+    basenames stand in two packages each (base.py, schema.py, …): the map names each module in its
+    own package's section, by its path from there."""
     package = Path(__file__).resolve().parents[1] / "memsearch"
     text = _architecture_map()
-    missing = [
-        str(path.relative_to(package))
+    modules = [
+        path.relative_to(package).as_posix()
         for path in sorted(package.rglob("*.py"))
-        if path.name != "__init__.py" and "__pycache__" not in path.parts and path.name not in text
+        if path.name != "__init__.py" and "__pycache__" not in path.parts
     ]
+    missing = unmapped(modules, text)
     missing += [
         f"{folder.name}/"
         for folder in sorted(p for p in package.iterdir() if (p / "__init__.py").is_file())
-        if f"{folder.name}/" not in text
+        if f"{folder.name}/" not in map_sections(text)
     ]
     assert not missing, f"the README's architecture map does not name: {', '.join(missing)}"
 

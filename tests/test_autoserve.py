@@ -18,10 +18,10 @@ import pytest
 
 from memsearch.api import Memsearch
 from memsearch.config import AUTOSERVE_IDLE_S, load_config
+from memsearch.discovery import discovery_paths
 from memsearch.embedding import Encoder
 from memsearch.errors import ConfigError
 from memsearch.models import NewMemory
-from memsearch.server.discovery import discovery_paths
 from tests.serving import server_env, start_server
 
 TIMEOUT_S = 90

@@ -113,6 +113,9 @@ class FakeBackend:
     def get_many(self, ids: Sequence[int]) -> dict[int, Memory]:
         return {i: self.memories[i] for i in ids if i in self.memories}
 
+    def fields_of(self, ids: Sequence[int], names: Sequence[str]) -> dict[int, tuple[Any, ...]]:
+        return {i: tuple(getattr(self.memories[i], name) for name in names) for i in ids if i in self.memories}
+
     def around(self, memory: Memory, before: int, after: int) -> list[Memory]:
         if memory.kind == "note":
             return [memory]

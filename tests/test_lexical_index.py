@@ -75,7 +75,7 @@ def same_answer(got: list[tuple[int, float]], want: list[tuple[int, float]]) -> 
 def fts5(
     store: SQLiteStore, query: str, scope: Scope = EVERYTHING, k: int = 10, view: str | None = None
 ) -> list[tuple[int, float]]:
-    return store._fts5_query(LexicalQuery.of(query), scope, k, view)
+    return store.lexical._fts5_query(LexicalQuery.of(query), scope, k, view)
 
 
 def impact_files(path: Path) -> list[Path]:

@@ -15,12 +15,12 @@ import numpy as np
 import pytest
 
 from memsearch.api import Memsearch
+from memsearch.discovery import discovery_path
 from memsearch.embedding import Encoder, resolve_model
 from memsearch.embedding.onnx import ensure_export
 from memsearch.errors import EmbeddingError
 from memsearch.llm import HttpLLM, LLMSettings
 from memsearch.models import EmbeddingModelInfo, NewMemory
-from memsearch.server.discovery import discovery_path
 from memsearch.store import Scope
 from memsearch.store.ann import index_library_available
 from memsearch.store.sqlite import SQLiteStore

@@ -15,8 +15,8 @@ import httpx2
 from mcp.client.session import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 
+from memsearch.discovery import discovery_path
 from memsearch.embedding import Encoder
-from memsearch.server.discovery import discovery_path
 from tests.serving import server_env, start_server
 
 URL = re.compile(r"http://127\.0\.0\.1:[0-9]+/mcp\b")

@@ -25,7 +25,17 @@ from memsearch.ingest.note_files import (
     under_roots,
     walk,
 )
-from memsearch.ingest.notes import CHUNK_CHARS, Note, UnreadableNoteError, chunk_note, read_note, text_fingerprint
+from memsearch.ingest.notes import (
+    CHUNK_CHARS,
+    NOTE_READERS,
+    Note,
+    UnreadableNoteError,
+    chunk_note,
+    read_markdown,
+    read_note,
+    read_plain,
+    text_fingerprint,
+)
 from memsearch.operations import MAX_TEXT_CHARS
 
 # -- chunks ---------------------------------------------------------------------------------------
@@ -543,3 +553,17 @@ def test_a_re_index_holds_exactly_what_a_fresh_index_would_and_then_reads_nothin
     quiet = CountingReader(after.__getitem__)
     assert plan(store.files, states_of(after, mtimes), quiet).is_empty
     assert quiet.paths == []
+
+
+def test_a_new_file_type_is_one_row_of_the_readers_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`index` reads a file by its suffix's reader (`NOTE_READERS`), any other suffix as plain text,
+    and a folder's walk takes the suffixes that have a reader: one row adds a file type."""
+    assert {".md": read_markdown, ".markdown": read_markdown, ".txt": read_plain} == NOTE_READERS
+    org = "# One\nfirst\n\n# Two\nsecond\n"
+    write(tmp_path, {"a.md": "a", "b.org": org})
+    assert names(walk([tmp_path]), tmp_path) == ["a.md"]
+    assert [chunk.trail for chunk in chunk_note(org, "b.org").chunks] == [()]
+    monkeypatch.setitem(NOTE_READERS, ".org", read_markdown)
+    assert names(walk([tmp_path]), tmp_path) == ["a.md", "b.org"]
+    assert [chunk.trail for chunk in chunk_note(org, "b.org").chunks] == [("One",), ("Two",)]
+    assert [chunk.trail for chunk in chunk_note(org, "B.ORG").chunks] == [("One",), ("Two",)]

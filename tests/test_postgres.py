@@ -133,7 +133,8 @@ def test_hnsw_search_keeps_recall_under_a_filter(pg_url: str, monkeypatch: pytes
     assert len(found) == 10 and len({i for i, _ in found} & {i for i, _ in exact}) >= 9
     # A filter leaving fewer memories than the threshold is searched exactly, though the store is larger.
     monkeypatch.setattr(vectors_module, "EXACT_SEARCH_BELOW", 100)
-    assert store._few_in_scope(*POSTGRES.where(scope)) and not store._few_in_scope("true", [])  # type: ignore[attr-defined]
+    part = store.own_vectors  # type: ignore[attr-defined]
+    assert part._few_in_scope(*POSTGRES.where(scope)) and not part._few_in_scope("true", [])
     assert store.vector_search(query, scope, 10) == exact
     store.close()
 
@@ -301,20 +302,20 @@ def test_hnsw_indexes_are_built_wide_and_an_older_build_searches_wider(pg_url: s
     import memsearch.store.postgres as postgres_module
 
     store = postgres_module.PostgresStore.open(pg_url, create=True)
-    assert store._hnsw_built_wide() is False  # no index yet: nothing is remembered
+    assert store.own_vectors._hnsw_built_wide() is False  # no index yet: nothing is remembered
     store.insert([NewMemory("one")], np.eye(1, MODEL.dim, dtype=np.float32), MODEL, T0)
     options = store._db.execute(
         "SELECT c.relname, c.reloptions FROM pg_class c WHERE c.relname LIKE '%%hnsw%%' ORDER BY 1"
     ).fetchall()
     assert options and all(reloptions == ["m=16", "ef_construction=128"] for _, reloptions in options), options
-    assert store._hnsw_built_wide() is True
+    assert store.own_vectors._hnsw_built_wide() is True
     with psycopg.connect(pg_url, autocommit=True) as admin:
         admin.execute("DROP INDEX vectors_hnsw")
         admin.execute("CREATE INDEX vectors_hnsw ON vectors USING hnsw ((embedding::vector(8)) vector_cosine_ops)")
-    assert store._hnsw_built_wide() is True  # this connection asked already
+    assert store.own_vectors._hnsw_built_wide() is True  # this connection asked already
     store.close()
     reopened = postgres_module.PostgresStore.open(pg_url)
-    assert reopened._hnsw_built_wide() is False
+    assert reopened.own_vectors._hnsw_built_wide() is False
     reopened.close()
 
 
@@ -323,17 +324,18 @@ def test_a_view_without_vectors_reuses_the_plain_vector_search_until_a_write(
 ) -> None:
     """The default profile's vector@context leg, in a store of notes (no context vectors), is
     the plain vector leg: answered from it without a second scan, unless something was written."""
-    import memsearch.store.postgres as postgres_module
 
     store = open_store(pg_url, create=True)
     store.insert([NewMemory(f"memory {i}") for i in range(50)], unit_vectors(50, seed=5), MODEL, T0)
     query = unit_vectors(1, seed=6)[0]
     plain = store.vector_search(query, EVERYTHING, 5)
     scans: list[str | None] = []
-    nearest = postgres_module.PostgresStore._nearest_sql
+    from memsearch.store.postgres.vectors import PgVectorSearch
+
+    nearest = PgVectorSearch._nearest_sql
 
     def recorded_nearest(
-        self: postgres_module.PostgresStore,
+        self: PgVectorSearch,
         query: np.ndarray,
         scope: Scope,
         limit: int | None,
@@ -343,7 +345,7 @@ def test_a_view_without_vectors_reuses_the_plain_vector_search_until_a_write(
         scans.append(view)
         return nearest(self, query, scope, limit, view, exclude)
 
-    monkeypatch.setattr(postgres_module.PostgresStore, "_nearest_sql", recorded_nearest)
+    monkeypatch.setattr(PgVectorSearch, "_nearest_sql", recorded_nearest)
     assert store.vector_search(query, EVERYTHING, 5, "context") == plain and scans == []
     other = open_store(pg_url)
     (added,) = other.insert([NewMemory("the query itself")], query[None, :], MODEL, T0)

@@ -199,3 +199,18 @@ def test_user_profiles_extend_and_are_checked(isolated_home: Path) -> None:
         load_profile("loop")
     with pytest.raises(InvalidInputError, match="unknown profile"):
         load_profile("nope")
+
+
+def test_a_profile_names_its_fusion_floor_apart_from_the_requests_min_score(isolated_home: Path) -> None:
+    """The profile's floor is on the fusion score (`fusion_floor`); a request's `min_score` is on the
+    final score. A profile file written before the rename (`min_score`) still loads, with its old
+    meaning; one that says both is refused."""
+    assert load_profile("cems").fusion_floor == 0.3
+    assert "min_score" not in load_profile("cems").to_dict()
+    folder = isolated_home / "profiles"
+    folder.mkdir(parents=True)
+    (folder / "old.toml").write_text('extends = "default"\nmin_score = 0.25\n')
+    assert load_profile("old").fusion_floor == 0.25
+    (folder / "both.toml").write_text("min_score = 0.25\nfusion_floor = 0.2\n")
+    with pytest.raises(InvalidInputError, match="fusion_floor"):
+        load_profile("both")

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
+from memsearch.discovery import discovery_path
 from memsearch.embedding import Encoder
 from memsearch.operations import MAX_QUERY_CHARS
-from memsearch.server.discovery import discovery_path
 from memsearch.server.http import ENDPOINTS, MAX_BODY_BYTES
 from tests.serving import AS_SERVED, Served, server_env, start_server
 

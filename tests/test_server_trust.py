@@ -22,9 +22,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from memsearch.discovery import discovery_path, discovery_paths, health
 from memsearch.embedding import Encoder
 from memsearch.models import NewMemory
-from memsearch.server.discovery import discovery_path, discovery_paths, health
 from memsearch.timeutil import EARLIEST, LATEST
 from tests.conftest import T0
 from tests.serving import server_env, start_server

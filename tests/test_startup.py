@@ -217,3 +217,15 @@ def test_an_unwritable_export_folder_still_gives_a_session(tmp_path: Path, encod
     finally:
         tmp_path.chmod(0o700)
     assert not list(tmp_path.glob(f"{OPTIMIZED_PREFIX}*"))
+
+
+def test_warm_creates_the_store_loads_the_model_and_records_no_access(db_path: Path, encoder: Encoder) -> None:
+    """`Memsearch.warm` (what a server calls before it listens): a new store is created; a store
+    with vectors is searched once, with no access recorded on what it found."""
+    with Memsearch(db_path) as ms:
+        ms.warm()
+        assert db_path.exists() and ms.count() == 0
+        ms.add(NewMemory("the deploy key is in the vault"))
+    with Memsearch(db_path) as ms:
+        ms.warm()
+        assert ms.get(1).access_count == 0

@@ -3,7 +3,7 @@ would use a running `memsearch serve` of its store, and finds none, starts one i
 and does its own work in-process; the next commands find it through its discovery file and are
 answered by the warm process. The server is an ordinary `memsearch serve --port 0 --idle-exit
 SECONDS` of this user (loopback, the bearer token it makes at start or the one configured, its
-discovery file readable by its owner only: memsearch.server.discovery's trust rules), detached
+discovery file readable by its owner only: memsearch.discovery's trust rules), detached
 from the terminal, that exits once no request has come for the idle time. Two commands that
 both start one leave one running: a store has one server (the later one refuses to start)."""
 

@@ -148,7 +148,7 @@ def search(
         else:
             requests = [template]
         outcomes = ms.search_many(requests)
-    documents = [outcome.to_dict(raw=raw) for outcome in outcomes]
+        documents = [outcome.to_dict(raw=raw) for outcome in outcomes]  # the dropped candidates' rows: read here
     render_search(documents, str(fmt), raw=raw, explain=explain, batch=queries is not None, per_file=per_file)
 
 

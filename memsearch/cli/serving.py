@@ -95,9 +95,9 @@ def token(
     """Print the bearer token of the running `memsearch serve` of the store (for curl or an agent:
     `-H "Authorization: Bearer $(memsearch token)"`), from its discovery file, which only you can read."""
     from memsearch.config import configured_token
+    from memsearch.discovery import running_token
     from memsearch.errors import MemsearchError
     from memsearch.paths import resolve_db_path
-    from memsearch.server.discovery import running_token
 
     advertised, made = running_token(resolve_db_path(db), "mcp" if mcp else "serve")
     value = made or (configured_token() if advertised.authenticated else None)

@@ -13,10 +13,10 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from memsearch.cli.literal import one_line
 from memsearch.errors import InvalidInputError
 from memsearch.eval.runner import EvalReport, EvalRow
 from memsearch.eval.strata import STRATA
+from memsearch.plain_text import one_line
 
 REPORT_FORMATS = ("table", "json")
 DASH = "—"

@@ -32,7 +32,7 @@ from pathspec import GitIgnoreSpec
 from pathspec.patterns.gitignore.spec import GitIgnoreSpecPattern
 
 from memsearch.errors import InvalidInputError, short_repr
-from memsearch.ingest.notes import NoteChunk, UnreadableNoteError, read_note, text_fingerprint
+from memsearch.ingest.notes import NOTE_READERS, NoteChunk, UnreadableNoteError, read_note, text_fingerprint
 from memsearch.ingest.safe_files import (
     Identity,
     RefusedFileError,
@@ -48,10 +48,14 @@ from memsearch.ingest.safe_files import (
     untrusted,
 )
 
-DEFAULT_INCLUDE = ("*.md", "*.markdown", "*.txt")
 MAX_NOTE_BYTES = 8 * 1024 * 1024  # a larger "note" is a log or a dump: skipped, with the reason, unread
 IGNORE_FILE = ".gitignore"
 MAX_IGNORE_BYTES = 1024 * 1024  # a larger .gitignore is no one's hand-kept list: skipped, with the reason
+
+
+def default_include() -> tuple[str, ...]:
+    """What a folder's walk takes when `--include` names nothing: the suffixes that have a reader."""
+    return tuple(f"*{suffix}" for suffix in NOTE_READERS)
 
 
 @dataclass(frozen=True)
@@ -157,7 +161,7 @@ def walk(
 
     A root that is a file is taken as named, whatever its suffix and the exclude patterns (as
     ripgrep does). In a folder: files matching `include_globs` (gitignore globs against the path
-    under the root; `DEFAULT_INCLUDE` when empty), less those ignored by a `.gitignore` of a walked
+    under the root; `default_include()` when empty), less those ignored by a `.gitignore` of a walked
     folder (deeper ones win; a .gitignore above the root is not read, nor one that is a symlink, as
     git does) or by `exclude_patterns` (gitignore syntax, relative to the root; they win over the
     .gitignore files, so `!keep.md` brings back an ignored file). Patterns match in time linear in
@@ -174,7 +178,11 @@ def walk(
     (its field "include" or "exclude" for a pattern).
     """
     walker = _Walker(
-        _spec(include_globs or DEFAULT_INCLUDE, "include"), _spec(exclude_patterns, "exclude"), named, on_skip, on_held
+        _spec(include_globs or default_include(), "include"),
+        _spec(exclude_patterns, "exclude"),
+        named,
+        on_skip,
+        on_held,
     )
     for root in roots:
         walker.root(Path(root).expanduser())

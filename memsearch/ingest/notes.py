@@ -35,6 +35,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -48,7 +49,6 @@ from memsearch.timeutil import parse_time
 # MiniLM reads about 256 word pieces; 1,200 characters of English prose is about 250 to 300 of them
 # (memsearch.text embeds any longer memory in overlapping windows, so an over-long chunk is still found).
 CHUNK_CHARS = 1_200
-MARKDOWN_SUFFIXES = (".md", ".markdown")
 
 _HEADING = re.compile(r" {0,3}(#{1,6})(?:[ \t]+(.*?))?[ \t]*")
 _CLOSING_HASHES = re.compile(r"(?:^|[ \t]+)#+$")
@@ -116,8 +116,14 @@ class Note:
     problems: tuple[tuple[int, str], ...] = ()  # (line, reason): front matter left unused
 
 
-def is_markdown(path: str) -> bool:
-    return path.lower().endswith(MARKDOWN_SUFFIXES)
+NoteReader = Callable[[str, list[str]], Note]  # (the file's path, its lines) → its chunks
+
+
+def reader_for(path: str) -> NoteReader:
+    """The reader of a file by its suffix (lower case; the name's last dot on): `NOTE_READERS`'s,
+    else plain text (a file named as a root, or matched by `--include`, may have any suffix)."""
+    name = path.rsplit("/", 1)[-1].lower()
+    return NOTE_READERS.get(name[name.rfind(".") :] if "." in name else "", read_plain)
 
 
 def decode_note(data: bytes) -> tuple[str, bool]:
@@ -146,11 +152,19 @@ def read_note(data: bytes, path: str) -> Note:
 
 
 def chunk_note(text: str, path: str) -> Note:
-    """The chunks of a note's text; `path` keys the chunks and, by its suffix, says markdown or plain."""
-    lines = split_lines(text)
-    if not is_markdown(path):
-        plain = _Layout(lines, [False] * len(lines), frozenset())
-        return _make_note(path, lines, [((), start, end) for start, end in plain.split(0, len(lines))], FrontMatter())
+    """The chunks of a note's text; `path` keys the chunks and, by its suffix, picks the reader
+    (`NOTE_READERS`)."""
+    return reader_for(path)(path, split_lines(text))
+
+
+def read_plain(path: str, lines: list[str]) -> Note:
+    """Plain text: blank-line paragraphs packed into chunks under the budget."""
+    plain = _Layout(lines, [False] * len(lines), frozenset())
+    return _make_note(path, lines, [((), start, end) for start, end in plain.split(0, len(lines))], FrontMatter())
+
+
+def read_markdown(path: str, lines: list[str]) -> Note:
+    """Markdown: front matter, then a chunk at each ATX heading outside code fences (module doc)."""
     meta = front_matter(lines)
     body_start = meta.body_start
     in_fence = fenced_lines(lines, body_start)
@@ -170,6 +184,12 @@ def chunk_note(text: str, path: str) -> Note:
         start = index
     sections.append((tuple(title for _, title in trail), start, len(lines)))
     return _make_note(path, lines, _Layout(lines, in_fence, frozenset(headings)).pieces(sections), meta)
+
+
+# The readers of `memsearch index`, by a file's suffix: a new file type is one reader and one row.
+# A folder's files with these suffixes are walked unless `--include` says otherwise
+# (note_files.default_include).
+NOTE_READERS: dict[str, NoteReader] = {".md": read_markdown, ".markdown": read_markdown, ".txt": read_plain}
 
 
 Span = tuple[int, int]  # line indexes [start, end)

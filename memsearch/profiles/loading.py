@@ -103,8 +103,16 @@ def _read(path: Path, mtime_ns: int) -> dict[str, Any]:
     return tomllib.loads(path.read_text(encoding="utf-8"))
 
 
+OLD_NAMES = {"min_score": "fusion_floor"}  # a profile key's name before its rename → its name now
+
+
 def _merge(base: Profile, data: dict[str, Any], name: str) -> Profile:
     known = set(Profile.__dataclass_fields__)
+    for old, new in OLD_NAMES.items():
+        if old in data:
+            if new in data:
+                raise ValueError(f"{old!r} is the old name of {new!r}: give one of them")
+            data[new] = data.pop(old)
     _check_keys(data, known, "profile")
     values = asdict(base) | {"name": name}
     for key, value in data.items():
@@ -155,7 +163,7 @@ def _build(values: dict[str, Any]) -> Profile:
         legs=_legs(values["legs"]),
         pool=PoolSize(**values["pool"]),
         fusion=Fusion(**fusion),
-        min_score=values["min_score"],
+        fusion_floor=values["fusion_floor"],
         adjust=tuple(adjustments),
         select=Selection(**select),
         ingest_dedup=values["ingest_dedup"],

@@ -166,7 +166,9 @@ class Profile:
     exhaustive: bool = False  # rank every memory (exact top-k of a weighted score), not pools
     fusion: Fusion = field(default_factory=Fusion)
     drop_superseded: bool = True
-    min_score: float | None = None  # relevance threshold on the fusion score
+    # Relevance floor on the fusion score (before adjustments); a request's `min_score` is the
+    # floor on the final score. Files written before the rename say `min_score` (profiles.loading).
+    fusion_floor: float | None = None
     adjust: tuple[Adjustment, ...] = ()
     select: Selection = field(default_factory=Selection)
     ingest_dedup: float | None = None  # cosine at which `add` reports a near-duplicate instead of storing

@@ -61,6 +61,16 @@ class Candidate:
         return replace(self, dropped=reason)
 
 
+class Ranked(Sequence[Candidate]):
+    """Ranked candidates whose results (the first `live`) come first, in order; the others
+    follow, each dropped with its reason."""
+
+    live: int
+
+    def settle(self) -> None:
+        """Build every candidate's record now (a ranked list may build them when first read)."""
+
+
 def rank_hits(hits: Sequence[tuple[int, float]]) -> dict[int, LegHit]:
     """Number a leg's best-first hits 1, 2, 3, …"""
     return {memory_id: LegHit(rank, score) for rank, (memory_id, score) in enumerate(hits, start=1)}

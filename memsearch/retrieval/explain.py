@@ -9,7 +9,7 @@ from typing import Any
 
 from memsearch.models import RESULT_FIELDS
 from memsearch.profiles import Profile
-from memsearch.retrieval.candidates import Candidate
+from memsearch.retrieval.candidates import Candidate, Ranked
 from memsearch.retrieval.request import SearchRequest
 from memsearch.retrieval.routing import Route
 from memsearch.store.matches import match_offsets
@@ -38,7 +38,10 @@ class SearchOutcome:
     route: Route
     profile: Profile
     now: datetime
-    candidates: list[Candidate]  # every candidate, results first in order, each dropped or not
+    # Every candidate, results first in order, each dropped or not. Ranked candidates (see
+    # memsearch.retrieval.ranking) read the rows of the dropped ones when first asked for: ask
+    # (`to_dict(raw=True)`) before the store is closed.
+    candidates: Sequence[Candidate]
     lexical: LexicalQuery  # the query's words, phrases and grams as the lexical legs read them
     embedded_query: str | None = None  # the text embedded for the vector legs (None: not embedded)
     stages: list[dict[str, Any]] = field(default_factory=list)  # the LLM stages' trace (stage_runner.StageTrace)
@@ -54,6 +57,8 @@ class SearchOutcome:
 
     @property
     def results(self) -> list[Candidate]:
+        if isinstance(self.candidates, Ranked):  # the others' records are not built for this
+            return list(self.candidates[: self.candidates.live])
         return [candidate for candidate in self.candidates if candidate.dropped is None]
 
     def matches(self, candidates: Sequence[Candidate]) -> dict[int, list[tuple[int, int]]]:

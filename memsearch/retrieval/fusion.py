@@ -23,16 +23,16 @@ def rrf(
     Returns, per memory id, the fused score and its terms (`bonus:<leg>` for rank bonuses).
     """
     bonuses = rank_bonus or {}
-    fused: dict[int, tuple[float, dict[str, float]]] = {}
+    found: dict[int, dict[str, float]] = {}
     for leg in sorted(legs):
         weight = weights.get(leg, 1.0)
         for memory_id, hit in legs[leg].items():
-            _, terms = fused.get(memory_id, (0.0, {}))
+            terms = found.setdefault(memory_id, {})
             terms[leg] = weight / (k + hit.rank)
             if bonus := bonuses.get(hit.rank, 0.0):
                 terms[f"bonus:{leg}"] = bonus
-            fused[memory_id] = (math.fsum(terms.values()), terms)
-    return fused
+    # fsum is exact (the correctly rounded sum, in any order): one sum per memory, once
+    return {memory_id: (math.fsum(terms.values()), terms) for memory_id, terms in found.items()}
 
 
 def min_max(values: Sequence[float]) -> list[float]:

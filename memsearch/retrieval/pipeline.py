@@ -21,8 +21,8 @@ from memsearch.llm import LLM
 from memsearch.models import EmbeddingModelInfo
 from memsearch.operations import MAX_K
 from memsearch.profiles import Profile, leg_kind, leg_models, load_profile, with_environment
-from memsearch.retrieval import llm_prompts, rerank
-from memsearch.retrieval.candidates import Candidate, LegHit, rank_hits
+from memsearch.retrieval import llm_prompts, ranking, rerank
+from memsearch.retrieval.candidates import Candidate, LegHit, Ranked, rank_hits
 from memsearch.retrieval.explain import SCHEMA_VERSION, Expansion, SearchOutcome
 from memsearch.retrieval.fusion import fuse
 from memsearch.retrieval.legs import (
@@ -37,7 +37,7 @@ from memsearch.retrieval.legs import (
 from memsearch.retrieval.query import ParsedQuery, parse_query
 from memsearch.retrieval.request import SearchRequest
 from memsearch.retrieval.routing import Route
-from memsearch.retrieval.scoring import QueryFacts
+from memsearch.retrieval.scoring import QueryFacts, Scored
 from memsearch.retrieval.select import keep_min_score, select
 from memsearch.retrieval.sessions import expand_neighbours, session_support
 from memsearch.retrieval.stage_runner import StageRunner
@@ -140,9 +140,10 @@ class SearchRun:
     expansions: list[Expansion] = field(default_factory=list)
     fused_profile: list[Profile] = field(default_factory=list)  # with the expansions' weights, once known
 
-    def outcome(self, candidates: list[Candidate]) -> SearchOutcome:
+    def outcome(self, candidates: Sequence[Candidate]) -> SearchOutcome:
         profile = self.fused_profile[-1] if self.fused_profile else self.profile
-        candidates = keep_min_score(candidates, self.request.min_score)  # on the scores as finally shown
+        if self.request.min_score is not None:  # on the scores as finally shown
+            candidates = keep_min_score(candidates, self.request.min_score)
         return SearchOutcome(
             self.request, self.route, profile, self.now, candidates, self.query.lexical, self.embedded_query(),
             stages=[t.to_dict() for t in self.stages.trace], expansions=list(self.expansions),
@@ -194,7 +195,7 @@ class SearchRun:
         vector = recall.vector()
         return build_candidates(self.store, legs, lambda ids: self.store.cosines(vector, ids))
 
-    def ranked(self, scope: Scope) -> list[Candidate]:
+    def ranked(self, scope: Scope) -> Sequence[Candidate]:
         recall, legs = self.recall(scope)
         with_vectors = self.uses_vectors(recall)
         profile = self.profile
@@ -204,7 +205,17 @@ class SearchRun:
         if profile.expand.diverse_lambda is not None and "aggregation" in intents and stages.llm is not None:
             diverse = profile.expand.diverse_lambda
 
-        def attempt(extra: dict[str, dict[int, LegHit]], final: bool = True) -> list[Candidate]:
+        def attempt(extra: dict[str, dict[int, LegHit]], final: bool = True) -> Sequence[Candidate]:
+            rerank_method = (self.request.rerank or profile.rerank.method) if final else "off"
+            if ranking.fits(profile, rerank_method) and not (final and diverse is not None):
+                cosines_of = None
+                if with_vectors:
+                    vector = recall.vector()
+                    cosines_of = lambda ids: self.store.cosines(vector, ids)  # noqa: E731
+                return ranking.rank_columns(
+                    self.store, {**legs, **extra}, cosines_of, profile, self.k, self.now, self.project,
+                    self.request.max_tokens, self.query_facts, boosts=self.request.boosts,
+                )  # fmt: skip
             candidates = self.candidates(recall, with_vectors, {**legs, **extra})
             ids = [c.id for c in candidates]
             # MMR compares the memories' own vectors, which a lexical search has too.
@@ -215,7 +226,8 @@ class SearchRun:
                 fused = self.rerank(fused)
             return select(
                 fused, profile, self.k, self.now, self.project, vectors, self.request.max_tokens,
-                self.query_facts(candidates), boosts=self.request.boosts, diverse_lambda=diverse if final else None,
+                self.query_facts([c.memory for c in candidates]), boosts=self.request.boosts,
+                diverse_lambda=diverse if final else None,
             )  # fmt: skip
 
         wants_expansion = stages.wants("synthesis") or stages.wants("hyde")
@@ -228,7 +240,7 @@ class SearchRun:
             kind = llm_prompts.query_type(intents)
             context: list[str] = []
             if kind == "preference":  # the user's own memories: the offline search's best
-                context = [c.memory.text for c in attempt({}, final=False) if c.dropped is None]
+                context = [c.memory.text for c in _results(attempt({}, final=False))]
                 context = context[: llm_prompts.PROFILE_CONTEXT_MEMORIES]
             expansion_legs = self.expand(scope, kind, context)
             if expansion_legs:
@@ -322,37 +334,38 @@ class SearchRun:
         vectors = self.store.vectors([c.id for c in supported]) if mmr else {}
         return select(
             supported, self.profile, self.k, now, self.project, vectors, self.request.max_tokens,
-            self.query_facts(supported), boosts=self.request.boosts,
+            self.query_facts([c.memory for c in supported]), boosts=self.request.boosts,
         )  # fmt: skip
 
-    def query_facts(self, candidates: Sequence[Candidate]) -> QueryFacts:
+    def query_facts(self, memories: Sequence[Scored]) -> QueryFacts:
         """The speakers the query names (a name the lexical legs matched is among the candidates'
         speakers), the conversations they take part in, whether it asks when or for a name, and
-        the words of the candidates' speakers' names."""
+        the words of the candidates' speakers' names; from the candidates' memories (or the
+        fields of them a search ranks by)."""
         query, kinds = self.query, {a.kind for a in self.profile.adjust}
         named: tuple[str, ...] = ()
         if kinds & {"speaker", "about"}:
-            named = query.names(sorted({c.memory.role for c in candidates if c.memory.role}))
+            named = query.names(sorted({m.role for m in memories if m.role}))
         participants: dict[str, frozenset[str]] = {}
         if "about" in kinds and named:
-            conversations = sorted({c.memory.conversation for c in candidates if c.memory.conversation})
+            conversations = sorted({m.conversation for m in memories if m.conversation})
             participants = {c: frozenset(self.store.roles(Scope(conversation=c))) for c in conversations}
         speaker_words: frozenset[str] = frozenset()
         if "names" in kinds:
-            speaker_words = frozenset(w for c in candidates if c.memory.role for w in WORD.findall(c.memory.role))
+            speaker_words = frozenset(w for m in memories if m.role for w in WORD.findall(m.role))
         return QueryFacts(
             named, query.asks_when, participants=participants, asks_name=query.asks_name, speaker_words=speaker_words
         )
 
 
 def _exact_top_k(
-    ranked: list[Candidate],
+    ranked: Sequence[Candidate],
     ranking: list[tuple[int, float]],
     pool: int,
     k: int,
     profile: Profile,
-    attempt: Callable[[dict[int, LegHit]], list[Candidate]],
-) -> list[Candidate]:
+    attempt: Callable[[dict[int, LegHit]], Sequence[Candidate]],
+) -> Sequence[Candidate]:
     """Grow the vector pool until no memory outside it could beat the k-th result.
 
     A weighted score is at most w_vector · cosine + Σ(other weights) (every other signal ≤ 1), so
@@ -362,13 +375,26 @@ def _exact_top_k(
     others = sum(w for name, w in weights.items() if name != "vector")
     size = pool
     while size < len(ranking):
-        live = [c for c in ranked if c.dropped is None]
+        live = _results(ranked)
         bound = weights.get("vector", 0.0) * ranking[size][1] + others
         if len(live) >= k and live[k - 1].final >= bound:
             break
         size *= 4
         ranked = attempt(rank_hits(ranking[:size]))
     return ranked
+
+
+def _results(ranked: Sequence[Candidate]) -> list[Candidate]:
+    """The live candidates, in order (of ranked ones, without building the others' records)."""
+    if isinstance(ranked, Ranked):
+        return list(ranked[: ranked.live])
+    return [c for c in ranked if c.dropped is None]
+
+
+def settle(candidates: Sequence[Candidate]) -> None:
+    """Build every record of ranked candidates now (they read their rows when first asked for)."""
+    if isinstance(candidates, Ranked):
+        candidates.settle()
 
 
 def with_tau(profile: Profile, tau_days: float | None) -> Profile:
@@ -450,7 +476,7 @@ def run_searches(
     embed = encoder_query_vector(encoder, store)
     embed_with = model_query_vector(model_encoder, store) if model_encoder is not None else None
     profiles: dict[tuple[int, float | None], Profile] = {}
-    outcomes = []
+    outcomes: list[SearchOutcome] = []
     pending = store.pending_count() if requests else 0  # memories the vector legs cannot find yet
     for request in requests:
         chosen_key = (id(request.profile), request.tau_days)  # requests of a batch share their profile
@@ -462,6 +488,8 @@ def run_searches(
         if pending:
             outcome = replace(outcome, vectors_pending=pending)
         if request.records_access:
+            for earlier in outcomes:  # their dropped candidates' records as they were ranked, before this write
+                settle(earlier.candidates)
             store.touch([c.id for c in outcome.results], utc_now())
         outcomes.append(outcome)
     return outcomes

@@ -5,8 +5,9 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
+from typing import Any, Literal, Protocol
 
 from memsearch.models import Memory
 from memsearch.profiles import Adjustment
@@ -15,6 +16,26 @@ from memsearch.retrieval.candidates import Candidate, Factor
 from memsearch.retrieval.dates import says_when
 from memsearch.retrieval.request import Boost
 from memsearch.timeutil import SECONDS_PER_DAY, age_seconds
+
+
+class Scored(Protocol):
+    """What the adjustments read of a memory: a Memory, or the fields of one a search ranks by
+    (see memsearch.retrieval.ranking). Decay reads the clock its adjustment names."""
+
+    @property
+    def text(self) -> str: ...
+    @property
+    def role(self) -> str | None: ...
+    @property
+    def conversation(self) -> str | None: ...
+    @property
+    def project(self) -> str | None: ...
+    @property
+    def pinned(self) -> bool: ...
+    @property
+    def priority(self) -> float: ...
+    @property
+    def quality(self) -> float: ...
 
 
 @dataclass(frozen=True)
@@ -32,7 +53,7 @@ class QueryFacts:
         """The one speaker the query names; None for none or several."""
         return self.named[0] if len(self.named) == 1 else None
 
-    def involves(self, memory: Memory, person: str) -> bool:
+    def involves(self, memory: Scored, person: str) -> bool:
         """A memory involves a person who speaks it, takes part in its conversation or is named in it."""
         return (
             memory.role == person
@@ -51,70 +72,99 @@ def hyperbolic_decay(whole_days: int, half_days: float) -> float:
     return 1.0 / (1.0 + whole_days / half_days)
 
 
-def decay_factor(candidate: Candidate, adjustment: Adjustment, now: datetime) -> Factor:
-    moment = getattr(candidate.memory, adjustment.clock)
-    age = age_seconds(moment, now)
-    days = age / SECONDS_PER_DAY
-    detail: dict[str, float | str] = {"clock": adjustment.clock, "age_days": days, "tau_days": adjustment.tau_days}
+def decay_value(age_s: float, adjustment: Adjustment) -> float:
+    """The decay adjustment's factor for a memory `age_s` seconds old on its clock."""
     if adjustment.shape == "hyperbolic":
-        whole = int(days)  # CEMS counts whole days: (now - last_accessed).days
-        detail["whole_days"] = whole
-        value = hyperbolic_decay(whole, adjustment.tau_days)
-    else:
-        value = exponential_decay(age, adjustment.tau_days * SECONDS_PER_DAY)
-        if adjustment.shape == "floor":
-            detail["floor"] = adjustment.floor
-            value = adjustment.floor + (1 - adjustment.floor) * value
-    return Factor("decay", "mul", value, detail)
+        return hyperbolic_decay(int(age_s / SECONDS_PER_DAY), adjustment.tau_days)  # CEMS: whole days
+    value = exponential_decay(age_s, adjustment.tau_days * SECONDS_PER_DAY)
+    if adjustment.shape == "floor":
+        value = adjustment.floor + (1 - adjustment.floor) * value
+    return value
 
 
-def project_factor(candidate: Candidate, adjustment: Adjustment, project: str) -> Factor:
-    own = candidate.memory.project
-    if own == project:
-        return Factor("project", "mul", adjustment.same, {"project": own, "match": "same"})
-    if own is None:
-        return Factor("project", "mul", adjustment.none, {"project": None, "match": "none"})
-    return Factor("project", "mul", adjustment.other, {"project": own, "match": "other"})
+def project_match(own: str | None, project: str) -> str:
+    """How a memory's project meets the searched one: same, none (it has none) or other."""
+    return "same" if own == project else "none" if own is None else "other"
+
+
+def factor_value(
+    memory: Scored, adjustment: Adjustment, now: datetime, project: str | None, facts: QueryFacts
+) -> float | None:
+    """The adjustment's factor value for one memory (None: it does not apply to this search, for
+    any memory): what `factor_for` records, without the record."""
+    match adjustment.kind:
+        case "decay":
+            return decay_value(age_seconds(getattr(memory, adjustment.clock), now), adjustment)
+        case "memory_score":
+            return adjustment.weight * memory.quality
+        case "priority":
+            return memory.priority
+        case "pinned":
+            return adjustment.factor if memory.pinned else 1.0
+        case "project":
+            if project is None:
+                return None
+            values = {"same": adjustment.same, "none": adjustment.none, "other": adjustment.other}
+            return values[project_match(memory.project, project)]
+        case "speaker":  # the query names one speaker: their memories are the likelier answer
+            if (speaker := facts.speaker) is None:
+                return None
+            return adjustment.factor if memory.role == speaker else 1.0
+        case "about":  # the query names people: a memory that involves none of them is about someone else
+            if not facts.named:
+                return None
+            return 1.0 if any(facts.involves(memory, person) for person in facts.named) else adjustment.factor
+        case "when":  # the query asks when: memories that date something are the likelier answer
+            if not facts.asks_when:
+                return None
+            return adjustment.factor if says_when(memory.text) else 1.0
+        case "names":  # the query asks who, where, which: memories that name someone or something
+            if not facts.asks_name:
+                return None
+            return adjustment.factor if names_something(memory.text, facts.speaker_words) else 1.0
+    raise ValueError(f"unknown adjustment {adjustment.kind!r}")
+
+
+def factor_detail(
+    memory: Scored, adjustment: Adjustment, now: datetime, project: str | None, facts: QueryFacts
+) -> dict[str, Any]:
+    """What explain shows of how the adjustment's factor came about for one memory."""
+    match adjustment.kind:
+        case "decay":
+            days = age_seconds(getattr(memory, adjustment.clock), now) / SECONDS_PER_DAY
+            detail: dict[str, Any] = {"clock": adjustment.clock, "age_days": days, "tau_days": adjustment.tau_days}
+            if adjustment.shape == "hyperbolic":
+                detail["whole_days"] = int(days)
+            elif adjustment.shape == "floor":
+                detail["floor"] = adjustment.floor
+            return detail
+        case "memory_score":
+            return {"memory_score": memory.quality, "weight": adjustment.weight}
+        case "pinned":
+            return {"pinned": memory.pinned}
+        case "project":
+            return {"project": memory.project, "match": project_match(memory.project, project or "")}
+        case "speaker":
+            return {"named": facts.speaker, "role": memory.role}
+        case "about":
+            involved = any(facts.involves(memory, person) for person in facts.named)
+            return {"named": ", ".join(facts.named), "involved": involved}
+        case "when":
+            return {"says_when": says_when(memory.text)}
+        case "names":
+            return {"names_something": names_something(memory.text, facts.speaker_words)}
+    return {}
 
 
 def factor_for(
     candidate: Candidate, adjustment: Adjustment, now: datetime, project: str | None, facts: QueryFacts
 ) -> Factor | None:
-    memory = candidate.memory
-    match adjustment.kind:
-        case "decay":
-            return decay_factor(candidate, adjustment, now)
-        case "memory_score":
-            value = adjustment.weight * memory.quality
-            return Factor("memory_score", "add", value, {"memory_score": memory.quality, "weight": adjustment.weight})
-        case "priority":
-            return Factor("priority", "mul", memory.priority)
-        case "pinned":
-            return Factor("pinned", "mul", adjustment.factor if memory.pinned else 1.0, {"pinned": memory.pinned})
-        case "project":
-            return project_factor(candidate, adjustment, project) if project is not None else None
-        case "speaker":  # the query names one speaker: their memories are the likelier answer
-            if (speaker := facts.speaker) is None:
-                return None
-            same = memory.role == speaker
-            return Factor("speaker", "mul", adjustment.factor if same else 1.0, {"named": speaker, "role": memory.role})
-        case "about":  # the query names people: a memory that involves none of them is about someone else
-            if not facts.named:
-                return None
-            involved = any(facts.involves(memory, person) for person in facts.named)
-            detail = {"named": ", ".join(facts.named), "involved": involved}
-            return Factor("about", "mul", 1.0 if involved else adjustment.factor, detail)
-        case "when":  # the query asks when: memories that date something are the likelier answer
-            if not facts.asks_when:
-                return None
-            dated = says_when(memory.text)
-            return Factor("when", "mul", adjustment.factor if dated else 1.0, {"says_when": dated})
-        case "names":  # the query asks who, where, which: memories that name someone or something
-            if not facts.asks_name:
-                return None
-            names = names_something(memory.text, facts.speaker_words)
-            return Factor("names", "mul", adjustment.factor if names else 1.0, {"names_something": names})
-    raise ValueError(f"unknown adjustment {adjustment.kind!r}")
+    """The adjustment's factor for one candidate, with its explain detail (None: not this search's)."""
+    value = factor_value(candidate.memory, adjustment, now, project, facts)
+    if value is None:
+        return None
+    op: Literal["mul", "add"] = "add" if adjustment.kind == "memory_score" else "mul"
+    return Factor(adjustment.kind, op, value, factor_detail(candidate.memory, adjustment, now, project, facts))
 
 
 def apply_adjustments(
@@ -124,25 +174,30 @@ def apply_adjustments(
     project: str | None = None,
     facts: QueryFacts | None = None,
 ) -> list[Candidate]:
+    """Each candidate with the adjustments' factors added, in order (one copy of it, not one a factor)."""
     facts = facts or QueryFacts()
     out = []
     for candidate in candidates:
-        for adjustment in adjustments:
-            if (factor := factor_for(candidate, adjustment, now, project, facts)) is not None:
-                candidate = candidate.with_factor(factor)
-        out.append(candidate)
+        factors = [f for a in adjustments if (f := factor_for(candidate, a, now, project, facts)) is not None]
+        out.append(replace(candidate, factors=(*candidate.factors, *factors)) if factors else candidate)
     return out
 
 
-def apply_boosts(candidates: Sequence[Candidate], boosts: Sequence[Boost]) -> list[Candidate]:
+def boost_factors(memory: Memory, boosts: Sequence[Boost]) -> list[Factor]:
     """siftcoder's boostFn: × factor for each boost a memory matches (one factor per boost)."""
+    return [
+        Factor("boost", "mul", boost.factor, {boost.field: boost.value})
+        for boost in boosts
+        if boost.matches(memory.tags, memory.project)
+    ]
+
+
+def apply_boosts(candidates: Sequence[Candidate], boosts: Sequence[Boost]) -> list[Candidate]:
+    """Each candidate with its boost factors added (see boost_factors)."""
     if not boosts:
         return list(candidates)
     out = []
     for candidate in candidates:
-        memory = candidate.memory
-        for boost in boosts:
-            if boost.matches(memory.tags, memory.project):
-                candidate = candidate.with_factor(Factor("boost", "mul", boost.factor, {boost.field: boost.value}))
-        out.append(candidate)
+        factors = boost_factors(candidate.memory, boosts)
+        out.append(replace(candidate, factors=(*candidate.factors, *factors)) if factors else candidate)
     return out

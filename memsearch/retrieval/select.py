@@ -188,8 +188,8 @@ def select(
     `diverse_lambda` selects by CEMS's diverse assembly (aggregation queries) instead of greedily."""
     if profile.drop_superseded:
         fused = drop_superseded(fused)
-    if profile.min_score is not None:
-        fused = drop_below(fused, profile.min_score)
+    if profile.fusion_floor is not None:
+        fused = drop_below(fused, profile.fusion_floor)
     adjusted = apply_boosts(apply_adjustments(fused, profile.adjust, now, project, facts), boosts)
     ranked = rank_by_final(adjusted)
     choice = profile.select

@@ -72,15 +72,8 @@ class WarmService:
             self.warm()
 
     def warm(self) -> None:
-        from memsearch.retrieval.request import request_from_fields
-
         with self._lock:
-            store = self.ms.store(create=True)
-            self.ms.encoder()
-            if store.vector_count():  # reads the vector matrix and runs the model once
-                self.ms.search(request_from_fields("warm up", k=1, mode="hybrid", touch=False))
-            else:
-                self.ms.encoder().encode(["warm up"])
+            self.ms.warm()
 
     def close(self) -> None:
         self.ms.close()

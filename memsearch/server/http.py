@@ -407,7 +407,7 @@ def run_serve(
     """Bind, warm the library, write the discovery file, serve until SIGTERM or Ctrl-C (in-flight
     requests finish) or, with `idle_exit`, until no request came for that many seconds, then
     remove the discovery file."""
-    from memsearch.server.discovery import Advertisement
+    from memsearch.discovery import Advertisement
 
     token = server_token(host, no_token=no_token, loopback=is_loopback(host))
     advertisement = Advertisement.claim(db, token.value)  # one server per store, refused before binding

@@ -221,7 +221,7 @@ def _serve_http(db: str | os.PathLike[str] | None, model: str | None, host: str,
     (memsearch.server.http_guard and http_transport: Host, Origin and bearer token; deadlines,
     size and connection limits), advertised like `memsearch serve` (in STORE.mcp.json, with the
     token it made) and announced on stderr once the port is bound."""
-    from memsearch.server.discovery import Advertisement
+    from memsearch.discovery import Advertisement
     from memsearch.server.http import json_answers_only, token_note
     from memsearch.server.http_guard import guarded, host_names, server_token
     from memsearch.server.http_transport import is_loopback, listening_socket, serve_app

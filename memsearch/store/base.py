@@ -3,8 +3,11 @@
 Plain text, a `Scope` and vectors go in; `(id, score)` lists and `Memory` records come out. No
 SQL, full-text syntax or vector matrix crosses this boundary, so a store may answer in process
 (SQLite, with the vectors in memory) or push the work into a database server (PostgreSQL with
-pgvector). `SearchBackend` is what `run_search` reads; `Store` adds the writes and the bulk
-reads of the use cases (import, curation, reindex, consolidate, copy).
+pgvector). A store is made of capabilities, each a protocol of its own: `MemoryRows`,
+`LexicalIndex`, `OwnVectors` (the vector index), `ModelVectors`, `IndexState` and `WholeStore`.
+`SearchBackend` is what `run_search` reads (the search parts of four of them); `Store` is all of
+them, with the writes and the bulk reads of the use cases (import, curation, reindex, consolidate,
+copy).
 """
 
 from __future__ import annotations
@@ -157,15 +160,16 @@ class FilledVectors:
     views: Mapping[str, tuple[str, np.ndarray]] = field(default_factory=dict)
 
 
-@runtime_checkable
-class SearchBackend(Protocol):
-    """The reads a search makes. Vectors are unit length; cosine is their dot product."""
+# -- the store's parts -------------------------------------------------------------------------
+# A store is made of five capabilities (and what the whole store does: open, close, a transaction,
+# moving and checking it). Each says what it needs in the protocol's words; the reads a search
+# makes (`SearchBackend`) are the search parts of four of them. A backend implements them one by
+# one, and registers it with one row of `memsearch.store.BACKENDS`.
 
-    # Whether a search makes reads side by side (its lexical legs in a second thread while it
-    # embeds the query and runs the others; its candidates' cosines beside their rows): it pays
-    # where a server answers the queries (their time is waiting), not where the reads run in
-    # this process.
-    parallel_reads: bool
+
+@runtime_checkable
+class RowReads(Protocol):
+    """The memory rows a search reads: counts, speakers, records by id and their neighbours."""
 
     def count(self, scope: Scope) -> int:
         """How many memories are in scope."""
@@ -177,150 +181,24 @@ class SearchBackend(Protocol):
         """The distinct roles (speakers) of the memories in scope."""
         ...
 
-    def lexical_search(self, query: LexicalQuery, scope: Scope, limit: int, view: str | None = None) -> LexicalHits:
-        """BM25 over the memories' text and tags (or one full-text view: `context`, `prev`) for
-        the words, quoted phrases and gram terms of `query` (read from the query's text once, see
-        text.LexicalQuery), any of them; higher scores are better. A query with no words finds
-        nothing. A large store may read only part of long posting lists (`engine` `bounded`: each
-        score exact, the top k not proven)."""
-        ...
-
-    def document_frequency(self, word: str, scope: Scope, at_most: int) -> int:
-        """How many memories in scope hold `word` in their text or tags, counting no further than
-        `at_most`."""
-        ...
-
-    def word_documents(self, words: Sequence[str]) -> tuple[int, builtins.list[int]]:
-        """How many memories the store holds, and for each word how many of them hold it (the
-        document frequencies BM25's idf reads, over the whole store), from the full-text index's
-        own counts: the word's text column count plus its tags column count (a memory with the
-        word in both counts twice); a word of several tokens (`snake_case`) counts as its rarest."""
-        ...
-
-    def vector_search(
-        self, vector: np.ndarray, scope: Scope, limit: int | None, view: str | None = None, *, model: str | None = None
-    ) -> VectorHits:
-        """The `limit` memories in scope whose vector (or whose `view`'s vector) is most cosine-
-        similar to `vector`, best first, ties to the smaller id; `limit=None` ranks them all
-        (exactly). A large store may answer through an approximate index (`engine`). With
-        `model` (one of `extra_models`, by name), that model's vectors of the memories' own
-        texts are searched instead, exactly (no view)."""
-        ...
-
-    def extra_models(self) -> builtins.list[EmbeddingModelInfo]:
-        """The store's other models, whose vectors `vector_search(model=…)` searches."""
-        ...
-
-    def cosines(self, vector: np.ndarray, ids: Sequence[int]) -> dict[int, float]:
-        """`vector`'s cosine with the own vector of each of `ids` that has one."""
-        ...
-
-    def vectors(self, ids: Sequence[int]) -> dict[int, np.ndarray]:
-        """The own vectors of those of `ids` that have one."""
-        ...
-
     def get_many(self, ids: Sequence[int]) -> dict[int, Memory]: ...
+
+    def fields_of(self, ids: Sequence[int], names: Sequence[str]) -> dict[int, tuple[Any, ...]]:
+        """Some fields of each of `ids` that exists, by id: the values of the Memory fields
+        `names` (in that order, as Memory holds them), reading nothing else; what a search ranks
+        its candidates by, before it reads the rows it shows."""
+        ...
 
     def around(self, memory: Memory, before: int, after: int) -> list[Memory]:
         """The memory with its neighbours: a session chunk with all its turns; a turn with the
         turns around it in its session; a note with the memories around it in time."""
         ...
 
-    def check_model(self, model: EmbeddingModelInfo) -> None:
-        """Refuse (ModelMismatchError) to use vectors of another model than the store's."""
-        ...
-
 
 @runtime_checkable
-class Store(SearchBackend, Protocol):
-    """A whole store: the search reads plus everything the service's use cases do."""
-
-    location: str  # a path or a URL without its password, for messages
-
-    def close(self) -> None: ...
-
-    # -- writes: each is one transaction, all or nothing ----------------------------------
-
-    def batch(self) -> AbstractContextManager[None]:
-        """A transaction that the writes made inside it join: all of them, or none (an index run's
-        files and the state that names them are committed together)."""
-        ...
-
-    def insert(
-        self,
-        memories: Sequence[NewMemory],
-        vectors: np.ndarray | None,
-        model: EmbeddingModelInfo | None,
-        now: datetime,
-        *,
-        replace: bool = False,
-        view_vectors: Mapping[int, Mapping[str, np.ndarray]] | None = None,
-        model_vectors: Mapping[str, np.ndarray] | None = None,
-    ) -> builtins.list[int]:
-        """`model_vectors` holds, for each of the store's other models (by name), the vectors
-        of the memories' texts (rows in batch order): required for every one of them. Memories
-        stored without `vectors` wait for them (`pending_count`, `fill_vectors`): they are found
-        by their words at once, by vector search once filled."""
-        ...
-
-    def fill_vectors(
-        self,
-        model: EmbeddingModelInfo,
-        filled: Sequence[FilledVectors],
-        model_vectors: Mapping[str, np.ndarray] | None = None,
-    ) -> int:
-        """Write the vectors of memories that wait for them, in one transaction (rows of
-        `model_vectors`, by the store's other models' names, in `filled`'s order); a memory that no
-        longer waits, or whose text is no longer the one embedded, is passed over. Returns how
-        many memories were filled."""
-        ...
-
-    def add_model_vectors(self, model: EmbeddingModelInfo, ids: Sequence[int], vectors: np.ndarray) -> None:
-        """Record another model with its vectors of every memory (`ids`, rows of `vectors`), in
-        one transaction."""
-        ...
-
-    def drop_model_vectors(self, name: str) -> None:
-        """Forget another model and its vectors, in one transaction."""
-        ...
-
-    def all_model_vectors(self, model: str) -> tuple[np.ndarray, np.ndarray]:
-        """Every vector of one of the other models: sorted memory ids and the matching rows."""
-        ...
-
-    def model_vector_counts(self) -> dict[str, int]:
-        """How many vectors each of the other models has, by name."""
-        ...
-
-    def delete(self, ids: Sequence[int], rewrites: Sequence[Rewrite] = ()) -> None:
-        """Delete the memories and apply `rewrites` to the ones that stay, in one transaction: all
-        of it, or nothing if any id is unknown."""
-        ...
-
-    def rewrite(self, rewrites: Sequence[Rewrite]) -> None:
-        """Apply `rewrites` in one transaction, deleting nothing (an edit of a memory's text)."""
-        ...
-
-    def touch(self, ids: Sequence[int], now: datetime) -> None: ...
-
-    def update(self, memory_id: int, changes: dict[str, Any]) -> Memory: ...
-
-    def amend(self, changes: Mapping[int, Mapping[str, Any]]) -> None:
-        """Change fields of memories that keep their text, in one transaction: what `update` may,
-        and `key`, `metadata` and `created_at` (a note section that moved in its file)."""
-        ...
-
-    def set_consolidation(self, superseded: dict[int, int], groups: dict[int, int]) -> None: ...
-
-    def replace_vectors(
-        self,
-        ids: Sequence[int],
-        vectors: np.ndarray,
-        model: EmbeddingModelInfo,
-        view_vectors: Mapping[tuple[int, str], np.ndarray] | None = None,
-    ) -> None: ...
-
-    # -- reads of the use cases -------------------------------------------------------------
+class MemoryRows(RowReads, Protocol):
+    """The memories' rows (`Memory`'s fields): their reads and writes. Each write is one transaction
+    that keeps the other parts in step (its full-text rows, its vectors, the other models')."""
 
     def get(self, memory_id: int) -> Memory: ...
 
@@ -346,6 +224,105 @@ class Store(SearchBackend, Protocol):
         """The turns of one session, in order."""
         ...
 
+    def insert(
+        self,
+        memories: Sequence[NewMemory],
+        vectors: np.ndarray | None,
+        model: EmbeddingModelInfo | None,
+        now: datetime,
+        *,
+        replace: bool = False,
+        view_vectors: Mapping[int, Mapping[str, np.ndarray]] | None = None,
+        model_vectors: Mapping[str, np.ndarray] | None = None,
+    ) -> builtins.list[int]:
+        """`model_vectors` holds, for each of the store's other models (by name), the vectors
+        of the memories' texts (rows in batch order): required for every one of them. Memories
+        stored without `vectors` wait for them (`pending_count`, `fill_vectors`): they are found
+        by their words at once, by vector search once filled."""
+        ...
+
+    def delete(self, ids: Sequence[int], rewrites: Sequence[Rewrite] = ()) -> None:
+        """Delete the memories and apply `rewrites` to the ones that stay, in one transaction: all
+        of it, or nothing if any id is unknown."""
+        ...
+
+    def rewrite(self, rewrites: Sequence[Rewrite]) -> None:
+        """Apply `rewrites` in one transaction, deleting nothing (an edit of a memory's text)."""
+        ...
+
+    def touch(self, ids: Sequence[int], now: datetime) -> None: ...
+
+    def update(self, memory_id: int, changes: dict[str, Any]) -> Memory: ...
+
+    def amend(self, changes: Mapping[int, Mapping[str, Any]]) -> None:
+        """Change fields of memories that keep their text, in one transaction: what `update` may,
+        and `key`, `metadata` and `created_at` (a note section that moved in its file)."""
+        ...
+
+    def set_consolidation(self, superseded: dict[int, int], groups: dict[int, int]) -> None: ...
+
+
+@runtime_checkable
+class LexicalIndex(Protocol):
+    """Full-text search over the memories' text, tags and lexical views, with FTS5's BM25."""
+
+    def lexical_search(self, query: LexicalQuery, scope: Scope, limit: int, view: str | None = None) -> LexicalHits:
+        """BM25 over the memories' text and tags (or one full-text view: `context`, `prev`) for
+        the words, quoted phrases and gram terms of `query` (read from the query's text once, see
+        text.LexicalQuery), any of them; higher scores are better. A query with no words finds
+        nothing. A large store may read only part of long posting lists (`engine` `bounded`: each
+        score exact, the top k not proven)."""
+        ...
+
+    def document_frequency(self, word: str, scope: Scope, at_most: int) -> int:
+        """How many memories in scope hold `word` in their text or tags, counting no further than
+        `at_most`."""
+        ...
+
+    def word_documents(self, words: Sequence[str]) -> tuple[int, builtins.list[int]]:
+        """How many memories the store holds, and for each word how many of them hold it (the
+        document frequencies BM25's idf reads, over the whole store), from the full-text index's
+        own counts: the word's text column count plus its tags column count (a memory with the
+        word in both counts twice); a word of several tokens (`snake_case`) counts as its rarest."""
+        ...
+
+
+@runtime_checkable
+class VectorReads(Protocol):
+    """The own vectors a search reads. Vectors are unit length; cosine is their dot product."""
+
+    def vector_search(
+        self, vector: np.ndarray, scope: Scope, limit: int | None, view: str | None = None, *, model: str | None = None
+    ) -> VectorHits:
+        """The `limit` memories in scope whose vector (or whose `view`'s vector) is most cosine-
+        similar to `vector`, best first, ties to the smaller id; `limit=None` ranks them all
+        (exactly). A large store may answer through an approximate index (`engine`). With
+        `model` (one of `extra_models`, by name), that model's vectors of the memories' own
+        texts are searched instead, exactly (no view)."""
+        ...
+
+    def cosines(self, vector: np.ndarray, ids: Sequence[int]) -> dict[int, float]:
+        """`vector`'s cosine with the own vector of each of `ids` that has one."""
+        ...
+
+    def vectors(self, ids: Sequence[int]) -> dict[int, np.ndarray]:
+        """The own vectors of those of `ids` that have one."""
+        ...
+
+    def check_model(self, model: EmbeddingModelInfo) -> None:
+        """Refuse (ModelMismatchError) to use vectors of another model than the store's."""
+        ...
+
+
+@runtime_checkable
+class OwnVectors(VectorReads, Protocol):
+    """The vector index: each memory's own vector and its vector views, of the store's model, and
+    the memories that wait for theirs."""
+
+    def embedding_model(self) -> EmbeddingModelInfo | None: ...
+
+    def vector_count(self) -> int: ...
+
     def view_names(self, memory_id: int) -> builtins.list[str]:
         """The vector views stored for one memory, by name."""
         ...
@@ -363,9 +340,92 @@ class Store(SearchBackend, Protocol):
         `exclude`), or None in an empty store."""
         ...
 
-    def embedding_model(self) -> EmbeddingModelInfo | None: ...
+    def pending_count(self) -> int:
+        """How many memories wait for their vectors."""
+        ...
 
-    # -- moving a store (memsearch.store.copy) ---------------------------------------------------
+    def pending_ids(self, limit: int | None = None) -> builtins.list[int]:
+        """The ids of memories that wait for their vectors, oldest first (at most `limit`)."""
+        ...
+
+    def fill_vectors(
+        self,
+        model: EmbeddingModelInfo,
+        filled: Sequence[FilledVectors],
+        model_vectors: Mapping[str, np.ndarray] | None = None,
+    ) -> int:
+        """Write the vectors of memories that wait for them, in one transaction (rows of
+        `model_vectors`, by the store's other models' names, in `filled`'s order); a memory that no
+        longer waits, or whose text is no longer the one embedded, is passed over. Returns how
+        many memories were filled."""
+        ...
+
+    def replace_vectors(
+        self,
+        ids: Sequence[int],
+        vectors: np.ndarray,
+        model: EmbeddingModelInfo,
+        view_vectors: Mapping[tuple[int, str], np.ndarray] | None = None,
+    ) -> None: ...
+
+
+@runtime_checkable
+class ModelReads(Protocol):
+    """The other models a search may name (`vector(NAME)` legs)."""
+
+    def extra_models(self) -> builtins.list[EmbeddingModelInfo]:
+        """The store's other models, whose vectors `vector_search(model=…)` searches."""
+        ...
+
+
+@runtime_checkable
+class ModelVectors(ModelReads, Protocol):
+    """The vectors of the store's other models: one vector of each memory's text per model."""
+
+    def add_model_vectors(self, model: EmbeddingModelInfo, ids: Sequence[int], vectors: np.ndarray) -> None:
+        """Record another model with its vectors of every memory (`ids`, rows of `vectors`), in
+        one transaction."""
+        ...
+
+    def drop_model_vectors(self, name: str) -> None:
+        """Forget another model and its vectors, in one transaction."""
+        ...
+
+    def all_model_vectors(self, model: str) -> tuple[np.ndarray, np.ndarray]:
+        """Every vector of one of the other models: sorted memory ids and the matching rows."""
+        ...
+
+    def model_vector_counts(self) -> dict[str, int]:
+        """How many vectors each of the other models has, by name."""
+        ...
+
+
+@runtime_checkable
+class IndexState(Protocol):
+    """The notes index's state document (memsearch.ingest.indexing), kept beside the memories."""
+
+    def index_state(self) -> str | None:
+        """The state document `memsearch index` saved last (its roots and each file's chunks), or None."""
+        ...
+
+    def save_index_state(self, document: str) -> None:
+        """Replace the state document, in one transaction of its own."""
+        ...
+
+
+@runtime_checkable
+class WholeStore(Protocol):
+    """What the whole store does: where it is, closing it, a transaction its parts' writes join,
+    moving it (memsearch.store.copy) and checking it (`memsearch doctor`, `stats`)."""
+
+    location: str  # a path or a URL without its password, for messages
+
+    def close(self) -> None: ...
+
+    def batch(self) -> AbstractContextManager[None]:
+        """A transaction that the writes made inside it join: all of them, or none (an index run's
+        files and the state that names them are committed together)."""
+        ...
 
     def export(self, batch: int = 1000) -> Iterator[ExportedMemory]:
         """Every memory with all it holds, in id order, read `batch` memories at a time."""
@@ -376,16 +436,6 @@ class Store(SearchBackend, Protocol):
         transaction (all or nothing); `model` made their vectors. Returns how many were written."""
         ...
 
-    def vector_count(self) -> int: ...
-
-    def pending_count(self) -> int:
-        """How many memories wait for their vectors."""
-        ...
-
-    def pending_ids(self, limit: int | None = None) -> builtins.list[int]:
-        """The ids of memories that wait for their vectors, oldest first (at most `limit`)."""
-        ...
-
     def stats(self) -> dict[str, Any]: ...
 
     def health(self) -> StoreHealth:
@@ -393,12 +443,21 @@ class Store(SearchBackend, Protocol):
         that it answers), for `memsearch doctor`."""
         ...
 
-    # -- the notes index (memsearch.ingest.indexing) ---------------------------------------------
 
-    def index_state(self) -> str | None:
-        """The state document `memsearch index` saved last (its roots and each file's chunks), or None."""
-        ...
+@runtime_checkable
+class SearchBackend(RowReads, LexicalIndex, VectorReads, ModelReads, Protocol):
+    """The reads a search makes (what `run_search` reads): the search parts of the capabilities."""
 
-    def save_index_state(self, document: str) -> None:
-        """Replace the state document, in one transaction of its own."""
-        ...
+    # Whether a search makes reads side by side (its lexical legs in a second thread while it
+    # embeds the query and runs the others; its candidates' cosines beside their rows): it pays
+    # where a server answers the queries (their time is waiting), not where the reads run in
+    # this process.
+    parallel_reads: bool
+
+
+@runtime_checkable
+class Store(SearchBackend, MemoryRows, OwnVectors, ModelVectors, IndexState, WholeStore, Protocol):
+    """A whole store: its five capabilities and what the whole store does."""
+
+
+CAPABILITIES: tuple[type, ...] = (MemoryRows, LexicalIndex, OwnVectors, ModelVectors, IndexState, WholeStore)

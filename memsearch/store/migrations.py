@@ -6,6 +6,8 @@ that also bumps the version, so a store is never left half-migrated.
 
 from __future__ import annotations
 
+import builtins
+
 MIGRATIONS: tuple[str, ...] = (
     # 1: memories, their full-text index, their vectors, and store-level facts.
     """
@@ -134,3 +136,8 @@ MIGRATIONS: tuple[str, ...] = (
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def split_statements(script: str) -> builtins.list[str]:
+    """Split a migration into statements; migrations contain no semicolons inside literals."""
+    return [part.strip() for part in script.split(";") if part.strip()]

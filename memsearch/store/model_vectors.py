@@ -13,7 +13,7 @@ from __future__ import annotations
 import builtins
 import json
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from memsearch.embedding.registry import model_key
 from memsearch.errors import ModelMismatchError, StoreUnavailableError
@@ -35,28 +35,33 @@ def extra_fields(model: EmbeddingModelInfo) -> dict[str, Any]:
     return {"name": model.name, "dim": model.dim, "version": model.version}
 
 
-class ExtraModelVectors:
-    """The store methods for its other models' vectors (a part of SQLStore)."""
+class SQLDatabase(Protocol):
+    """What the part needs of the SQL store it lives in: this thread's connection, a write
+    transaction and the meta rows."""
 
-    dialect: ClassVar[Dialect]
+    @property
+    def _db(self) -> Any: ...
 
-    if TYPE_CHECKING:  # what the store provides
+    def _write(self, work: Callable[[Any], T]) -> T: ...
 
-        @property
-        def _db(self) -> Any: ...
+    def _meta(self, key: str) -> str | None: ...
 
-        def _write(self, work: Callable[[Any], T]) -> T: ...
 
-        def _meta(self, key: str) -> str | None: ...
+class SqlModelVectors:
+    """The ModelVectors part of both SQL stores, in the database and dialect it is given."""
+
+    def __init__(self, database: SQLDatabase, dialect: Dialect) -> None:
+        self._database = database
+        self.dialect = dialect
 
     def extra_models(self) -> builtins.list[EmbeddingModelInfo]:
         """The store's other models, in the order they were added."""
-        stored = self._meta(EXTRA_MODELS_KEY)
+        stored = self._database._meta(EXTRA_MODELS_KEY)
         if not stored:
             return []
         return [EmbeddingModelInfo(**{k: entry.get(k) for k in _FIELDS}) for entry in json.loads(stored)]
 
-    def _save_extra_models(self, db: Any, models: Sequence[EmbeddingModelInfo]) -> None:
+    def _save_models(self, db: Any, models: Sequence[EmbeddingModelInfo]) -> None:
         mark = self.dialect.mark
         listed = json.dumps([{k: getattr(model, k) for k in _FIELDS} for model in models])
         db.execute(
@@ -78,10 +83,10 @@ class ExtraModelVectors:
                     f"the store changed while {key} embedded its memories; nothing was added, run it again"
                 )
             db.execute(f"DELETE FROM model_vectors WHERE model = {self.dialect.mark}", (key,))
-            self._save_extra_models(db, [*(m for m in self.extra_models() if model_key(m.name) != key), model])
-            self._put_model_vectors(db, key, list(zip(ids, vectors, strict=True)))
+            self._save_models(db, [*(m for m in self.extra_models() if model_key(m.name) != key), model])
+            self._put(db, key, list(zip(ids, vectors, strict=True)))
 
-        self._write(work)
+        self._database._write(work)
 
     def drop_model_vectors(self, name: str) -> None:
         """Forget one of the store's other models and its vectors, in one transaction."""
@@ -89,11 +94,11 @@ class ExtraModelVectors:
 
         def work(db: Any) -> None:
             db.execute(f"DELETE FROM model_vectors WHERE model = {self.dialect.mark}", (key,))
-            self._save_extra_models(db, [m for m in self.extra_models() if model_key(m.name) != key])
+            self._save_models(db, [m for m in self.extra_models() if model_key(m.name) != key])
 
-        self._write(work)
+        self._database._write(work)
 
-    def _put_model_vectors(self, db: Any, key: str, rows: Sequence[tuple[int, np.ndarray]]) -> None:
+    def _put(self, db: Any, key: str, rows: Sequence[tuple[int, np.ndarray]]) -> None:
         """Write (or overwrite) the model's vectors of the memories in `rows`."""
         mark, column = self.dialect.mark, self.dialect.vector_column
         db.cursor().executemany(
@@ -102,7 +107,7 @@ class ExtraModelVectors:
             [(key, int(memory_id), self.dialect.vector_value(vector)) for memory_id, vector in rows],
         )
 
-    def _write_model_vectors(self, db: Any, ids: Sequence[int], model_vectors: Mapping[str, np.ndarray] | None) -> None:
+    def write(self, db: Any, ids: Sequence[int], model_vectors: Mapping[str, np.ndarray] | None) -> None:
         """In a write of the memories `ids`: their vectors of each of the store's other models
         (rows of `model_vectors[model key]`), which must be given for every one of them."""
         given = {model_key(name): vectors for name, vectors in (model_vectors or {}).items()}
@@ -113,22 +118,20 @@ class ExtraModelVectors:
                     f"this store also holds {key}'s vectors, and they were not made for the new text; "
                     "nothing was stored, run it again"
                 )
-            self._put_model_vectors(db, key, list(zip(ids, given[key], strict=True)))
+            self._put(db, key, list(zip(ids, given[key], strict=True)))
 
-    def _rewrite_model_vectors(self, db: Any, rewrite: Rewrite) -> None:
+    def rewrite(self, db: Any, rewrite: Rewrite) -> None:
         """In a rewrite of one memory's text: its vectors of the store's other models."""
-        self._write_model_vectors(
-            db, [rewrite.id], {name: vector.reshape(1, -1) for name, vector in rewrite.model_vectors.items()}
-        )
+        self.write(db, [rewrite.id], {name: vector.reshape(1, -1) for name, vector in rewrite.model_vectors.items()})
 
-    def model_vector_search(self, model: str, vector: np.ndarray, scope: Scope, limit: int | None) -> VectorHits:
+    def search(self, model: str, vector: np.ndarray, scope: Scope, limit: int | None) -> VectorHits:
         """The `limit` memories in scope whose vector of `model` is most cosine-similar to `vector`
         (exactly), best first, ties to the smaller id; none for a model the store does not hold."""
         import numpy as np
 
         where, params = self.dialect.where(scope)
         mark, column = self.dialect.mark, self.dialect.vector_column
-        rows = self._db.execute(
+        rows = self._database._db.execute(
             f"SELECT v.memory_id, v.{column} FROM model_vectors v JOIN memories m ON m.id = v.memory_id "
             f"WHERE v.model = {mark} AND {where}",
             [model_key(model), *params],
@@ -153,7 +156,7 @@ class ExtraModelVectors:
         import numpy as np
 
         column = self.dialect.vector_column
-        rows = self._db.execute(
+        rows = self._database._db.execute(
             f"SELECT memory_id, {column} FROM model_vectors WHERE model = {self.dialect.mark} ORDER BY memory_id",
             (model_key(model),),
         ).fetchall()
@@ -164,5 +167,5 @@ class ExtraModelVectors:
 
     def model_vector_counts(self) -> dict[str, int]:
         """How many vectors each of the other models has, by model key."""
-        rows = self._db.execute("SELECT model, count(*) FROM model_vectors GROUP BY model")
+        rows = self._database._db.execute("SELECT model, count(*) FROM model_vectors GROUP BY model")
         return {str(model): int(n) for model, n in rows}

@@ -26,7 +26,7 @@ from memsearch.models import (
 )
 from memsearch.store.base import EVERYTHING, INDEX_STATE_KEY, FilledVectors, Rewrite, Scope, StoreHealth
 from memsearch.store.dialects import Dialect
-from memsearch.store.model_vectors import ExtraModelVectors, extra_fields
+from memsearch.store.model_vectors import SqlModelVectors, extra_fields
 from memsearch.timeutil import to_iso
 
 if TYPE_CHECKING:
@@ -75,7 +75,7 @@ class NewBatch:
         self.replaced = False  # a memory was rewritten in place: its old text is to be forgotten
 
 
-class SQLStore(ExtraModelVectors):
+class SQLStore:
     """The store methods both SQL engines run alike. A store supplies its connection (`_db`, one
     per thread, whose `execute` returns a cursor), its dialect, its write transaction (`_write`)
     and the hooks below where its engine differs."""
@@ -92,6 +92,14 @@ class SQLStore(ExtraModelVectors):
     _local: threading.local
     _lock: threading.Lock
     _connections: builtins.list[Any]
+
+    def _compose(self) -> None:
+        """Make the parts both SQL stores hold (each store's __init__ calls it): the ModelVectors
+        part, whose methods are the store's."""
+        self.models = SqlModelVectors(self, self.dialect)
+        self.extra_models, self.add_model_vectors = self.models.extra_models, self.models.add_model_vectors
+        self.drop_model_vectors, self.all_model_vectors = self.models.drop_model_vectors, self.models.all_model_vectors
+        self.model_vector_counts = self.models.model_vector_counts
 
     @property
     def _db(self) -> Any:
@@ -210,7 +218,7 @@ class SQLStore(ExtraModelVectors):
             if vectors is None:  # they wait for their vectors, those of the other models too
                 self._set_pending(db, ids, waiting=True)
             else:
-                self._write_model_vectors(db, ids, model_vectors)
+                self.models.write(db, ids, model_vectors)
                 self._set_pending(db, ids, waiting=False)
             return ids
 
@@ -264,7 +272,7 @@ class SQLStore(ExtraModelVectors):
             self._fill(db, chosen)
             chosen_ids = [item.id for item in chosen]
             rows_of = {name: vectors[kept] for name, vectors in (model_vectors or {}).items()}
-            self._write_model_vectors(db, chosen_ids, rows_of)
+            self.models.write(db, chosen_ids, rows_of)
             db.cursor().executemany(
                 f"DELETE FROM pending_vectors WHERE memory_id = {mark}", [(memory_id,) for memory_id in chosen_ids]
             )

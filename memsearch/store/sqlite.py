@@ -36,7 +36,6 @@ from memsearch.store.base import (
     INDEX_STATE_KEY,
     ExportedMemory,
     FilledVectors,
-    Hits,
     Rewrite,
     Scope,
     VectorHits,
@@ -45,21 +44,20 @@ from memsearch.store.dialects import SQLITE
 from memsearch.store.fts import fts_row, gram_text
 from memsearch.store.lexical_cache import lexical_threshold
 from memsearch.store.lexical_index import ImpactIndex
-from memsearch.store.migrations import MIGRATIONS, SCHEMA_VERSION
+from memsearch.store.migrations import MIGRATIONS, SCHEMA_VERSION, split_statements
 from memsearch.store.sql import MEMORY_COLUMNS, REFERS, NewBatch, SQLStore
 from memsearch.store.sqlite_errors import (
     ACCESS_TIMEOUT_MS,
     BUSY_TIMEOUT_MS,
     disk_full,
-    environment_error,
     full_disk,
-    is_busy,
     os_reason,
     store_error,
 )
 from memsearch.store.sqlite_fts import LEXICAL_VIEWS_STATE, Fts5Index
 from memsearch.store.sqlite_lexical import ImpactLexical
 from memsearch.store.sqlite_reads import SQLiteReads, fits_sqlite
+from memsearch.store.sqlite_transaction import Transaction
 from memsearch.store.sqlite_vectors import CacheRecords, InProcessVectors
 from memsearch.store.vectors import VectorIndex
 from memsearch.timeutil import to_iso
@@ -97,7 +95,7 @@ def _create_private_file(path: Path) -> bool:
     return True
 
 
-class SQLiteStore(Fts5Index, ImpactLexical, InProcessVectors, SQLiteReads, SQLStore):
+class SQLiteStore(ImpactLexical, InProcessVectors, SQLiteReads, SQLStore):
     """One memsearch store file. Open with `SQLiteStore.open`; close when done.
 
     Each thread gets its own connection (SQLite connections are not to be shared by threads that
@@ -121,7 +119,6 @@ class SQLiteStore(Fts5Index, ImpactLexical, InProcessVectors, SQLiteReads, SQLSt
         self._ann_cache: dict[str, tuple[VectorIndex, AnnIndex]] = {}
         self._cache_records = CacheRecords(self)  # the vector cache files' digests (meta rows)
         self._cache_place: Path | bool | None = False  # where the cache files go; False: not looked yet
-        self._lexical_memo: tuple[tuple[Any, ...], Hits] | None = None  # the last lexical view query
         self._roles_memo: dict[Scope, tuple[int, builtins.list[str]]] = {}  # scope → (generation, roles)
         self._vector_memo: tuple[tuple[Any, ...], VectorIndex, VectorHits] | None = None  # the last vector search
         # Scopes of at least this many memories are searched through the approximate index.
@@ -133,6 +130,10 @@ class SQLiteStore(Fts5Index, ImpactLexical, InProcessVectors, SQLiteReads, SQLSt
         self._access_skipped = False  # the note that access was not recorded is given once
         self._access_file_missing = False  # the access file could not be had: accesses are not recorded
         self._wal_holds_deleted_text = False  # a checkpoint is due after the write commits
+        self._compose()
+        self.lexical = Fts5Index(self, self._impact_search)  # the LexicalIndex part (a large store's: faster)
+        self.lexical_search, self.document_frequency = self.lexical.lexical_search, self.lexical.document_frequency
+        self.word_documents = self.lexical.word_documents
         if read_only:
             self._write_refusal = StoreUnavailableError(
                 f"{path} is open read-only (it, or its folder, cannot be written, or MEMSEARCH_READ_ONLY is set); "
@@ -282,7 +283,7 @@ class SQLiteStore(Fts5Index, ImpactLexical, InProcessVectors, SQLiteReads, SQLSt
                 )
             self._db.create_function("memsearch_grams", 2, gram_text, deterministic=True)
             for number in range(version + 1, SCHEMA_VERSION + 1):
-                for statement in _split_statements(MIGRATIONS[number - 1]):
+                for statement in split_statements(MIGRATIONS[number - 1]):
                     self._db.execute(statement)
                 self._db.execute(f"PRAGMA user_version = {number}")
             self._db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
@@ -299,7 +300,7 @@ class SQLiteStore(Fts5Index, ImpactLexical, InProcessVectors, SQLiteReads, SQLSt
             raise self._write_refusal
         if getattr(self._local, "batched", False):
             return contextlib.nullcontext()
-        return _Transaction(connection, self.path, busy_timeout_ms)
+        return Transaction(connection, self.path, busy_timeout_ms)
 
     @contextlib.contextmanager
     def batch(self) -> Iterator[None]:
@@ -369,7 +370,7 @@ class SQLiteStore(Fts5Index, ImpactLexical, InProcessVectors, SQLiteReads, SQLSt
 
     def _index(self, db: sqlite3.Connection, memory_id: int, batch: NewBatch, index: int) -> None:
         memory = batch.memories[index]
-        self._index_text(memory_id, fts_row(memory.text, memory.tags, memory.kind, memory.views))
+        self.lexical.index_text(memory_id, fts_row(memory.text, memory.tags, memory.kind, memory.views))
         if batch.vectors is not None:
             db.execute(
                 "INSERT INTO vectors (memory_id, vector) VALUES (?, ?) "
@@ -435,7 +436,7 @@ class SQLiteStore(Fts5Index, ImpactLexical, InProcessVectors, SQLiteReads, SQLSt
             (rewrite.text, content_hash(rewrite.text), json.dumps(dict(rewrite.metadata), ensure_ascii=False),
              rewrite.id),
         )  # fmt: skip
-        self._rewrite_fts(rewrite.id, rewrite.text, None, {v: t[0] if t else None for v, t in rewrite.views.items()})
+        self.lexical.rewrite(rewrite.id, rewrite.text, None, {v: t[0] if t else None for v, t in rewrite.views.items()})
         for view, value in rewrite.views.items():
             self._db.execute("DELETE FROM views WHERE memory_id = ? AND view = ?", (rewrite.id, view))
             if value is not None and value[1] is not None:
@@ -448,7 +449,7 @@ class SQLiteStore(Fts5Index, ImpactLexical, InProcessVectors, SQLiteReads, SQLSt
             "ON CONFLICT (memory_id) DO UPDATE SET vector = excluded.vector",
             (rewrite.id, rewrite.vector.astype("<f4").tobytes()),
         )
-        self._rewrite_model_vectors(self._db, rewrite)
+        self.models.rewrite(self._db, rewrite)
         self._set_pending(self._db, [rewrite.id], waiting=False)
 
     def _delete_views(self, memory_id: int) -> None:
@@ -473,7 +474,7 @@ class SQLiteStore(Fts5Index, ImpactLexical, InProcessVectors, SQLiteReads, SQLSt
             self._access_not_recorded(f"{self.path} is open read-only" if self.read_only else str(error))
 
     def _retag(self, db: sqlite3.Connection, memory: Memory, tags: Sequence[str]) -> None:
-        self._rewrite_fts(memory.id, memory.text, tags, {})
+        self.lexical.rewrite(memory.id, memory.text, tags, {})
 
     def _clear_vectors(self, db: sqlite3.Connection) -> None:
         db.execute("DELETE FROM vectors")
@@ -554,7 +555,7 @@ class SQLiteStore(Fts5Index, ImpactLexical, InProcessVectors, SQLiteReads, SQLSt
                 )
                 if any(getattr(m, name) is not None for name in REFERS):
                     links.append((*(getattr(m, name) for name in REFERS), m.id))
-                self._index_text(m.id, fts_row(m.text, m.tags, m.kind, exported.lexical_views))
+                self.lexical.index_text(m.id, fts_row(m.text, m.tags, m.kind, exported.lexical_views))
                 if exported.vector is not None:
                     self._db.execute(
                         "INSERT INTO vectors (memory_id, vector) VALUES (?, ?)",
@@ -600,50 +601,3 @@ class SQLiteStore(Fts5Index, ImpactLexical, InProcessVectors, SQLiteReads, SQLSt
 
     def _size_bytes(self) -> int:
         return sum(os.path.getsize(p) for p in (self.path, Path(f"{self.path}-wal")) if os.path.exists(p))
-
-
-def _split_statements(script: str) -> builtins.list[str]:
-    """Split a migration into statements; migrations contain no semicolons inside literals."""
-    return [part.strip() for part in script.split(";") if part.strip()]
-
-
-class _Transaction:
-    """BEGIN IMMEDIATE … COMMIT, rolled back on any exception, so a failed write leaves nothing."""
-
-    def __init__(self, connection: sqlite3.Connection, path: Path, busy_timeout_ms: int | None = None) -> None:
-        self._db = connection
-        self._path = path
-        self._busy_timeout_ms = busy_timeout_ms
-
-    def __enter__(self) -> None:
-        short = self._busy_timeout_ms is not None
-        try:
-            if short:
-                self._db.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms}")
-            self._db.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error as error:
-            if short and is_busy(error):
-                raise StoreUnavailableError(f"{self._path} is busy: another process is writing to it") from None
-            raise environment_error(self._path, error) or error from None
-        finally:
-            if short:
-                self._db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-
-    def __exit__(self, exc_type: type[BaseException] | None, error: BaseException | None, *_: object) -> None:
-        if exc_type is None:
-            try:
-                self._db.execute("COMMIT")
-            except sqlite3.Error as failed:
-                self._rollback()
-                raise environment_error(self._path, failed) or failed from None
-            return
-        self._rollback()
-        if isinstance(error, sqlite3.Error) and (translated := environment_error(self._path, error)):
-            raise translated from None
-
-    def _rollback(self) -> None:
-        # After some errors (a full disk) SQLite has already rolled back; a second ROLLBACK would
-        # raise "no transaction is active" and hide the cause.
-        if self._db.in_transaction:
-            with contextlib.suppress(sqlite3.Error):
-                self._db.execute("ROLLBACK")

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import builtins
 import sqlite3
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
+from typing import Any, Protocol
 
 from memsearch.errors import StoreUnavailableError
 from memsearch.models import LEXICAL_VIEWS, Memory
@@ -32,71 +33,83 @@ _FTS_INSERT = (
 )
 
 
+class SQLiteFile(Protocol):
+    """What the SQLite store's parts need of the store file they live in: this thread's
+    connection, the meta rows, a write transaction and the write generation."""
+
+    @property
+    def read_only(self) -> bool: ...
+
+    @property
+    def _write_refusal(self) -> Exception | None: ...  # set when only reading works
+
+    @property
+    def _db(self) -> sqlite3.Connection: ...
+
+    def _meta(self, key: str) -> str | None: ...
+
+    def _set_meta(self, key: str, value: str) -> None: ...
+
+    def transaction(self, busy_timeout_ms: int | None = None) -> AbstractContextManager[None]: ...
+
+    def generation(self) -> int: ...
+
+    def get(self, memory_id: int) -> Memory: ...
+
+
+# FTS5's top k of a query over text and tags (or a view's column) by another route, or None when
+# it cannot answer (memsearch.store.sqlite_lexical's impact index).
+FasterLexical = Callable[[LexicalQuery, Scope, int, "str | None"], "Hits | None"]
+
+
 class Fts5Index:
-    """The SQLite store's full-text rows and lexical search (a part of SQLiteStore)."""
+    """The SQLite store's LexicalIndex part: its full-text rows and FTS5's BM25 search over them,
+    in the store file it is given."""
 
-    read_only: bool
-    _write_refusal: Exception | None
-    _lexical_memo: tuple[tuple[Any, ...], Hits] | None  # the last lexical view query
+    def __init__(self, file: SQLiteFile, faster: FasterLexical | None = None) -> None:
+        self._file = file
+        self._faster = faster  # answers as FTS5 would, sooner, where it can (a large store's impact index)
+        self._memo: tuple[tuple[Any, ...], Hits] | None = None  # the last lexical view query
 
-    if TYPE_CHECKING:  # what the store provides
-
-        @property
-        def _db(self) -> sqlite3.Connection: ...
-
-        def _meta(self, key: str) -> str | None: ...
-
-        def _set_meta(self, key: str, value: str) -> None: ...
-
-        def transaction(self, busy_timeout_ms: int | None = None) -> Any: ...
-
-        def generation(self) -> int: ...
-
-        def get(self, memory_id: int) -> Memory: ...
-
-        def _impact_search(self, query: LexicalQuery, scope: Scope, limit: int, view: str | None) -> Hits | None: ...
-
-    def _index_text(self, memory_id: int, row: Sequence[str]) -> None:
+    def index_text(self, memory_id: int, row: Sequence[str]) -> None:
         """Write a memory's full-text row; one whose lexical views differ marks the store so (see
         `_lexical_views_alike`)."""
-        self._db.execute(_FTS_INSERT, (memory_id, *row))
+        self._file._db.execute(_FTS_INSERT, (memory_id, *row))
         views = [row[FTS_COLUMNS.index(view)] for view in LEXICAL_VIEWS]
-        if any(text != views[0] for text in views) and self._meta(LEXICAL_VIEWS_STATE) != "differ":
-            self._set_meta(LEXICAL_VIEWS_STATE, "differ")
+        if any(text != views[0] for text in views) and self._file._meta(LEXICAL_VIEWS_STATE) != "differ":
+            self._file._set_meta(LEXICAL_VIEWS_STATE, "differ")
 
     def _lexical_views_alike(self) -> bool:
         """Whether every memory's lexical views hold the same text (a store of notes, which are
         their own views), as the store keeps track since it was made; a store made by an older
         memsearch is read once to know (when it can be written, to keep the answer)."""
-        state = self._meta(LEXICAL_VIEWS_STATE)
-        if state is None and not self.read_only and self._write_refusal is None:
+        state = self._file._meta(LEXICAL_VIEWS_STATE)
+        if state is None and not self._file.read_only and self._file._write_refusal is None:
             differs = " OR ".join(f"{view} IS NOT {LEXICAL_VIEWS[0]}" for view in LEXICAL_VIEWS[1:])
-            found = self._db.execute(f"SELECT 1 FROM memories_fts WHERE {differs} LIMIT 1").fetchone()
+            found = self._file._db.execute(f"SELECT 1 FROM memories_fts WHERE {differs} LIMIT 1").fetchone()
             try:
-                with self.transaction(ACCESS_TIMEOUT_MS):
-                    self._db.execute(
+                with self._file.transaction(ACCESS_TIMEOUT_MS):
+                    self._file._db.execute(
                         "INSERT OR IGNORE INTO meta (key, value) VALUES (?, ?)",
                         (LEXICAL_VIEWS_STATE, "differ" if found else "same"),
                     )
             except StoreUnavailableError:
                 return False
-            state = self._meta(LEXICAL_VIEWS_STATE)
+            state = self._file._meta(LEXICAL_VIEWS_STATE)
         return state == "same"
 
-    def _rewrite_fts(
-        self, memory_id: int, text: str, tags: Sequence[str] | None, views: Mapping[str, str | None]
-    ) -> None:
+    def rewrite(self, memory_id: int, text: str, tags: Sequence[str] | None, views: Mapping[str, str | None]) -> None:
         """Index a memory anew with its new text and tags (None: as stored) and the named lexical
         views (None: the view's default for the text); other views keep their indexed text."""
-        memory = self.get(memory_id)
-        stored = self._db.execute(
+        memory = self._file.get(memory_id)
+        stored = self._file._db.execute(
             f"SELECT {', '.join(LEXICAL_VIEWS)} FROM memories_fts WHERE rowid = ?", (memory_id,)
         ).fetchone()
         kept = {view: value for view, value in zip(LEXICAL_VIEWS, stored, strict=True) if view not in views}
         named = {view: value for view, value in views.items() if view in LEXICAL_VIEWS and value is not None}
-        self._db.execute("DELETE FROM memories_fts WHERE rowid = ?", (memory_id,))
+        self._file._db.execute("DELETE FROM memories_fts WHERE rowid = ?", (memory_id,))
         row = fts_row(text, memory.tags if tags is None else tags, memory.kind, {**kept, **named})
-        self._index_text(memory_id, row)
+        self.index_text(memory_id, row)
 
     def lexical_search(self, query: LexicalQuery, scope: Scope, limit: int, view: str | None = None) -> LexicalHits:
         """FTS5 BM25, best first, as (id, score) with higher scores better: over text and tags, or
@@ -106,18 +119,18 @@ class Fts5Index:
         if view is not None and self._lexical_views_alike():
             # Every memory's views hold the same text: one view's ranking is every view's, so the
             # legs over them run one query (the last one's hits are kept for the next leg).
-            key = (self.generation(), query, scope, limit)
-            last = self._lexical_memo
+            key = (self._file.generation(), query, scope, limit)
+            last = self._memo
             if last is not None and last[0] == key:
                 return LexicalHits(last[1])
             hits = self._lexical_query(query, scope, limit, LEXICAL_VIEWS[0])
-            self._lexical_memo = (key, hits)
+            self._memo = (key, hits)
             return LexicalHits(hits)
         return LexicalHits(self._lexical_query(query, scope, limit, view))
 
     def _lexical_query(self, query: LexicalQuery, scope: Scope, limit: int, view: str | None) -> Hits:
-        if (found := self._impact_search(query, scope, limit, view)) is not None:
-            return found  # a large store: FTS5's answer (exact), found sooner through the impact index
+        if self._faster is not None and (found := self._faster(query, scope, limit, view)) is not None:
+            return found  # FTS5's answer (exact), found sooner
         return self._fts5_query(query, scope, limit, view)
 
     def _fts5_query(self, query: LexicalQuery, scope: Scope, limit: int, view: str | None) -> Hits:
@@ -145,27 +158,27 @@ class Fts5Index:
                 f"WHERE memories_fts MATCH ? AND {where} ORDER BY {rank} LIMIT ?"
             )
             params = [expression, *scope_params, limit]
-        return [(int(row[0]), float(row[1])) for row in self._db.execute(sql, params)]
+        return [(int(row[0]), float(row[1])) for row in self._file._db.execute(sql, params)]
 
     def word_documents(self, words: Sequence[str]) -> tuple[int, builtins.list[int]]:
         """See SearchBackend.word_documents: FTS5's per-column document counts (fts5vocab, a
         table of this connection's own temp schema, which even a read-only store can hold)."""
         phrases = FTS_TOKENIZER.phrases(words)
         terms = sorted({term for phrase in phrases for term in phrase})
-        self._db.execute(
+        self._file._db.execute(
             "CREATE VIRTUAL TABLE IF NOT EXISTS temp.memories_vocab USING fts5vocab(main, memories_fts, col)"
         )
         counts: dict[str, int] = {}
         for start in range(0, len(terms), _TERMS_A_QUERY):
             batch = terms[start : start + _TERMS_A_QUERY]
             counts.update(
-                self._db.execute(
+                self._file._db.execute(
                     "SELECT term, sum(doc) FROM temp.memories_vocab WHERE col IN ('text', 'tags') "
                     f"AND term IN ({', '.join('?' * len(batch))}) GROUP BY term",
                     batch,
                 ).fetchall()
             )
-        memories = int(self._db.execute("SELECT count(*) FROM memories").fetchone()[0])
+        memories = int(self._file._db.execute("SELECT count(*) FROM memories").fetchone()[0])
         return memories, [min((counts.get(term, 0) for term in phrase), default=0) for phrase in phrases]
 
     def document_frequency(self, word: str, scope: Scope, at_most: int) -> int:
@@ -182,4 +195,4 @@ class Fts5Index:
                 f"WHERE memories_fts MATCH ? AND {where} LIMIT ?)"
             )
             params = [f"{{text tags}} : ({match})", *scope_params, at_most]
-        return int(self._db.execute(sql, params).fetchone()[0])
+        return int(self._file._db.execute(sql, params).fetchone()[0])

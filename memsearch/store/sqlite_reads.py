@@ -5,10 +5,10 @@ from __future__ import annotations
 import builtins
 import sqlite3
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from memsearch.errors import MemoryNotFoundError
-from memsearch.models import Memory
+from memsearch.models import FIELDS_BY_NAME, Memory
 from memsearch.store.base import EVERYTHING, Scope
 from memsearch.store.dialects import SQLITE, SQLITE_INT_MAX
 from memsearch.store.sql import SQLStore
@@ -46,6 +46,25 @@ class SQLiteReads(SQLStore):
             marks = ",".join("?" * len(chunk))
             for row in self._db.execute(f"{self.memory_select} WHERE m.id IN ({marks})", chunk):
                 found[row[0]] = _row_to_memory(row)
+        return found
+
+    def fields_of(self, ids: Sequence[int], names: Sequence[str]) -> dict[int, tuple[Any, ...]]:
+        """See SearchBackend.fields_of: one query of those columns, each decoded as get_many does."""
+        kinds = [FIELDS_BY_NAME[name].kind for name in names]  # a name not a field: KeyError
+        decode = [(at, read) for at, kind in enumerate(kinds, start=1) if (read := SQLITE.readers.get(kind))]
+        selected = ", ".join(["m.id", *(f"m.{name}" for name in names)])
+        found: dict[int, tuple[Any, ...]] = {}
+        unique = [i for i in dict.fromkeys(int(i) for i in ids) if fits_sqlite(i)]
+        for start in range(0, len(unique), 500):
+            chunk = unique[start : start + 500]
+            sql = f"SELECT {selected} FROM memories m WHERE m.id IN ({','.join('?' * len(chunk))})"
+            rows = self._db.execute(sql, chunk).fetchall()
+            if rows:  # decoded column by column
+                columns: builtins.list[tuple[Any, ...]] = list(zip(*rows, strict=True))
+                for at, read in decode:
+                    columns[at] = tuple(map(read, columns[at]))
+                values = zip(*columns[1:], strict=True) if names else (() for _ in rows)
+                found.update(zip(columns[0], values, strict=True))
         return found
 
     def iter_texts(self) -> Iterator[tuple[int, str]]:

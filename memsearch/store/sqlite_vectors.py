@@ -16,6 +16,7 @@ from memsearch.errors import MemsearchError, StoreCorruptError
 from memsearch.models import CHUNK_VIEW_PREFIX, OWN_TEXT_VIEWS, EmbeddingModelInfo
 from memsearch.store.ann import AnnIndex, index_library_available
 from memsearch.store.base import Scope, VectorHits
+from memsearch.store.model_vectors import SqlModelVectors
 from memsearch.store.sqlite_errors import ACCESS_TIMEOUT_MS
 from memsearch.store.vector_cache import VectorCache, WrongDimension, batches, cache_place
 from memsearch.store.vectors import VectorIndex, approximate_top, vector_top
@@ -88,6 +89,8 @@ class InProcessVectors:
     _ann_cache: dict[str, tuple[VectorIndex, AnnIndex]]
     _vector_memo: tuple[tuple[Any, ...], VectorIndex, VectorHits] | None  # the last vector search
 
+    models: SqlModelVectors  # the store's ModelVectors part
+
     if TYPE_CHECKING:  # what the store provides
 
         @property
@@ -108,10 +111,6 @@ class InProcessVectors:
         def _scoped_ids(self, scope: Scope) -> builtins.list[int]: ...
 
         def _ids_of_other_kinds(self, kinds: Sequence[str]) -> builtins.list[int]: ...
-
-        def model_vector_search(
-            self, model: str, vector: np.ndarray, scope: Scope, limit: int | None
-        ) -> VectorHits: ...
 
     def vector_index(self, view: str | None = None) -> VectorIndex:
         """The stored vectors (of the memories' own texts, or of one view) as one matrix, cached
@@ -259,7 +258,7 @@ class InProcessVectors:
         if model is not None:
             if view is not None:
                 raise ValueError(f"no vector view {view!r} of another model")
-            return self.model_vector_search(model, vector, scope, limit)
+            return self.models.search(model, vector, scope, limit)
 
         index = self.vector_index(view)
         chunks = self.vector_index(_CHUNKS) if view is None or view in OWN_TEXT_VIEWS else None

@@ -1,5 +1,6 @@
 """The PostgreSQL store: connections, writes (each one transaction, retried), export and restore,
-and the reads; its schema, BM25 engine and vector search are modules of their own.
+and the reads; its schema, lexical index (postgres.lexical, a part it holds), BM25 engine and
+vector search are modules of their own.
 
 Ranking parity with SQLite is the point: the lexical leg is FTS5's BM25 computed in SQL from
 postings kept in each memory's own transaction (tokens from SQLite's own tokenizer, see
@@ -28,6 +29,7 @@ from psycopg import errors as pg_errors
 
 from memsearch.errors import InvalidInputError, MemoryNotFoundError, StoreNotFoundError, StoreUnavailableError
 from memsearch.models import (
+    FIELDS_BY_NAME,
     LEXICAL_VIEWS,
     VECTOR_VIEWS,
     EmbeddingModelInfo,
@@ -42,16 +44,14 @@ from memsearch.store.base import (
     INDEX_STATE_KEY,
     ExportedMemory,
     FilledVectors,
-    LexicalHits,
     Rewrite,
     Scope,
 )
 from memsearch.store.dialects import POSTGRES
 from memsearch.store.fts import FTS_COLUMNS, FTS_TOKENIZER, GRAM_COLUMNS, fts_row
-from memsearch.store.postgres.bm25 import Bm25, query_phrases
+from memsearch.store.postgres.lexical import PgLexicalIndex
 from memsearch.store.postgres.schema import (
     MIGRATION_LOCK,
-    OWN_VIEWS_DIFFER,
     SCHEMA_VERSION,
     hnsw_index_sql,
     migrate,
@@ -59,7 +59,6 @@ from memsearch.store.postgres.schema import (
 )
 from memsearch.store.postgres.vectors import PgVectorSearch, f32
 from memsearch.store.sql import MEMORY_COLUMNS, NEW_COLUMNS, REFERS, RESTORED, NewBatch, SQLStore
-from memsearch.text import LexicalQuery
 
 if TYPE_CHECKING:
     from psycopg import Connection
@@ -79,7 +78,7 @@ def lexical_views_of(text: str, stored: Mapping[str, str], kind: str) -> dict[st
     return {view: stored.get(view, default_view_text(kind, view, text)) for view in LEXICAL_VIEWS}
 
 
-class PostgresStore(PgVectorSearch, SQLStore):
+class PostgresStore(SQLStore):
     """A memsearch store in a PostgreSQL database with pgvector. Open with `PostgresStore.open`.
 
     Each thread gets its own connection, so one store object serves a threaded server. Reads run
@@ -101,6 +100,18 @@ class PostgresStore(PgVectorSearch, SQLStore):
         self._cached_model: EmbeddingModelInfo | None = None
         self.read_only = read_only_requested()
         self._access_skipped = False  # the note that access was not recorded is given once
+        self._compose()
+        self.own_vectors = PgVectorSearch(self)  # the vector reads of the OwnVectors part
+        self.vector_search, self.cosines, self.vectors = (
+            self.own_vectors.vector_search,
+            self.own_vectors.cosines,
+            self.own_vectors.vectors,
+        )
+        self.all_vectors, self.nearest = self.own_vectors.all_vectors, self.own_vectors.nearest
+        self.seed_composite_search = self.own_vectors.seed_composite_search
+        self.lexical = PgLexicalIndex(lambda: self._db)  # the LexicalIndex part
+        self.lexical_search, self.document_frequency = self.lexical.lexical_search, self.lexical.document_frequency
+        self.word_documents = self.lexical.word_documents
 
     # -- connections ----------------------------------------------------------------------
 
@@ -356,7 +367,7 @@ class PostgresStore(PgVectorSearch, SQLStore):
              if value is not None and value[1] is not None],
         )  # fmt: skip
         self._copy_vectors(db, [(rewrite.id, rewrite.vector)], upsert=True)
-        self._rewrite_model_vectors(db, rewrite)
+        self.models.rewrite(db, rewrite)
         self._set_pending(db, [rewrite.id], waiting=False)
 
     def touch(self, ids: Sequence[int], now: datetime) -> None:
@@ -536,6 +547,14 @@ class PostgresStore(PgVectorSearch, SQLStore):
         rows = self._db.execute(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id = ANY(%s)", (unique,))
         return {row[0]: POSTGRES.row_to_memory(row) for row in rows}
 
+    def fields_of(self, ids: Sequence[int], names: Sequence[str]) -> dict[int, tuple[Any, ...]]:
+        """See SearchBackend.fields_of: one query of those columns, each decoded as get_many does."""
+        reads = [POSTGRES.readers.get(FIELDS_BY_NAME[name].kind) for name in names]  # a name not a field: KeyError
+        columns = ", ".join(["id", *names])
+        unique = list(dict.fromkeys(int(i) for i in ids))
+        rows = self._db.execute(f"SELECT {columns} FROM memories WHERE id = ANY(%s)", (unique,))
+        return {row[0]: tuple(v if r is None else r(v) for v, r in zip(row[1:], reads, strict=True)) for row in rows}
+
     def iter_texts(self) -> Iterator[tuple[int, str]]:
         yield from self._db.execute("SELECT id, text FROM memories ORDER BY id").fetchall()
 
@@ -547,41 +566,6 @@ class PostgresStore(PgVectorSearch, SQLStore):
         where, params = POSTGRES.where(scope)
         sql = f"SELECT DISTINCT m.role FROM memories m WHERE m.role IS NOT NULL AND {where} ORDER BY 1"
         return [row[0] for row in self._db.execute(sql, params)]
-
-    # -- lexical: FTS5's bm25() in SQL ------------------------------------------------------
-    def lexical_search(self, query: LexicalQuery, scope: Scope, limit: int, view: str | None = None) -> LexicalHits:
-        """FTS5's BM25 (see Bm25), best first, ties to the smaller id: over text and tags, or over
-        one view's column only. The statistics and the ranking are read in one snapshot, so
-        concurrent writers cannot make them disagree."""
-        phrases = query_phrases(query, view)
-        if not phrases or limit <= 0:
-            return LexicalHits()
-        key = (query, scope, limit)
-        alike = False
-        if view is not None:
-            # Where every memory's views hold its own text (a store of notes), each view ranks
-            # alike: the leg over the next view is the one just run, if nothing was written since
-            # (the same snapshot), as the SQLite store shares one query between them.
-            snapshot, alike = self._db.execute(
-                f"SELECT pg_current_snapshot()::text, NOT EXISTS (SELECT 1 FROM memories WHERE {OWN_VIEWS_DIFFER})"
-            ).fetchone()  # type: ignore[misc]
-            last = getattr(self._local, "lexical_memo", None)
-            if alike and last is not None and last[:2] == (key, snapshot):
-                return LexicalHits(last[2], last[2].engine)
-        with self._db.transaction():
-            self._db.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-            hits = Bm25(self._db).search(phrases, scope, limit)
-        if alike:
-            self._local.lexical_memo = (key, snapshot, hits)
-        return LexicalHits(hits, hits.engine)
-
-    def document_frequency(self, word: str, scope: Scope, at_most: int) -> int:
-        """How many memories in scope hold `word` in their text or tags, counting no further than `at_most`."""
-        return Bm25(self._db).document_frequency(word, scope, at_most)
-
-    def word_documents(self, words: Sequence[str]) -> tuple[int, builtins.list[int]]:
-        """See SearchBackend.word_documents: the term_docs counters of the text and tags columns."""
-        return Bm25(self._db).word_documents(words)
 
     # -- neighbours and time ------------------------------------------------------------------
 

@@ -8,13 +8,14 @@ import builtins
 import threading
 from collections.abc import Collection, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from memsearch.models import OWN_TEXT_VIEWS, VECTOR_VIEWS, EmbeddingModelInfo
 from memsearch.store.base import EVERYTHING, Hits, Scope, VectorHits
 from memsearch.store.dialects import POSTGRES
+from memsearch.store.model_vectors import SqlModelVectors
 from memsearch.store.postgres.schema import CHUNK_VIEWS_SQL, HNSW_EF_CONSTRUCTION
 
 if TYPE_CHECKING:
@@ -38,23 +39,29 @@ def f32(vector: Any) -> np.ndarray:
     return np.asarray(vector, dtype=np.float32)
 
 
+class PostgresFile(Protocol):
+    """What the vector part needs of the PostgreSQL store it lives in: this thread's connection
+    and its per-connection state (`_local`, reset with each new connection), the store's model
+    and its other models' vectors."""
+
+    models: SqlModelVectors  # the store's ModelVectors part
+
+    @property
+    def _local(self) -> threading.local: ...
+
+    @property
+    def _db(self) -> Connection[Any]: ...
+
+    def _search_model(self) -> EmbeddingModelInfo | None: ...
+
+    def embedding_model(self) -> EmbeddingModelInfo | None: ...
+
+
 class PgVectorSearch:
-    """The PostgreSQL store's vector reads (a part of PostgresStore)."""
+    """The PostgreSQL store's vector reads, a part it holds (`store.own_vectors`)."""
 
-    _local: threading.local
-
-    if TYPE_CHECKING:  # what the store provides
-
-        @property
-        def _db(self) -> Connection[Any]: ...
-
-        def _search_model(self) -> EmbeddingModelInfo | None: ...
-
-        def embedding_model(self) -> EmbeddingModelInfo | None: ...
-
-        def model_vector_search(
-            self, model: str, vector: np.ndarray, scope: Scope, limit: int | None
-        ) -> VectorHits: ...
+    def __init__(self, store: PostgresFile) -> None:
+        self._store = store
 
     def vector_search(
         self, vector: np.ndarray, scope: Scope, limit: int | None, view: str | None = None, *, model: str | None = None
@@ -66,7 +73,7 @@ class PgVectorSearch:
         if model is not None:
             if view is not None:
                 raise ValueError(f"no vector view {view!r} of another model")
-            return self.model_vector_search(model, f32(vector), scope, limit)
+            return self._store.models.search(model, f32(vector), scope, limit)
         if view is not None and view not in VECTOR_VIEWS:
             raise ValueError(f"no vector view {view!r}")
         query = f32(vector)
@@ -74,17 +81,17 @@ class PgVectorSearch:
             return VectorHits()
         key = (query.tobytes(), scope, limit)
         if view is None:
-            (snapshot,) = self._db.execute("SELECT pg_current_snapshot()::text").fetchone()  # type: ignore[misc]
+            (snapshot,) = self._store._db.execute("SELECT pg_current_snapshot()::text").fetchone()  # type: ignore[misc]
         elif view in OWN_TEXT_VIEWS:
             # A view no memory has a vector of is searched by the memories' own vectors: the
             # answer of the plain search just made, if nothing was written since (the same
             # snapshot: no transaction committed or began writing in between).
-            snapshot, viewed = self._db.execute(
+            snapshot, viewed = self._store._db.execute(
                 "SELECT pg_current_snapshot()::text, EXISTS (SELECT 1 FROM views WHERE view = %s "
                 "AND embedding IS NOT NULL)",
                 (view,),
             ).fetchone()  # type: ignore[misc]
-            last = getattr(self._local, "vector_memo", None)
+            last = getattr(self._store._local, "vector_memo", None)
             if not viewed and last is not None and last[:2] == (key, snapshot):
                 return VectorHits(last[2], last[2].engine)
         hits, engine = self._nearest_sql(query, scope, limit, view, exclude=())
@@ -97,13 +104,13 @@ class PgVectorSearch:
         ranked = sorted(best.items(), key=lambda hit: (-hit[1], hit[0]))
         found = VectorHits(ranked if limit is None else ranked[:limit], engine)
         if view is None:
-            self._local.vector_memo = (key, snapshot, found)
+            self._store._local.vector_memo = (key, snapshot, found)
         return VectorHits(found, engine)
 
     def _best_chunks(self, query: np.ndarray, scope: Scope, limit: int | None) -> Hits:
         """The long notes in scope by their best chunk vector (views chunk_2, …), nearest first."""
         where, params = POSTGRES.where(scope)
-        rows = self._db.execute(
+        rows = self._store._db.execute(
             "SELECT memory_id, embedding FROM (SELECT DISTINCT ON (v.memory_id) v.memory_id, v.embedding, "
             "v.embedding <=> %s AS distance FROM views v JOIN memories m ON m.id = v.memory_id "
             f"WHERE v.view LIKE {CHUNK_VIEWS_SQL} AND v.embedding IS NOT NULL AND {where} "
@@ -116,7 +123,7 @@ class PgVectorSearch:
     def _through_index(self, limit: int | None, view: str | None, where: str, params: builtins.list[Any]) -> int | None:
         """The number of stored vectors (which sets the index search's width) when a vector search
         goes through the HNSW indexes; None when it is exact."""
-        if limit is None or self._search_model() is None:
+        if limit is None or self._store._search_model() is None:
             return None
         own = view is None or view in OWN_TEXT_VIEWS  # searched through the memories' own vectors
         searched = self._approximate_count("vectors" if own else "views", view)
@@ -140,7 +147,7 @@ class PgVectorSearch:
             view_clause, view_params = "true", [view, view]
         exclusion = "NOT (v.memory_id = ANY(%s))" if exclude else "true"
         exclusion_params = [sorted(exclude)] if exclude else []
-        model = self._search_model()
+        model = self._store._search_model()
         stored = self._through_index(limit, view, where, params)
         base = (
             f"SELECT v.memory_id, v.embedding FROM {source} v JOIN memories m ON m.id = v.memory_id "
@@ -148,7 +155,7 @@ class PgVectorSearch:
         )
         args: builtins.list[Any] = [*view_params, *exclusion_params, *params]
         if limit is None:
-            rows = self._db.execute(base, args, binary=True).fetchall()
+            rows = self._store._db.execute(base, args, binary=True).fetchall()
         elif stored is not None and view in OWN_TEXT_VIEWS:
             assert model is not None
             # The union above, as two index scans: the view's own vectors (its partial HNSW
@@ -170,7 +177,7 @@ class PgVectorSearch:
             assert model is not None
             rows = self._index_scan(base, args, query, limit, model.dim, stored)
         else:
-            rows = self._db.execute(
+            rows = self._store._db.execute(
                 f"{base} ORDER BY v.embedding <=> %s, v.memory_id LIMIT %s",
                 [*args, query, limit + RESCORE_MARGIN],
                 binary=True,
@@ -191,7 +198,7 @@ class PgVectorSearch:
         filter of 500k vectors, against 0.96 unfiltered)."""
         if where == "true":
             return False
-        (count,) = self._db.execute(
+        (count,) = self._store._db.execute(
             f"SELECT count(*) FROM (SELECT 1 FROM memories m WHERE {where} LIMIT %s) s",
             [*params, EXACT_SEARCH_BELOW],
         ).fetchone()  # type: ignore[misc]
@@ -209,11 +216,11 @@ class PgVectorSearch:
         # recall@10 0.884 at 200, 0.924 at 400, 0.955 at 1000) widens five times sooner
         per_ef = VECTORS_PER_EF if self._hnsw_built_wide() else VECTORS_PER_EF_NARROW_BUILD
         settings = ("relaxed_order", max(200, min(1000, max(fetch * 2, stored // per_ef))))
-        if getattr(self._local, "hnsw_settings", None) != settings:  # session settings: set once per connection
-            self._db.execute(f"SET hnsw.iterative_scan = {settings[0]}")
-            self._db.execute(f"SET hnsw.ef_search = {settings[1]}")
-            self._local.hnsw_settings = settings
-        return self._db.execute(
+        if getattr(self._store._local, "hnsw_settings", None) != settings:  # session settings: set once per connection
+            self._store._db.execute(f"SET hnsw.iterative_scan = {settings[0]}")
+            self._store._db.execute(f"SET hnsw.ef_search = {settings[1]}")
+            self._store._local.hnsw_settings = settings
+        return self._store._db.execute(
             f"{base} ORDER BY v.embedding::vector({int(dim)}) <=> %s::vector({int(dim)}) LIMIT %s",
             [*args, query, fetch],
             binary=True,
@@ -237,39 +244,39 @@ class PgVectorSearch:
             ORDER BY score DESC, m.id
             LIMIT %s
         """
-        rows = self._db.execute(sql, [f32(vector), now, *params, limit])
+        rows = self._store._db.execute(sql, [f32(vector), now, *params, limit])
         return [(int(memory_id), float(score)) for memory_id, score in rows]
 
     def _hnsw_built_wide(self) -> bool:
         """Whether the memories' HNSW index was built with HNSW_EF_CONSTRUCTION or more (asked
         once per connection once the index exists: a rebuilt index is seen by new connections)."""
-        built: bool | None = getattr(self._local, "hnsw_built_wide", None)
+        built: bool | None = getattr(self._store._local, "hnsw_built_wide", None)
         if built is None:
-            exists, value = self._db.execute(
+            exists, value = self._store._db.execute(
                 "SELECT to_regclass('vectors_hnsw') IS NOT NULL, (SELECT option_value FROM pg_class c, "
                 "pg_options_to_table(c.reloptions) WHERE c.oid = to_regclass('vectors_hnsw') "
                 "AND option_name = 'ef_construction')"
             ).fetchone()  # type: ignore[misc]
             built = value is not None and int(value) >= HNSW_EF_CONSTRUCTION
             if exists:
-                self._local.hnsw_built_wide = built
+                self._store._local.hnsw_built_wide = built
         return built
 
     def _approximate_count(self, table: str, view: str | None) -> int:
         """The planner's row estimate of the table (cheap; exactness does not matter here)."""
-        row = self._db.execute(
+        row = self._store._db.execute(
             "SELECT reltuples::bigint FROM pg_class WHERE oid = to_regclass(%s)", (table,)
         ).fetchone()
         estimate = int(row[0]) if row and row[0] is not None else -1
         if estimate < 0:  # never analysed
-            estimate = int(self._db.execute(f"SELECT count(*) FROM {table}").fetchone()[0])  # type: ignore[index]
+            estimate = int(self._store._db.execute(f"SELECT count(*) FROM {table}").fetchone()[0])  # type: ignore[index]
         return estimate
 
     def cosines(self, vector: np.ndarray, ids: Sequence[int]) -> dict[int, float]:
         """Each memory's cosine as the vector leg scores it: a long note's is its best chunk's."""
         query = f32(vector)
         best = {memory_id: float(row @ query) for memory_id, row in self.vectors(ids).items()}
-        for memory_id, embedding in self._db.execute(
+        for memory_id, embedding in self._store._db.execute(
             f"SELECT memory_id, embedding FROM views WHERE view LIKE {CHUNK_VIEWS_SQL} AND memory_id = ANY(%s)",
             (list(best),),
             binary=True,
@@ -278,14 +285,16 @@ class PgVectorSearch:
         return best
 
     def vectors(self, ids: Sequence[int]) -> dict[int, np.ndarray]:
-        rows = self._db.execute(
+        rows = self._store._db.execute(
             "SELECT memory_id, embedding FROM vectors WHERE memory_id = ANY(%s)", ([int(i) for i in ids],), binary=True
         )
         return {int(memory_id): f32(embedding) for memory_id, embedding in rows}
 
     def all_vectors(self) -> tuple[np.ndarray, np.ndarray]:
-        rows = self._db.execute("SELECT memory_id, embedding FROM vectors ORDER BY memory_id", binary=True).fetchall()
-        model = self.embedding_model()
+        rows = self._store._db.execute(
+            "SELECT memory_id, embedding FROM vectors ORDER BY memory_id", binary=True
+        ).fetchall()
+        model = self._store.embedding_model()
         ids = np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
         if not rows:
             return ids, np.zeros((0, model.dim if model else 0), np.float32)
