@@ -217,3 +217,14 @@ def test_the_file_round_trips(db_path: Path) -> None:
     assert again is not None
     for name in ("ids", "lengths", "starts", "rows", "counts", "vocabulary"):
         assert np.array_equal(getattr(index, name), getattr(again, name))
+
+
+def test_the_index_is_opt_in(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Off unless MEMSEARCH_LEXICAL_THRESHOLD names a size: its whole rebuild falls on the first
+    search after any write."""
+    from memsearch.store.lexical_cache import lexical_threshold
+
+    monkeypatch.delenv("MEMSEARCH_LEXICAL_THRESHOLD", raising=False)
+    assert lexical_threshold() == 0
+    monkeypatch.setenv("MEMSEARCH_LEXICAL_THRESHOLD", "200000")
+    assert lexical_threshold() == 200_000

@@ -27,19 +27,19 @@ from memsearch.store.vector_cache import VectorCache
 
 log = logging.getLogger(__name__)
 
-# Memories: from this many in the store, a lexical search over text and tags goes through the
-# impact index. Measured (bench/lexical_scale.py, README): FTS5's bm25 takes a p50 of 28 ms at
-# 100k and 539 ms at 1M, the index 2.2 ms and 25 ms, but its build (each generation: every write)
-# takes ~6 s at 100k and ~70 s at 1M on the loaded benchmark machine; below this, FTS5's time is
-# within a search's budget and no write pays a rebuild.
-DEFAULT_THRESHOLD = 200_000
+# Off unless MEMSEARCH_LEXICAL_THRESHOLD names a store size: the index is rebuilt whole for each
+# generation (every write), ~6 s at 100k and ~70 s at 1M on the loaded benchmark machine, and the
+# first lexical search after a write pays it; so it suits large stores that are mostly read.
+# Measured (bench/lexical_scale.py, README): FTS5's bm25 takes a p50 of 28 ms at 100k and 539 ms
+# at 1M, the index 2.2 ms and 25 ms.
+DEFAULT_THRESHOLD = 0  # 0: off
 
 _NAME = re.compile(r"^(?P<store>[0-9a-f]+)-g(?P<generation>\d+)-fts-(?P<columns>[\w-]+)\.impact$")
 
 
 def lexical_threshold() -> int:
     """The store size (memories) from which lexical search goes through the impact index:
-    MEMSEARCH_LEXICAL_THRESHOLD, else DEFAULT_THRESHOLD."""
+    MEMSEARCH_LEXICAL_THRESHOLD, else DEFAULT_THRESHOLD (0: never)."""
     value = os.environ.get("MEMSEARCH_LEXICAL_THRESHOLD", "").strip()
     return int(value) if value.isascii() and value.isdigit() else DEFAULT_THRESHOLD
 
