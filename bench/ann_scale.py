@@ -8,6 +8,13 @@ search beam (expansion) the time of one index search beside the exact product (n
 thread: the floor), and recall@10 of the candidates re-scored exactly as store.vectors'
 approximate_top does (the index asked for 1.5 x 10 + 10 of them) against the exact top 10.
 Run: python bench/ann_scale.py [--size 100000] [--queries 200]
+
+`--text 20000,50000,100000`: instead, text vectors (LoCoMo-like sentences: bench.py's corpus
+generator, embedded with the bundled model, cached in bench/out/ like bench.py's) at each size (a
+prefix of the largest), with bench.py's queries embedded the same way: the vector leg as a store
+runs it in process (memsearch.store.vectors: `vector_top` exactly, `approximate_top` through the
+index as built by memsearch.store.ann, candidates re-scored exactly), its p50 and recall@10 against
+exact for each search beam, and the index's build time. Every timing with one BLAS thread.
 """
 
 from __future__ import annotations
@@ -33,7 +40,10 @@ def main() -> int:
     parser.add_argument("--connectivity", default="16")
     parser.add_argument("--expansion", default="64,128,256,768")
     parser.add_argument("--out", type=Path, default=HERE / "out")
+    parser.add_argument("--text", default="", help="sizes (comma-separated): text vectors, see above")
     args = parser.parse_args()
+    if args.text:
+        return text_sizes([int(n) for n in args.text.split(",")], args)
     from shared_store import NOW, FixedEncoder
     from threadpoolctl import threadpool_limits
     from usearch.index import Index
@@ -85,6 +95,63 @@ def main() -> int:
             }
             print(key, json.dumps(report[key]), flush=True)
     print(f"load after: {Path('/proc/loadavg').read_text().split()[:3]}", flush=True)
+    print(json.dumps(report))
+    return 0
+
+
+def text_sizes(sizes: list[int], args: argparse.Namespace) -> int:
+    import re
+
+    from shared_store import NOW
+    from threadpoolctl import threadpool_limits
+
+    import bench
+    from memsearch.embedding import load_encoder, resolve_model
+    from memsearch.store import ann
+    from memsearch.store.vectors import VectorIndex, approximate_top, vector_top
+
+    records = bench.corpus(max(sizes), 42, NOW)
+    encoder = load_encoder(resolve_model())
+    model = re.sub(r"[^\w.-]+", "_", encoder.info.name.rsplit("/", 1)[-1])
+    every = bench.embeddings(
+        [r["text"] for r in records], args.out / f"embeddings-g{bench.GENERATOR_VERSION}-s42-{model}", encoder
+    )
+    queries = encoder.encode(bench.queries(args.queries, 42, records[:10_000]))
+    report: dict[str, object] = {"load_before": Path("/proc/loadavg").read_text().split()[:3]}
+    print(f"load before: {report['load_before']}", flush=True)
+    for size in sizes:
+        index = VectorIndex(ids=np.arange(1, size + 1, dtype=np.int64), matrix=np.ascontiguousarray(every[:size]))
+        exact_ms, truth = [], []
+        with threadpool_limits(1):
+            for q in queries:
+                started = time.perf_counter()
+                top = vector_top(index, q, 10)
+                exact_ms.append((time.perf_counter() - started) * 1000)
+                truth.append({i for i, _ in top})
+            folder = args.out / "ann-text"
+            folder.mkdir(parents=True, exist_ok=True)
+            started = time.perf_counter()
+            built = ann.build_index(folder / f"n{size}.hnsw", index)
+            build_s = time.perf_counter() - started
+            row: dict[str, object] = {"exact_ms": statistics.median(exact_ms), "build_s": build_s}
+            for expansion in (int(e) for e in args.expansion.split(",")):
+                ann.EXPANSION_SEARCH = expansion
+                ann_ms, recalls = [], []
+                for q, want in zip(queries, truth, strict=True):
+                    started = time.perf_counter()
+                    found = approximate_top(index, built, q, 10)
+                    ann_ms.append((time.perf_counter() - started) * 1000)
+                    recalls.append(len({i for i, _ in found or []} & want) / 10)
+                row[f"ef{expansion}"] = {
+                    "ann_ms": statistics.median(ann_ms),
+                    "ratio_to_exact": statistics.median(ann_ms) / statistics.median(exact_ms),
+                    "recall_at_10": statistics.mean(recalls),
+                    "min_recall": min(recalls),
+                }
+        report[str(size)] = row
+        print(size, json.dumps(row), flush=True)
+    report["load_after"] = Path("/proc/loadavg").read_text().split()[:3]
+    print(f"load after: {report['load_after']}", flush=True)
     print(json.dumps(report))
     return 0
 

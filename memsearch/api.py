@@ -234,10 +234,13 @@ class Memsearch:
         check_name("conversation", conversation)
         check_profile(profile)
         check_progress(progress)
-        return importing.import_text(
+        outcome = importing.import_text(
             self, content, source=source, fmt=fmt, sessions=sessions, facets=facets, replace=replace,
             profile=profile, conversation=conversation, progress=progress,
         )  # fmt: skip
+        if any(outcome.counts.values()):
+            self._prepare_search_indexes(progress)
+        return outcome
 
     def delete(self, refs: Sequence[int | str]) -> builtins.list[int]:
         """Delete memories by id (an int) or key (a str): all, or none if any is not found; returns their ids.
@@ -291,7 +294,15 @@ class Memsearch:
         from memsearch.curation import reembed
 
         check_progress(progress)
-        return reembed(self.store(), self.encoder(), progress)
+        count = reembed(self.store(), self.encoder(), progress)
+        self._prepare_search_indexes(progress)
+        return count
+
+    def _prepare_search_indexes(self, progress: Progress | None) -> None:
+        """After a bulk write: what the next search would otherwise make on its first read (a large
+        SQLite store's approximate vector index), made here; `progress` gets (vectors indexed, to
+        index) while it is (a front end's bar goes on from the embedding's)."""
+        self.store().prepare_search_indexes(progress)
 
     def add_model(self, name: str, progress: Progress | None = None) -> EmbeddingModelInfo:
         """Make the store hold the vectors of a second model (a registered name or a model folder,
@@ -470,12 +481,14 @@ class Memsearch:
             store.update(memory_id, {"pinned": pinned})
         return ids
 
-    def copy_to(self, destination: str | os.PathLike[str]) -> int:
+    def copy_to(self, destination: str | os.PathLike[str], progress: Progress | None = None) -> int:
         """Copy every memory of this store (views, vectors, access counts, consolidation marks, ids)
-        into the empty or new store at `destination`, without re-embedding; all or nothing."""
+        into the empty or new store at `destination`, without re-embedding; all or nothing. A
+        destination large enough for an approximate vector index gets it made here (`progress`:
+        (vectors indexed, to index))."""
         from memsearch.store.copy import copy_between
 
-        return copy_between(self.path, check_location("destination", destination))
+        return copy_between(self.path, check_location("destination", destination), check_progress(progress))
 
     def consolidate(self, *, duplicate: float = 0.95, related: float = 0.80, dry_run: bool = False) -> Consolidation:
         """Mark older near-duplicates (cosine ≥ duplicate, and no exact token such as an identifier,

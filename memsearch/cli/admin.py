@@ -74,7 +74,7 @@ def reindex(
             count = ms.count()
         messages().print(f"embedded {count} memories with {added.name}, kept beside the store's own", markup=False)
         return
-    with open_memsearch(db, model) as ms, ProgressBar("re-embedding") as progress:
+    with open_memsearch(db, model) as ms, ProgressBar("re-embedding", then="building the search index") as progress:
         count = ms.reindex(progress=progress)
         model_name = ms.model_name
     messages().print(f"re-embedded {count} memories with {model_name}", markup=False)
@@ -227,8 +227,8 @@ def copy(
 ) -> None:
     """Copy every memory with its views, vectors, access counts and consolidation marks into an
     empty store (SQLite ↔ PostgreSQL), keeping ids, without re-embedding; all or nothing."""
-    with open_memsearch(source) as ms:
-        count = ms.copy_to(destination)
+    with open_memsearch(source) as ms, ProgressBar("building the search index") as progress:
+        count = ms.copy_to(destination, progress)
     messages().print(f"copied {count} {'memory' if count == 1 else 'memories'}", markup=False)
 
 

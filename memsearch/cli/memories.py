@@ -109,7 +109,7 @@ def import_(
             ).to_dict(),
         )  # fmt: skip
     if document is None:
-        with open_memsearch(db, model) as ms, ProgressBar("embedding") as progress:
+        with open_memsearch(db, model) as ms, ProgressBar("embedding", then="building the search index") as progress:
             document = IMPORT.document(request, IMPORT.run(ms, {**request, "progress": progress}))
     counts, duplicates = document["counts"], document["duplicates"]
     if ignored := document.get("ignored_fields"):

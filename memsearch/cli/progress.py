@@ -16,14 +16,21 @@ LONG_JOB = 200  # items: a shorter job shows no bar
 
 class ProgressBar:
     """Shown only for long jobs (LONG_JOB items or more) and only on a terminal; it starts at the
-    first report. `description` may change between reports (eval names the run it measures)."""
+    first report. `description` may change between reports (eval names the run it measures); with
+    `then`, a report that starts over after a finished count is a second step of that name (an
+    import's search index, made after its embedding)."""
 
-    def __init__(self, description: str) -> None:
+    def __init__(self, description: str, then: str | None = None) -> None:
         self.description = description
+        self.then = then
         self.bar: Any = None
         self.task: Any = None
+        self.last = (0, -1)
 
     def __call__(self, done: int, total: int) -> None:
+        if self.then is not None and self.last[0] >= self.last[1] >= 0 and done < total:
+            self.description, self.then = self.then, None
+        self.last = (done, total)
         if self.bar is None:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
@@ -67,6 +74,10 @@ def _duration(seconds: float | None) -> str:
 
 def progress_line(event: IndexProgress) -> str:
     """`index: storing 120/550 files, 1,203 chunks; vectors 0/1,203; 40.1 files/s, about 11 s left`."""
+    if event.phase == "search index":
+        line = f"index: building the search index, {event.indexed:,}/{event.index_total:,} vectors"
+        rate = event.rate
+        return line + (f"; {rate:,.0f} vectors/s, {_duration(event.remaining)}" if rate is not None else "")
     doing = "storing" if event.phase == "store" else "embedding" if event.phase == "vectors" else "done"
     line = (
         f"index: {doing} {event.files_done:,}/{event.files_total:,} files, {event.chunks_stored:,} chunks; "
@@ -128,6 +139,8 @@ class IndexReporter:
                 event.files_done,
                 event.files_total,
             )
+        elif event.phase == "search index":
+            description, done, total = "building the search index", event.indexed, event.index_total
         else:
             description, done, total = "embedding", event.vectors_done, event.vectors_total
         if phase_changed:

@@ -298,7 +298,8 @@ def index_notes(
         added = outcome.chunks_added
         return replace(outcome, vectors_pending=waiting + added)
     clock = _Clock(started, on_progress, len(the_plan.having(FileStatus.NEW, FileStatus.CHANGED, FileStatus.REMOVED)))
-    if not (the_plan.is_empty and remembered == dict(state.roots)):  # an unchanged re-run writes no file
+    wrote = not (the_plan.is_empty and remembered == dict(state.roots))  # an unchanged re-run writes no file
+    if wrote:
         store = ms.store(create=True)
         _Apply(ms, store, the_plan, remembered, set(previous) | set(current), takeovers, clock).run()
     if store is None:
@@ -307,6 +308,9 @@ def index_notes(
     if vectors:
         clock.vectors_phase(store.pending_count())
         made = fill_pending(ms, store, clock.vectors_made, progress)
+    if wrote or made:  # the approximate index of a large store made now, not by the next search
+        clock.index_phase()
+        store.prepare_search_indexes(clock.indexed)
     pending = store.pending_count()
     clock.done(pending)
     return replace(outcome, vectors_added=made, vectors_pending=pending)
@@ -321,6 +325,7 @@ class _Clock:
         self.phase = "store"
         self.files_total, self.files_done, self.chunks = files_total, 0, 0
         self.vectors_total = self.vectors_done = 0
+        self.index_done = self.index_total = 0
 
     def stored(self, files: int, chunks: int) -> None:
         self.files_done += files
@@ -336,6 +341,16 @@ class _Clock:
         self.vectors_done, self.vectors_total = done, max(self.vectors_total, total)
         self._send()
 
+    def index_phase(self) -> None:
+        self.phase, self.phase_started = "search index", time.monotonic()
+
+    def indexed(self, done: int, total: int) -> None:
+        """(vectors added to the approximate index, to add): an event every few percent."""
+        if total and (done in (0, total) or done * 20 // total != self.index_done * 20 // total):
+            self.index_done, self.index_total = done, total
+            self._send()
+        self.index_done, self.index_total = done, total
+
     def done(self, pending: int) -> None:
         self.phase = "done"
         self.vectors_total = self.vectors_done + pending
@@ -348,7 +363,7 @@ class _Clock:
         self.on_progress(
             IndexProgress(
                 self.phase, self.files_done, self.files_total, self.chunks, self.vectors_done, self.vectors_total,
-                now - self.started, now - self.phase_started,
+                now - self.started, now - self.phase_started, self.index_done, self.index_total,
             )
         )  # fmt: skip
 

@@ -3,8 +3,10 @@ made), for a front end to render (a bar, a plain line every few seconds, JSON li
 
 A run has two phases: `store` (each file's chunks stored and searchable by their words, a few
 files per transaction) and `vectors` (the memories that wait for their vectors embedded, a batch
-per transaction); `done` closes it. Every count is of what is committed when the event is sent,
-so the last event a front end saw says what an interrupted run kept.
+per transaction), then, for a store large enough to search through an approximate vector index,
+`search index` (that index made or brought up to date, so no search has to); `done` closes it.
+Every count is of what is committed when the event is sent, so the last event a front end saw
+says what an interrupted run kept.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Any
 
 @dataclass(frozen=True)
 class IndexProgress:
-    phase: str  # "store", "vectors" or "done"
+    phase: str  # "store", "vectors", "search index" or "done"
     files_done: int  # files stored (or removed) by this run so far
     files_total: int  # files this run stores or removes
     chunks_stored: int  # memories stored by this run (new chunks; amended ones not counted)
@@ -24,6 +26,8 @@ class IndexProgress:
     vectors_total: int  # memories that waited for vectors when the phase began, plus those stored since
     elapsed: float  # seconds since the run began
     phase_elapsed: float = 0.0  # seconds since the phase began
+    indexed: int = 0  # in the `search index` phase: vectors added to the approximate index so far
+    index_total: int = 0  # … of this many
 
     @property
     def vectors_pending(self) -> int:
@@ -33,7 +37,7 @@ class IndexProgress:
     @property
     def rate(self) -> float | None:
         """The phase's rate: files a second while storing, vectors a second while embedding."""
-        done = self.files_done if self.phase == "store" else self.vectors_done
+        done = self._done_total[0]
         if self.phase == "done" or done <= 0 or self.phase_elapsed <= 0:
             return None
         return done / self.phase_elapsed
@@ -44,8 +48,17 @@ class IndexProgress:
         rate = self.rate
         if rate is None:
             return None
-        left = self.files_total - self.files_done if self.phase == "store" else self.vectors_pending
-        return left / rate
+        done, total = self._done_total
+        return (total - done) / rate
+
+    @property
+    def _done_total(self) -> tuple[int, int]:
+        """The phase's (done, to do)."""
+        if self.phase == "store":
+            return self.files_done, self.files_total
+        if self.phase == "search index":
+            return self.indexed, self.index_total
+        return self.vectors_done, self.vectors_total
 
     @property
     def unit(self) -> str:
@@ -60,6 +73,7 @@ class IndexProgress:
             "vectors_done": self.vectors_done,
             "vectors_total": self.vectors_total,
             "vectors_pending": self.vectors_pending,
+            **({"indexed": self.indexed, "index_total": self.index_total} if self.phase == "search index" else {}),
             "elapsed": round(self.elapsed, 3),
             "rate": None if self.rate is None else round(self.rate, 3),
             "remaining": None if self.remaining is None else round(self.remaining, 1),

@@ -20,6 +20,7 @@ import contextlib
 import logging
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -120,21 +121,28 @@ def _new_index(dim: int) -> Any:
     )  # fmt: skip
 
 
-def build_index(path: Path, current: VectorIndex, previous: tuple[Path, VectorIndex] | None = None) -> AnnIndex:
+def build_index(
+    path: Path,
+    current: VectorIndex,
+    previous: tuple[Path, VectorIndex] | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> AnnIndex:
     """Write the index of `current` at `path` (through a temporary file, so readers never see half
     of one) and map it. With `previous` (an earlier generation's index file and the vectors it was
-    built from) only what changed is removed and added, unless most of it changed."""
+    built from) only what changed is removed and added, unless most of it changed. `progress`
+    gets (vectors added, vectors to add) as they are."""
     import numpy as np
 
     index = None
     if previous is not None:
-        index = _updated(previous[0], previous[1], current)
+        index = _updated(previous[0], previous[1], current, progress)
     if index is None:
         index = _new_index(current.matrix.shape[1])
         if current.ids.size:
             index.add(
-                current.ids.astype(np.uint64), np.asarray(current.matrix, np.float32), threads=os.cpu_count() or 1
-            )
+                current.ids.astype(np.uint64), np.asarray(current.matrix, np.float32), threads=os.cpu_count() or 1,
+                progress=_told(progress),
+            )  # fmt: skip
     temporary = private_temporary(path)
     try:
         index.save(str(temporary))
@@ -147,7 +155,23 @@ def build_index(path: Path, current: VectorIndex, previous: tuple[Path, VectorIn
     return opened
 
 
-def _updated(path: Path, old: VectorIndex, new: VectorIndex) -> Any | None:
+def _told(progress: Callable[[int, int], None] | None) -> Callable[[int, int], bool] | None:
+    """`progress` as the index library calls it back (True: go on)."""
+    if progress is None:
+        return None
+
+    def callback(done: int, total: int) -> bool:
+        progress(done, total)
+        return True
+
+    # The library checks the callback's annotations as types (this module's are strings).
+    callback.__annotations__ = {"done": int, "total": int, "return": bool}
+    return callback
+
+
+def _updated(
+    path: Path, old: VectorIndex, new: VectorIndex, progress: Callable[[int, int], None] | None = None
+) -> Any | None:
     """The index at `path` (built from `old`) brought to `new`: vectors gone or changed removed,
     new or changed added. None when building anew is the better way (or the file is unusable)."""
     import numpy as np
@@ -179,6 +203,6 @@ def _updated(path: Path, old: VectorIndex, new: VectorIndex) -> Any | None:
         added_rows.sort()
         index.add(
             new.ids[added_rows].astype(np.uint64), np.asarray(new.matrix[added_rows], np.float32),
-            threads=os.cpu_count() or 1,
+            threads=os.cpu_count() or 1, progress=_told(progress),
         )  # fmt: skip
     return index

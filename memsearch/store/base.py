@@ -13,7 +13,7 @@ copy).
 from __future__ import annotations
 
 import builtins
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -367,6 +367,13 @@ class OwnVectors(VectorReads, Protocol):
         model: EmbeddingModelInfo,
         view_vectors: Mapping[tuple[int, str], np.ndarray] | None = None,
     ) -> None: ...
+
+    def prepare_search_indexes(self, progress: Callable[[int, int], None] | None = None) -> int:
+        """After a bulk write (index, import, reindex, copy), make what a search would otherwise
+        make on its first read of the new state (a large SQLite store's approximate vector index),
+        in the writing process; `progress` gets (done, to do) while it runs. Returns how many
+        vectors were indexed (0: nothing to make here, as for a server that keeps its own indexes)."""
+        ...
 
 
 @runtime_checkable

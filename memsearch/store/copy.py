@@ -4,6 +4,7 @@ from any store to any other (SQLite → PostgreSQL and back), keeping ids, witho
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from contextlib import closing
 
 from memsearch.errors import InvalidInputError
@@ -23,9 +24,14 @@ def copy_store(source: Store, destination: Store) -> int:
     return copied
 
 
-def copy_between(source: str | os.PathLike[str], destination: str | os.PathLike[str]) -> int:
+def copy_between(
+    source: str | os.PathLike[str],
+    destination: str | os.PathLike[str],
+    progress: Callable[[int, int], None] | None = None,
+) -> int:
     """Open the stores at two locations (a SQLite path or a postgresql:// URL each; the destination
-    is created if missing) and copy the first into the second."""
+    is created if missing), copy the first into the second, and make what the destination's first
+    search would otherwise make (`Store.prepare_search_indexes`, told `progress`)."""
     from memsearch.paths import resolve_db_path
     from memsearch.store import open_store
 
@@ -33,4 +39,6 @@ def copy_between(source: str | os.PathLike[str], destination: str | os.PathLike[
         closing(open_store(resolve_db_path(source))) as src,
         closing(open_store(resolve_db_path(destination), create=True)) as dst,
     ):
-        return copy_store(src, dst)
+        copied = copy_store(src, dst)
+        dst.prepare_search_indexes(progress)
+        return copied

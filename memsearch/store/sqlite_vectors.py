@@ -8,7 +8,7 @@ import builtins
 import contextlib
 import logging
 import sqlite3
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -97,6 +97,8 @@ class InProcessVectors:
         def _db(self) -> sqlite3.Connection: ...
 
         def generation(self) -> int: ...
+
+        def vector_count(self) -> int: ...
 
         def embedding_model(self) -> EmbeddingModelInfo | None: ...
 
@@ -213,9 +215,12 @@ class InProcessVectors:
             return None
         return VectorCache(self._cache_place, identity[0], self._cache_records)
 
-    def _approximate(self, view: str | None, index: VectorIndex, admitted: int) -> AnnIndex | None:
+    def _approximate(
+        self, view: str | None, index: VectorIndex, admitted: int, progress: Callable[[int, int], None] | None = None
+    ) -> AnnIndex | None:
         """The view's approximate index when the scope is large enough to want one (made when
-        missing; None without the index library, or where the cache cannot be written)."""
+        missing, `progress` told; None without the index library, or where the cache cannot be
+        written)."""
         if admitted < self.ann_threshold or index.ids.size < self.ann_threshold or not index_library_available():
             return None
         generation, _, name = self._vector_cache[view]
@@ -226,7 +231,7 @@ class InProcessVectors:
         if files is None:
             return None
         try:
-            built = files.index(generation, name, index)
+            built = files.index(generation, name, index, progress)
         except OSError as error:
             log.warning("approximate vector index not available (%s): searching exactly", error)
             return None
@@ -234,6 +239,26 @@ class InProcessVectors:
             self._cache_records.flush()
         self._ann_cache[name] = (index, built)
         return built
+
+    def prepare_search_indexes(self, progress: Callable[[int, int], None] | None = None) -> int:
+        """After a bulk write: make (or bring up to date from the previous generation's) the
+        approximate index of each view that a search over everything searches through one, so the
+        next search only maps it (see `_approximate`). `progress` gets (vectors indexed, vectors to
+        index) of each index while it is made. Returns how many vectors the indexes hold."""
+        if self.read_only or self.ann_threshold > self.vector_count() or not index_library_available():
+            return 0
+        indexed = 0
+        for view in [None, *self._views_with_own_vectors()]:
+            index = self.vector_index(view)
+            if self._approximate(view, index, index.ids.size, progress) is not None:
+                indexed += int(index.ids.size)
+        return indexed
+
+    def _views_with_own_vectors(self) -> builtins.list[str]:
+        """The views whose vectors a search reads apart from the memories' own (chunk views are
+        read with the own vectors, see `vector_search`)."""
+        sql = "SELECT DISTINCT view FROM views WHERE vector IS NOT NULL AND view NOT LIKE ? ESCAPE '!' ORDER BY view"
+        return [view for (view,) in self._db.execute(sql, (_CHUNK_VIEWS_LIKE,))]
 
     def _scope_mask(self, index: VectorIndex, scope: Scope) -> np.ndarray | None:
         """Which rows of the index are in scope; None for all. A scope that only leaves out some

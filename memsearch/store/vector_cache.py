@@ -237,9 +237,12 @@ class VectorCache:
                 by_descriptor = Path(f"/proc/self/fd/{opened[0].fileno()}")
                 yield by_descriptor if by_descriptor.exists() else path
 
-    def index(self, generation: int, view: str, vectors: VectorIndex) -> AnnIndex:
+    def index(
+        self, generation: int, view: str, vectors: VectorIndex, progress: Callable[[int, int], None] | None = None
+    ) -> AnnIndex:
         """The view's approximate index of this generation: mapped if saved, else updated from the
-        newest saved generation's (when its vectors are still there to compare), else built."""
+        newest saved generation's (when its vectors are still there to compare), else built
+        (`progress` gets (vectors added, vectors to add) while it is)."""
         path = self._path(generation, view, "hnsw")
         with self._verified_index(path) as verified:
             opened = open_index(verified, vectors.ids) if verified is not None else None
@@ -247,7 +250,7 @@ class VectorCache:
             return opened
         with self._previous_index(generation, view, vectors.matrix.shape[1]) as previous:
             log.info("building the approximate vector index of %s (%d vectors)", self.folder, vectors.ids.size)
-            built = build_index(path, vectors, previous)
+            built = build_index(path, vectors, previous, progress)
         # The digest of what is at the name now. Two processes building this generation's index at
         # once may leave the record naming the other's file: the next process rebuilds, nothing worse.
         with self._opened(path, expected=None) as written:

@@ -115,6 +115,10 @@ class PostgresStore(SQLStore):
 
     # -- connections ----------------------------------------------------------------------
 
+    def prepare_search_indexes(self, progress: Callable[[int, int], None] | None = None) -> int:
+        """Nothing to make: pgvector's HNSW indexes are kept by every write."""
+        return 0
+
     @property
     def _db(self) -> Connection[Any]:
         connection: Connection[Any] | None = getattr(self._local, "connection", None)
