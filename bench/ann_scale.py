@@ -41,7 +41,10 @@ def main() -> int:
     parser.add_argument("--expansion", default="64,128,256,768")
     parser.add_argument("--out", type=Path, default=HERE / "out")
     parser.add_argument("--text", default="", help="sizes (comma-separated): text vectors, see above")
+    parser.add_argument("--search", action="store_true", help="with --text: in-process vector-mode searches")
     args = parser.parse_args()
+    if args.text and args.search:
+        return text_searches([int(n) for n in args.text.split(",")], args)
     if args.text:
         return text_sizes([int(n) for n in args.text.split(",")], args)
     from shared_store import NOW, FixedEncoder
@@ -148,6 +151,57 @@ def text_sizes(sizes: list[int], args: argparse.Namespace) -> int:
                     "recall_at_10": statistics.mean(recalls),
                     "min_recall": min(recalls),
                 }
+        report[str(size)] = row
+        print(size, json.dumps(row), flush=True)
+    report["load_after"] = Path("/proc/loadavg").read_text().split()[:3]
+    print(f"load after: {report['load_after']}", flush=True)
+    print(json.dumps(report))
+    return 0
+
+
+def text_searches(sizes: list[int], args: argparse.Namespace) -> int:
+    """`--text N --search`: bench.py's store of N memories (the same text vectors), searched in
+    process in vector mode (k=10) through `Memsearch.search`, exactly and through the index in
+    turns (the store's threshold moved between them), after the index is made as a bulk write
+    makes it (`Store.prepare_search_indexes`, timed)."""
+    from shared_store import NOW
+
+    import bench
+    from memsearch.api import Memsearch
+    from memsearch.embedding import load_encoder, resolve_model
+    from memsearch.retrieval.pipeline import SearchRequest
+    from memsearch.store.sqlite import SQLiteStore
+
+    encoder = load_encoder(resolve_model())
+    texts = bench.queries(args.queries, 42, bench.corpus(10_000, 42, NOW))
+    precomputed = bench.Precomputed(encoder, texts, encoder.encode(texts))
+    report: dict[str, object] = {"load_before": Path("/proc/loadavg").read_text().split()[:3]}
+    print(f"load before: {report['load_before']}", flush=True)
+    for size in sizes:
+        path, _ = bench.build_store(size, 42, args.out, NOW)
+        with Memsearch(path, encoder=precomputed) as ms:
+            store = ms.store()
+            assert isinstance(store, SQLiteStore)
+            store.ann_threshold = 1
+            started = time.perf_counter()
+            store.prepare_search_indexes()
+            build_s = time.perf_counter() - started
+            times: dict[str, list[float]] = {"exact": [], "index": []}
+            for turn in range(2):  # a warm-up round, then the measured one
+                for query in texts:
+                    for engine, threshold in (("exact", size + 1), ("index", 1)):
+                        store.ann_threshold = threshold
+                        started = time.perf_counter()
+                        outcome = ms.search(SearchRequest(query, k=10, mode="vector", touch=False))
+                        if turn:
+                            times[engine].append((time.perf_counter() - started) * 1000)
+                        assert set(outcome.vector_engines.values()) == {engine}, outcome.vector_engines
+        row = {
+            "prepare_s": build_s,
+            "exact_p50_ms": statistics.median(times["exact"]),
+            "index_p50_ms": statistics.median(times["index"]),
+            "index_over_exact": statistics.median(times["index"]) / statistics.median(times["exact"]),
+        }
         report[str(size)] = row
         print(size, json.dumps(row), flush=True)
     report["load_after"] = Path("/proc/loadavg").read_text().split()[:3]
