@@ -307,7 +307,8 @@ def variants() -> dict[str, Callable[[], Profile]]:
     """The default profile and its variants that profile data can express. The variants of the
     experiment commit (an event-word match, `when` for a dated turn's neighbours, the dense query
     without its when-frame) needed code that was reverted; their figures are in
-    bench/results/temporal-dev-loco.md."""
+    bench/results/temporal-dev-loco.md. So did the second round's (who in the window says it,
+    turns that end by asking: commit 7ce825f), in bench/results/temporal-attribution.md."""
     base = load_profile("default")
 
     def named(name: str, profile: Profile) -> Profile:

@@ -23,7 +23,7 @@ _memsearch_add() {
         --model) _memsearch_paths -d; return ;;
         --key|-t|--tag|--importance|--priority|--project|--namespace|--session|--role|--at|--meta|--server) return ;;
     esac
-    if [[ $cur == -* ]]; then _memsearch_reply -W '--key -t --tag --importance --priority --pin --project --namespace --session --role --at --meta --replace -p --profile --db --model --server --no-server -h --help'; fi
+    if [[ $cur == -* ]]; then _memsearch_reply -W '--key -t --tag --importance --priority --pin --project --namespace --session --role --at --replace -p --profile --meta --db --model --server --no-server -h --help'; fi
 }
 
 _memsearch_import() {
@@ -34,7 +34,7 @@ _memsearch_import() {
         --model) _memsearch_paths -d; return ;;
         --conversation|--server) return ;;
     esac
-    if [[ $cur == -* ]]; then _memsearch_reply -W '-f --format --no-sessions --sessions --facets --conversation --replace -p --profile --db --model --server --no-server -h --help'
+    if [[ $cur == -* ]]; then _memsearch_reply -W '-f --format --conversation --no-sessions --sessions --facets --replace -p --profile --db --model --server --no-server -h --help'
     else _memsearch_paths -f; fi
 }
 
@@ -44,14 +44,14 @@ _memsearch_search() {
         -p|--profile) __memsearch_complete_profiles; return ;;
         -g|--granularity) _memsearch_reply -W 'turn session'; return ;;
         --rerank) _memsearch_reply -W 'off deterministic llm'; return ;;
-        --queries) _memsearch_paths -f; return ;;
         --kind) _memsearch_reply -W 'note turn session'; return ;;
+        --queries) _memsearch_paths -f; return ;;
         -f|--format) _memsearch_reply -W 'table json jsonl ndjson csv'; return ;;
         --db) _memsearch_paths -f; return ;;
         --model) _memsearch_paths -d; return ;;
-        -k|-n|--limit|--min-score|--as-of|--tau|--max-tokens|--boost|--max-ms|--per-file|--project|--namespace|-t|--tag|--since|--until|--conversation|--role|--session|--server) return ;;
+        -k|-n|--limit|--tau|--max-tokens|--as-of|--boost|--max-ms|--min-score|--project|--namespace|-t|--tag|--since|--until|--conversation|--role|--session|--per-file|--server) return ;;
     esac
-    if [[ $cur == -* ]]; then _memsearch_reply -W '-k -n --limit -m --mode --min-score --raw --explain --as-of --tau -p --profile -g --granularity --max-tokens --no-touch --boost --rerank --max-ms --per-file --queries --project --namespace -t --tag --since --until --kind --conversation --role --session -f --format --db --model --server --no-server -h --help'; fi
+    if [[ $cur == -* ]]; then _memsearch_reply -W '-k -n --limit -m --mode -p --profile --tau -g --granularity --max-tokens --as-of --no-touch --touch --boost --rerank --max-ms --min-score --project --namespace -t --tag --since --until --kind --conversation --role --session --raw --explain --per-file --queries -f --format --db --model --server --no-server -h --help'; fi
 }
 
 _memsearch_get() {

@@ -43,6 +43,7 @@ from memsearch.errors import (
     NoteSectionError,
     StoreNotFoundError,
 )
+from memsearch.fields import AFTER, BEFORE, FACETS, IMPORT_FORMAT, REPLACE, SESSIONS, Field, parse_ref
 from memsearch.ingest import importing
 from memsearch.ingest.embed import embed_memories, near_duplicates
 from memsearch.models import EmbeddingModelInfo, Memory, NewMemory, check_changes, check_text, shown
@@ -210,10 +211,10 @@ class Memsearch:
         content: str,
         *,
         source: str,
-        fmt: str = "jsonl",
-        sessions: bool = True,
-        facets: bool = False,
-        replace: bool = False,
+        fmt: str = IMPORT_FORMAT.default,
+        sessions: bool = SESSIONS.default,
+        facets: bool = FACETS.default,
+        replace: bool = REPLACE.default,
         profile: Profile | str | None = None,
         conversation: str | None = None,
         progress: Progress | None = None,
@@ -321,8 +322,6 @@ class Memsearch:
     @staticmethod
     def resolve(ref: str, *, by_key: bool = False) -> int | str:
         """A reference as typed: ASCII digits are an id unless `by_key`; anything else is a key."""
-        from memsearch.operations import parse_ref
-
         if not isinstance(ref, str):
             raise InvalidInputError(f"must be the text of an id or key, not {shown(ref)}", field="ref")
         return check_ref(ref) if check_flag("by_key", by_key) else check_ref(parse_ref(ref))
@@ -385,12 +384,9 @@ class Memsearch:
 
         return diagnose(self.path, self._model, self.store)
 
-    def timeline(self, ref: int | str, *, before: int = 5, after: int = 5) -> Timeline:
+    def timeline(self, ref: int | str, *, before: int = BEFORE.default, after: int = AFTER.default) -> Timeline:
         """The turns around a memory in order (for a note: the memories around it in time)."""
-        from memsearch.operations import MAX_TIMELINE
-
-        before = check_whole("before", before, 0, MAX_TIMELINE) or 0
-        after = check_whole("after", after, 0, MAX_TIMELINE) or 0
+        before, after = _given(BEFORE, before), _given(AFTER, after)
         memory = self.get(ref)
         return Timeline(self.store().around(memory, before, after), memory.id)
 
@@ -595,6 +591,13 @@ class Memsearch:
         from memsearch.ingest.roots import prune_roots
 
         return prune_roots(self)
+
+
+def _given(field: Field, value: object) -> Any:
+    """`value` checked by its field: given, not absent (None)."""
+    if value is None:
+        raise InvalidInputError("must be given, not None", field=field.name)
+    return field.check(value)
 
 
 def _refuse_sections(memories: Iterable[Memory], change: str) -> None:

@@ -2,9 +2,9 @@
 is read or written: a value of the wrong type or out of range is an `InvalidInputError` naming the
 argument (its `field`), never a TypeError, OverflowError or UnicodeEncodeError from deeper down.
 
-Front ends check their own input against `memsearch.operations` first; these checks catch what a
-Python caller may pass (a bool where an id goes, a lone string where a list of refs goes, a naive
-datetime, an offset beyond SQLite's 64-bit integers).
+A flag is checked by a boolean field (memsearch.fields: one wording for every front end and the
+Python API); these add what a Python caller may pass (a bool where an id goes, a lone string where
+a list of refs goes, a naive datetime, an offset beyond SQLite's 64-bit integers).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from memsearch.choices import KINDS
 from memsearch.errors import InvalidInputError
+from memsearch.fields import Field
 from memsearch.models import check_text, shown
 
 if TYPE_CHECKING:
@@ -64,9 +65,10 @@ def check_whole(
 
 
 def check_flag(field: str, value: object) -> bool:
-    if not isinstance(value, bool):
-        raise InvalidInputError(f"must be True or False, not {shown(value)}", field=field)
-    return value
+    """True or false, checked as a boolean field of the operations (memsearch.fields) is."""
+    if value is None:
+        raise InvalidInputError("must be true or false, not None", field=field)
+    return bool(Field(field, "boolean", "").check(value))
 
 
 def check_name(field: str, value: object, *, optional: bool = True) -> str | None:

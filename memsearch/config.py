@@ -21,7 +21,7 @@ from typing import Any
 
 from memsearch.choices import OUTPUT_FORMATS
 from memsearch.errors import ConfigError
-from memsearch.operations import MAX_K as MAX_LIMIT  # the largest k a search takes
+from memsearch.fields import MAX_K as MAX_LIMIT  # the largest k a search takes
 
 CONFIG_FILENAME = "config.toml"
 

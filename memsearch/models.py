@@ -13,11 +13,11 @@ from typing import Any, get_origin, get_type_hints
 
 from memsearch.choices import KINDS
 from memsearch.errors import InvalidInputError, TextTooLongError, short_repr
-from memsearch.operations import MAX_TEXT_CHARS, MEMORY_NAMES
+from memsearch.fields import IMPORTANCE, MAX_TEXT_CHARS, MEMORY_NAMES, PRIORITY
 from memsearch.timeutil import parse_time, to_iso
 
-DEFAULT_IMPORTANCE = 0.5
-DEFAULT_PRIORITY = 1.0
+DEFAULT_IMPORTANCE: float = IMPORTANCE.default
+DEFAULT_PRIORITY: float = PRIORITY.default
 
 # The string fields of a JSONL import line: none may be empty.
 _STRING_FIELDS = ("key", "project", "namespace", "session", "role", "conversation", "parent_key")

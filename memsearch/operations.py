@@ -1,215 +1,104 @@
-"""Each operation's fields, described once: name, JSON type, bounds, choices, description.
+"""The operations: each owns its use case. An operation is its fields (`memsearch.fields`: name,
+JSON type, bounds, choices, default, description, command-line option), the typed request made from
+their values (`Operation.request`: every value checked once, by its field, as the request is built)
+and the library call that runs it (`Operation.run(memsearch, request) -> outcome`), with the
+outcome's JSON document (`Operation.document`).
 
-The HTTP API's query parameters and bodies, its OpenAPI document, the MCP tools' input schemas and
-the CLI's requests to a server are all made from these tables, and `Operation.check` checks a
-request's values against them the same way for every front end: a value of the wrong JSON type
-(a boolean is no number, a string no number), out of bounds or not among the choices is an
-`InvalidInputError` naming the field; a field the operation does not have is one too. The library
-constructors (`request_from_fields`, `NewMemory`) then check what only they can (relative times,
-boosts, an empty query).
+The front ends are made from these tables: the HTTP API's routes (`memsearch.server.http.ENDPOINTS`,
+one generic handler), its OpenAPI document, the MCP tools (`memsearch.server.mcp.TOOLS`, one generic
+call), and the CLI's options (`memsearch.cli.options.with_fields`) and error wording. A value of the
+wrong JSON type, out of bounds or not among the choices is an `InvalidInputError` naming the field;
+a field the operation does not have is one too.
 
-This module imports nothing heavy: the CLI's client of a server uses it.
+This module imports nothing heavy: the library is imported by the builders and runners, when an
+operation is used.
 """
 
 from __future__ import annotations
 
-import math
-import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-from memsearch.choices import GRANULARITIES, IMPORT_FORMATS, KINDS, MODES, RERANK_METHODS
-from memsearch.errors import InvalidInputError, short_repr
+from memsearch.errors import InvalidInputError
+from memsearch.fields import (
+    AFTER,
+    BEFORE,
+    DEDUP_PROFILE,
+    DRY_RUN,
+    EVERYTHING,
+    EXPLAIN,
+    IMPORT_OPTIONS,
+    MAX_K,
+    MAX_MESSAGE_BYTES,
+    MAX_MS,
+    MAX_QUERY_CHARS,
+    MAX_TEXT_CHARS,
+    MAX_TIMELINE,
+    MEMORY_FIELDS,
+    MEMORY_NAMES,
+    QUERY,
+    RAW,
+    REF,
+    REFS,
+    REPLACE,
+    REQUEST_FIELDS,
+    REQUEST_NAMES,
+    SCOPE_FIELDS,
+    SCOPE_NAMES,
+    TYPES,
+    Field,
+    _shown,
+    parse_ref,
+)
 
-MAX_K = 1000  # the most results a search returns
-# The most bytes one request may hold: an HTTP body, an MCP message (a line on stdio). An import of
-# a large conversation file fits; a mistake does not.
-MAX_MESSAGE_BYTES = 16 * 1024 * 1024
-# A query may be a whole document (a search by example: an agent's prompt, a pasted paragraph):
-# the vector legs read the model's window of it, the lexical legs its most distinctive words, the
-# question's features (route, dates, names) its first characters. One bound for every front end,
-# that any query within it fits a message in any JSON spelling (12 bytes a character at worst).
-MAX_QUERY_CHARS = 1_000_000
-MAX_TEXT_CHARS = 100_000  # one memory's text
-MAX_TIMELINE = 10_000  # memories before or after one in a timeline
-MAX_MS = 600_000  # a search's latency budget
+if TYPE_CHECKING:
+    from memsearch.models import NewMemory
+    from memsearch.retrieval.request import SearchRequest
 
-_ID = re.compile(r"[0-9]+")  # ASCII digits only: "٣" or "２" is a key, never an id
+__all__ = [
+    "ADD", "DELETE", "GET", "IMPORT", "MAX_K", "MAX_MESSAGE_BYTES", "MAX_MS", "MAX_QUERY_CHARS", "MAX_TEXT_CHARS",
+    "MAX_TIMELINE", "MEMORY_FIELDS", "MEMORY_NAMES", "OPERATIONS", "REQUEST_FIELDS", "REQUEST_NAMES",
+    "SCOPE_FIELDS", "SCOPE_NAMES", "SEARCH", "STATS", "TIMELINE", "TYPES", "AddRequest", "Field", "Operation",
+    "Search", "parse_ref",
+]  # fmt: skip
 
-TYPES = ("string", "integer", "number", "boolean", "array", "object", "ref")
+Values = dict[str, Any]
 
 
-def parse_ref(ref: object, *, field: str = "ref") -> int | str:
-    """A memory reference as a front end receives it: an int, or a string of ASCII digits, is an
-    id; any other non-empty string is a key."""
-    if isinstance(ref, bool) or not isinstance(ref, int | str) or (isinstance(ref, str) and not ref.strip()):
-        raise InvalidInputError(f"must be a memory id or key, not {_shown(ref)}", field=field)
-    if isinstance(ref, str):
-        return int(ref) if _ID.fullmatch(ref) else ref
-    if ref < 0:
-        raise InvalidInputError(f"must be a memory id (0 or more) or a key, not {ref}", field=field)
-    return ref
+def _checked(operation: Operation, values: Mapping[str, Any]) -> Values:
+    """Every field's value checked by its field, absent ones given their default; the values the
+    library method checks by the same field (`Operation.checked_by_run`) are left to it: each
+    value is checked once."""
+    checked = {
+        f.name: values.get(f.name) if f.name in operation.checked_by_run else f.check(values.get(f.name))
+        for f in operation.fields
+    }
+    return {name: value if value is not None else operation.field(name).default for name, value in checked.items()}
 
 
-def _shown(value: object) -> str:
-    text = short_repr(value)
-    return text if text is not None else f"a {type(value).__name__}"
-
-
-@dataclass(frozen=True)
-class Field:
-    """One field of an operation: its JSON type and what values it takes."""
-
-    name: str
-    type: str  # one of TYPES; "ref" is an id (integer) or a key (string)
-    description: str
-    required: bool = False
-    minimum: float | None = None
-    maximum: float | None = None
-    choices: tuple[str, ...] = ()  # the strings a string (or each item of an array) may be
-    max_length: int | None = None  # of a string
-    parameter: str | None = None  # its name as a URL query parameter, when not `name` (q, tag, …)
-    default: Any = None  # what an absent field means, for the descriptions
-    items: str = "string"  # an array's items: "string", or "ref" (ids or keys)
-
-    def __post_init__(self) -> None:
-        assert self.type in TYPES, self.type
-
-    @property
-    def query_name(self) -> str:
-        return self.parameter or self.name
-
-    def json_schema(self) -> dict[str, Any]:
-        schema: dict[str, Any]
-        if self.type == "ref":
-            schema = {"anyOf": [{"type": "integer", "minimum": 0}, {"type": "string", "minLength": 1}]}
-        elif self.type == "array":
-            items: dict[str, Any] = (
-                Field(self.name, "ref", self.description).json_schema() if self.items == "ref" else {"type": "string"}
-            )
-            items.pop("description", None)
-            if self.choices:
-                items["enum"] = list(self.choices)
-            schema = {"type": "array", "items": items}
-        else:
-            schema = {"type": self.type}
-            if self.choices:
-                schema["enum"] = list(self.choices)
-        if self.minimum is not None:
-            schema["minimum"] = self.minimum
-        if self.maximum is not None:
-            schema["maximum"] = self.maximum
-        if self.max_length is not None:
-            schema["maxLength"] = self.max_length
-        if self.default is not None:
-            schema["default"] = self.default
-        schema["description"] = self.description
-        return schema
-
-    def check(self, value: object) -> Any:
-        """`value` as JSON gives it, checked against the field; `None` (JSON null) means absent."""
-        if value is None:
-            return None
-        match self.type:
-            case "string":
-                if not isinstance(value, str):
-                    raise self._error(f"must be a string, not {_shown(value)}")
-                if self.max_length is not None and len(value) > self.max_length:
-                    raise self._error(f"is {len(value):,} characters long; the limit is {self.max_length:,}")
-                self._check_choice(value)
-            case "integer":
-                if isinstance(value, bool) or not isinstance(value, int):
-                    raise self._error(f"must be a whole number, not {_shown(value)}")
-                self._check_bounds(value)
-            case "number":
-                if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-                    raise self._error(f"must be a number, not {_shown(value)}")
-                self._check_bounds(value)
-            case "boolean":
-                if not isinstance(value, bool):
-                    raise self._error(f"must be true or false, not {_shown(value)}")
-            case "array":
-                if isinstance(value, str):  # a lone string is one item, as on the command line
-                    value = [value]
-                if self.items == "ref":
-                    if not isinstance(value, list | tuple):
-                        raise self._error(f"must be a list of ids or keys, not {_shown(value)}")
-                    return [parse_ref(item, field=self.name) for item in value]
-                if not isinstance(value, list | tuple) or not all(isinstance(item, str) for item in value):
-                    raise self._error(f"must be a list of strings, not {_shown(value)}")
-                for item in value:
-                    self._check_choice(item)
-                value = list(value)
-            case "object":
-                if not isinstance(value, dict):
-                    raise self._error(f"must be an object, not {_shown(value)}")
-            case "ref":
-                return parse_ref(value, field=self.name)
-        return value
-
-    def from_text(self, values: Sequence[str]) -> Any:
-        """The field's value from URL query parameters (an array takes every repeat; anything
-        else one value), checked like a JSON value."""
-        if self.type == "array":
-            return self.check(list(values)) if values else None
-        if len(values) > 1:
-            raise self._error("is given more than once")
-        text = values[0]
-        if text == "":
-            return None
-        match self.type:
-            case "integer":
-                if re.fullmatch(r"-?[0-9]{1,19}", text) is None:
-                    raise self._error(f"must be a whole number, not {_shown(text)}")
-                return self.check(int(text))
-            case "number":
-                try:
-                    number = float(text) if re.fullmatch(r"[-+0-9.eE]{1,40}", text) else math.nan
-                except ValueError:
-                    number = math.nan
-                if not math.isfinite(number):
-                    raise self._error(f"must be a number, not {_shown(text)}")
-                return self.check(number)
-            case "boolean":
-                lowered = text.lower()
-                if lowered in ("1", "true", "yes"):
-                    return True
-                if lowered in ("0", "false", "no"):
-                    return False
-                raise self._error(f"must be true or false, not {_shown(text)}")
-            case "object":
-                raise self._error("cannot be given as a URL parameter")
-        return self.check(text)
-
-    def _check_bounds(self, value: float) -> None:
-        low, high = self.minimum, self.maximum
-        if (low is not None and value < low) or (high is not None and value > high):
-            if isinstance(value, int) and abs(value) > 1e300:  # beyond a float, which :g converts it to
-                shown = f"{'a negative' if value < 0 else 'a'} {value.bit_length()}-bit number"
-            else:
-                shown = f"{value:g}"
-            if low is not None and high is not None:
-                raise self._error(f"must be from {low:g} to {high:g}, not {shown}")
-            if low is not None:
-                raise self._error(f"must be at least {low:g}, not {shown}")
-            raise self._error(f"must be at most {high:g}, not {shown}")
-
-    def _check_choice(self, value: str) -> None:
-        if self.choices and value not in self.choices:
-            raise self._error(f"must be one of {', '.join(self.choices)}, not {_shown(value)}")
-
-    def _error(self, problem: str) -> InvalidInputError:
-        return InvalidInputError(problem, field=self.name)
+def _document(request: Any, outcome: Any) -> Any:
+    return outcome.to_dict() if hasattr(outcome, "to_dict") else outcome
 
 
 @dataclass(frozen=True)
 class Operation:
-    """A use case's request: its fields, from which every front end's schema is made."""
+    """A use case: its fields, the typed request made from their values, and the call that runs it."""
 
     name: str
     summary: str
     fields: tuple[Field, ...]
+    # The typed request from the values given (absent ones left out), each checked once by its field.
+    build: Callable[[Operation, Values], Any] = _checked
+    # The library call: (Memsearch, request) -> outcome.
+    runner: Callable[[Any, Any], Any] = lambda ms, request: None
+    # (request, outcome) -> the JSON document every front end answers with.
+    documenter: Callable[[Any, Any], Any] = _document
+    # Inputs that are no field (not in any schema): an import's content, a progress callback.
+    inputs: tuple[str, ...] = ()
+    # The fields the library method `runner` calls checks itself, by the same field (its Python
+    # callers' values too): the request leaves them to it.
+    checked_by_run: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         names = [f.name for f in self.fields]
@@ -233,8 +122,41 @@ class Operation:
             "additionalProperties": False,
         }
 
+    # -- the use case ------------------------------------------------------------------------
+
+    def request(self, values: object, **inputs: Any) -> Any:
+        """The typed request from JSON values (or parsed query parameters, or option values):
+        an unknown or missing field is refused here, and every value is checked once, by its
+        field, as the request is built. `inputs` are the operation's inputs that are no field."""
+        if not isinstance(values, Mapping):
+            raise InvalidInputError(f"the {self.name} request must be a JSON object, not {_shown(values)}")
+        self._refuse_unknown(values)
+        given = {name: value for name, value in values.items() if value is not None}
+        for f in self.fields:
+            if f.required and f.name not in given:
+                raise InvalidInputError("is missing", field=f.name)
+        unknown = sorted(set(inputs) - set(self.inputs))
+        assert not unknown, f"{self.name} takes no input {unknown}"
+        return self.build(self, {**given, **inputs})
+
+    def run(self, ms: Any, request: Any) -> Any:
+        """The use case on `ms` (a `memsearch.api.Memsearch`): its outcome."""
+        return self.runner(ms, request)
+
+    def document(self, request: Any, outcome: Any) -> Any:
+        """The outcome as the JSON document the HTTP API, the MCP tools and `--format json` give."""
+        return self.documenter(request, outcome)
+
+    def answer(self, ms: Any, values: object, **inputs: Any) -> Any:
+        """The JSON document for these values: request, run, document (what HTTP and MCP call)."""
+        request = self.request(values, **inputs)
+        return self.document(request, self.run(ms, request))
+
+    # -- front ends' parsing -----------------------------------------------------------------
+
     def check(self, body: object) -> dict[str, Any]:
-        """The request's fields, each checked; absent and null fields are left out."""
+        """The values of a JSON object, each checked by its field; absent and null ones left out
+        (for a client that checks before it sends: `request` checks what it builds)."""
         if not isinstance(body, Mapping):
             raise InvalidInputError(f"the {self.name} request must be a JSON object, not {_shown(body)}")
         self._refuse_unknown(body)
@@ -242,19 +164,20 @@ class Operation:
         return self._complete({name: value for name, value in checked.items() if value is not None})
 
     def from_query(self, params: Mapping[str, Sequence[str]], *, skip: Sequence[str] = ()) -> dict[str, Any]:
-        """The request's fields from URL query parameters (`skip`: parameters handled apart)."""
+        """The values of URL query parameters, parsed by type (`Field.from_text`; checked by
+        `request`), by field name (`skip`: parameters handled apart)."""
         by_parameter = {f.query_name: f for f in self.fields if f.type != "object"}
         unknown = sorted(set(params) - set(by_parameter) - set(skip))
         if unknown:
             raise InvalidInputError(
                 f"is not a parameter of {self.name} (known: {', '.join(sorted(by_parameter))})", field=unknown[0]
             )
-        checked = {
+        parsed = {
             by_parameter[name].name: by_parameter[name].from_text(values)
             for name, values in params.items()
             if name not in skip
         }
-        return self._complete({name: value for name, value in checked.items() if value is not None})
+        return self._complete({name: value for name, value in parsed.items() if value is not None})
 
     def _refuse_unknown(self, body: Mapping[Any, Any]) -> None:
         unknown = sorted(str(name) for name in body if name not in self.names)
@@ -268,143 +191,136 @@ class Operation:
         return checked
 
 
-def _string(name: str, description: str, **options: Any) -> Field:
-    return Field(name, "string", description, **options)
+# -- search ------------------------------------------------------------------------------------
 
 
-def _strings(name: str, description: str, **options: Any) -> Field:
-    return Field(name, "array", description, **options)
+@dataclass(frozen=True)
+class Search:
+    """A search as a front end asks it: the library's request, and what its document keeps."""
+
+    request: SearchRequest
+    raw: bool = False  # every candidate before filtering, with why it was dropped
+    explain: bool = False  # each result's score breakdown
 
 
-# The filters a search, a listing and an export share (memsearch.store.base.Scope).
-SCOPE_FIELDS: tuple[Field, ...] = (
-    _string("project", "Only memories of this project (a boost instead, for profiles that boost projects)."),
-    _string("namespace", "Only memories of this namespace."),
-    _strings("tags", "Only memories that have all these tags.", parameter="tag"),
-    _string("since", "Only memories created at or after this time: ISO-8601, or 7d, 2w, 3h, 30m, 3mo, 1y, today."),
-    _string("until", "Only memories created at or before this time: ISO-8601, or 7d, 2w, 3h, 30m, 3mo, 1y, yesterday."),
-    _strings("kinds", "Only these kinds: note, turn, session.", choices=KINDS, parameter="kind"),
-    _string("conversation", "Only this conversation's memories."),
-    _strings("roles", "Only memories of these roles (speakers).", parameter="role"),
-    _strings("sessions", "Only memories of these sessions.", parameter="session"),
-)
-SCOPE_NAMES = tuple(f.name for f in SCOPE_FIELDS)
+def _search_request(operation: Operation, values: Values) -> Search:
+    """`SearchRequest`'s constructor checks its values (once); raw and explain are checked here."""
+    from memsearch.retrieval.request import request_from_fields
 
-# What the search request itself holds (memsearch.retrieval.request.SearchRequest), besides the query.
-REQUEST_FIELDS: tuple[Field, ...] = (
-    Field("k", "integer", "How many results; default: the profile's.", minimum=1, maximum=MAX_K),
-    _string("mode", "auto picks vector or hybrid per query; lexical is keyword-only (BM25).", choices=MODES),
-    _string("profile", "Ranking profile (default, cems, siftcoder, …); default: default."),
-    Field("tau_days", "number", "Time-decay constant in days (0: no decay); default: the profile's.", minimum=0),
-    _string(
-        "granularity",
-        "turn: turns and notes; session: whole conversation sessions.",
-        choices=GRANULARITIES,
-        default="turn",
-    ),
-    Field("max_tokens", "integer", "Token budget for the results' text.", minimum=1),
-    _string("as_of", "The 'now' for time decay, ISO-8601 (such a search records no access)."),
-    Field("touch", "boolean", "Record the search as an access of its results.", default=True),
-    _strings("boost", "Score multipliers: tag:NAME[=FACTOR] or project:NAME[=FACTOR] (default factor 1.5)."),
-    _string("rerank", "Re-rank the top fused candidates; default: the profile's.", choices=RERANK_METHODS),
-    Field(
-        "max_ms",
-        "integer",
-        "Latency budget in ms: LLM stages that would not fit are skipped.",
-        minimum=1,
-        maximum=MAX_MS,
-    ),
-    Field(
-        "min_score",
-        "number",
-        "Keep only results whose score (the final score each result shows) is at least this; default: no floor.",
-    ),
-    *SCOPE_FIELDS,
-)
-REQUEST_NAMES = tuple(f.name for f in REQUEST_FIELDS)
+    values = dict(values)
+    raw, explain = RAW.check(values.pop("raw", None)), EXPLAIN.check(values.pop("explain", None))
+    request = request_from_fields(values.pop("query"), **values)
+    return Search(request, raw=bool(raw), explain=bool(explain))
+
 
 SEARCH = Operation(
     "search",
     "Search the memories",
-    (
-        _string(
-            "query",
-            "What to look for, in natural language or keywords.",
-            required=True,
-            max_length=MAX_QUERY_CHARS,
-            parameter="q",
-        ),
-        *REQUEST_FIELDS,
-        Field(
-            "raw", "boolean", "Also return every candidate before filtering, with why it was dropped.", default=False
-        ),
-        Field("explain", "boolean", "Keep each result's score breakdown (legs, fusion, factors).", default=False),
-    ),
+    (QUERY, *REQUEST_FIELDS, RAW, EXPLAIN),
+    build=_search_request,
+    runner=lambda ms, search: ms.search(search.request),
+    documenter=lambda search, outcome: outcome.to_dict(raw=search.raw, explain=search.explain),
 )
 
-# A JSONL import line's fields that a front end may set (memsearch.models.NewMemory.from_json).
-MEMORY_FIELDS: tuple[Field, ...] = (
-    _string("text", "The memory: one self-contained statement.", required=True, max_length=MAX_TEXT_CHARS),
-    _string("key", "A unique key to find or replace it by."),
-    _strings("tags", "Tags."),
-    Field("importance", "number", "0 to 1.", minimum=0, maximum=1, default=0.5),
-    Field("priority", "number", "1 to 2; a ranking boost.", minimum=1, maximum=2, default=1.0),
-    Field("pinned", "boolean", "Pinned memories are boosted and never superseded.", default=False),
-    _string("project", "The project it belongs to."),
-    _string("namespace", "Its namespace."),
-    _string("session", "The session it came from."),
-    _string("role", "Who said it (user, assistant, …)."),
-    _string("created_at", "When, ISO-8601; default: now."),
-    Field("metadata", "object", "Any JSON object to keep with it."),
+# -- writes ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AddRequest:
+    memory: NewMemory
+    replace: bool = False
+    profile: str | None = None
+
+
+def _add_request(operation: Operation, values: Values) -> AddRequest:
+    from memsearch.models import NewMemory
+    from memsearch.timeutil import parse_moment, to_iso, utc_now
+
+    checked = _checked(operation, values)
+    if checked["created_at"] is not None:  # a relative time too (7d: seven days ago)
+        checked["created_at"] = to_iso(parse_moment(checked["created_at"], now=utc_now(), field="created_at"))
+    memory = {name: value for name, value in checked.items() if name in MEMORY_NAMES and value is not None}
+    return AddRequest(NewMemory.from_json(memory), replace=checked["replace"], profile=checked["profile"])
+
+
+ADD = Operation(
+    "add",
+    "Add one memory",
+    (*MEMORY_FIELDS, REPLACE, DEDUP_PROFILE),
+    build=_add_request,
+    runner=lambda ms, add: ms.add(add.memory, replace=add.replace, profile=add.profile),
 )
-MEMORY_NAMES = tuple(f.name for f in MEMORY_FIELDS)
 
-_REPLACE = Field("replace", "boolean", "Overwrite the memory that has the same key.", default=False)
-_DEDUP_PROFILE = _string("profile", "A profile whose ingest dedup may find it a near-duplicate.")
 
-ADD = Operation("add", "Add one memory", (*MEMORY_FIELDS, _REPLACE, _DEDUP_PROFILE))
+def _import_request(operation: Operation, values: Values) -> Values:
+    content = values.get("content")
+    if not isinstance(content, str):
+        raise InvalidInputError(f"the import's content must be text, not {_shown(content)}")
+    return {**_checked(operation, values), "content": content, "progress": values.get("progress")}
+
+
+def _import(ms: Any, request: Values) -> Any:
+    return ms.import_text(
+        request["content"],
+        source=request["source"] or "request body",
+        fmt=request["format"],
+        sessions=request["sessions"],
+        facets=request["facets"],
+        replace=request["replace"],
+        profile=request["profile"],
+        conversation=request["conversation"],
+        progress=request["progress"],
+    )
+
 
 IMPORT = Operation(
     "import",
     "Import a JSONL or conversation file: all of it is stored, or none",
-    (
-        _string("format", "The file's format.", choices=IMPORT_FORMATS, default="jsonl"),
-        _string("source", "The name to use in messages."),
-        _string("conversation", "chat: the conversation's name."),
-        Field("sessions", "boolean", "Conversations: store a chunk per session too.", default=True),
-        Field("facets", "boolean", "Conversations: extract facet views.", default=False),
-        _REPLACE,
-        _DEDUP_PROFILE,
-    ),
+    IMPORT_OPTIONS,
+    build=_import_request,
+    runner=_import,
+    inputs=("content", "progress"),
+    checked_by_run=("sessions", "facets", "replace"),
 )
 
-_REF = Field("ref", "ref", "The memory's id (digits) or key.", required=True)
+# -- reads and deletes -------------------------------------------------------------------------
 
-GET = Operation("get", "One memory with every field, by id or key", (_REF,))
+GET = Operation(
+    "get", "One memory with every field, by id or key", (REF,), runner=lambda ms, request: ms.get(request["ref"])
+)
+
+
+def _delete(ms: Any, request: Values) -> dict[str, Any]:
+    """`{"deleted": [ids]}`, or with `dry_run` `{"would_delete": [ids]}`."""
+    from memsearch.retrieval.request import scope_from_fields
+
+    filters = {name: request[name] for name in SCOPE_NAMES if request[name] is not None}
+    scope = scope_from_fields(**filters) if filters else None
+    gone = ms.delete_matching(request["refs"], scope, everything=request["everything"], dry_run=request["dry_run"])
+    return {"would_delete" if request["dry_run"] else "deleted": [memory.id for memory in gone]}
+
 
 DELETE = Operation(
     "delete",
     "Delete memories by id or key (all of them, or none if any is not found), or every one the filters match",
     (
-        Field(
-            "refs", "array", "Ids or keys of the memories to delete; none: every one the filters match.", items="ref"
-        ),
-        *(replace(f, description="Only memories of this project.") if f.name == "project" else f for f in SCOPE_FIELDS),
-        Field("everything", "boolean", "Delete every memory: needed with no refs and no filter.", default=False),
-        Field("dry_run", "boolean", "Only say which memories would be deleted.", default=False),
+        REFS,
+        *SCOPE_FIELDS,
+        EVERYTHING,
+        DRY_RUN,
     ),
+    runner=_delete,
+    checked_by_run=("everything", "dry_run"),
 )
 
 TIMELINE = Operation(
     "timeline",
     "The memories around one in order",
-    (
-        _REF,
-        Field("before", "integer", "How many memories before it.", minimum=0, maximum=MAX_TIMELINE, default=5),
-        Field("after", "integer", "How many memories after it.", minimum=0, maximum=MAX_TIMELINE, default=5),
-    ),
+    (REF, BEFORE, AFTER),
+    runner=lambda ms, request: ms.timeline(request["ref"], before=request["before"], after=request["after"]),
+    checked_by_run=("before", "after"),
 )
 
-STATS = Operation("stats", "What the store holds", ())
+STATS = Operation("stats", "What the store holds", (), runner=lambda ms, request: ms.stats())
 
 OPERATIONS: tuple[Operation, ...] = (SEARCH, ADD, IMPORT, GET, DELETE, TIMELINE, STATS)

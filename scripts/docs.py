@@ -177,7 +177,8 @@ def mcp_table() -> str:
 
 
 def _operation_of(endpoint: Any) -> Any:
-    return getattr(endpoint, "operation", None) or getattr(endpoint, "body", None) or getattr(endpoint, "query", None)
+    """The fields a route documents: its JSON body's (CEMS's names on its route), else its query's."""
+    return getattr(endpoint, "body", None) or getattr(endpoint, "query", None)
 
 
 def http_table() -> str:

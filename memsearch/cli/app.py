@@ -180,6 +180,12 @@ def completions(shell: Annotated[Shell, typer.Argument(help="bash, zsh or fish."
     sys.stdout.write(generate(str(shell), _full_app()))
 
 
+def _operation_commands() -> tuple[str, ...]:
+    from memsearch.cli.generated import GENERATED
+
+    return GENERATED
+
+
 # The commands, in the order of `memsearch --help` (and of the completion scripts): the command
 # module and function (the name is the function's, or the one given), and the `profiles` group.
 _COMMANDS: tuple[tuple[str, str, str | None], ...] = (
@@ -210,6 +216,8 @@ _COMMANDS: tuple[tuple[str, str, str | None], ...] = (
     ("memories", "export", None),
     ("admin", "config", None),
     ("admin", "doctor", None),
+    # The operations without a command of their own: a command made from their fields (cli.generated).
+    *(("generated", name, None) for name in _operation_commands()),
 )
 
 

@@ -1,7 +1,8 @@
 """The CLI's error policy: every failure is one line on stderr (`memsearch: …`) and a documented
 exit code (memsearch.errors.ExitCode); the library's errors are worded with the CLI's options
-(OPTION_OF_FIELD) and hints (HINT_OF_ERROR); a reader that went away (`| head`) is a success;
-Ctrl-C is 130; a bug says so and offers --debug's traceback."""
+(OPTION_OF_FIELD, made with the options from the operations' fields) and hints (HINT_OF_ERROR); a
+reader that went away (`| head`) is a success; Ctrl-C is 130; a bug says so and offers --debug's
+traceback."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import typer
 
 from memsearch.cli.consoles import messages
 from memsearch.cli.literal import visible
+from memsearch.cli.options import OPTION_OF_FIELD
 from memsearch.errors import ExitCode, MemsearchError, ModelVectorsMissingError, NoteSectionError
 
 # Set by the root's --debug: failures print their traceback too.
@@ -94,29 +96,7 @@ def invalid_argument(args: list[str]) -> str | None:
     return None
 
 
-# The CLI's words for the library's parameters and errors.
-OPTION_OF_FIELD = {
-    "max_tokens": "--max-tokens",
-    "tau_days": "--tau",
-    "limit": "--limit",
-    "mode": "--mode",
-    "fmt": "--format",
-    "conversation": "--conversation",
-    "since": "--since",
-    "until": "--until",
-    "as_of": "--as-of",
-    "at": "--at",
-    "kinds": "--kind",
-    "roles": "--role",
-    "sessions": "--session",
-    "k": "--limit",
-    "min_score": "--min-score",
-    "boost": "--boost",
-    "rerank": "--rerank",
-    "max_ms": "--max-ms",
-    "include": "--include",
-    "exclude": "--exclude",
-}
+# The CLI's words for the library's errors (its options for the fields: memsearch.cli.options).
 HINT_OF_ERROR = {
     "StoreNotFoundError": "add a memory first or pass --db",
     "NothingToIndexError": "give one, as in `memsearch index ~/notes`",

@@ -17,114 +17,70 @@ from memsearch.cli.options import (
     DbOption,
     Filters,
     FormatOption,
-    ImportFormat,
     KeyOption,
     KeysOption,
     ModelOption,
     NoServerOption,
-    ProfileOption,
     RefArgument,
     RefsArgument,
-    ReplaceOption,
     ServerOption,
+    Values,
+    with_fields,
     with_filters,
 )
 from memsearch.cli.progress import ProgressBar
 from memsearch.cli.running import open_memsearch, read_source, server_for, through
 from memsearch.errors import InvalidInputError
-from memsearch.timeutil import RELATIVE_EXAMPLES
+from memsearch.fields import IMPORTANCE, PRIORITY
+from memsearch.operations import ADD, IMPORT, TIMELINE
 
 if TYPE_CHECKING:
     from memsearch.api import Memsearch
 
 
+@with_fields(tuple(f for f in ADD.fields if f.name != "metadata"))
 def add(
-    text: Annotated[str, typer.Argument(help="The memory's text, or - to read it from stdin.")],
-    key: Annotated[str | None, typer.Option("--key", help="A unique key to find this memory by.")] = None,
-    tag: Annotated[list[str] | None, typer.Option("--tag", "-t", help="A tag (repeatable).")] = None,
-    importance: Annotated[float, typer.Option("--importance", help="0 to 1.")] = 0.5,
-    priority: Annotated[float, typer.Option("--priority", help="1 to 2.")] = 1.0,
-    pin: Annotated[bool, typer.Option("--pin", help="Pin the memory.")] = False,
-    project: Annotated[str | None, typer.Option("--project", help="The project it belongs to.")] = None,
-    namespace: Annotated[str | None, typer.Option("--namespace", help="Its namespace.")] = None,
-    session: Annotated[str | None, typer.Option("--session", help="The session it came from.")] = None,
-    role: Annotated[str | None, typer.Option("--role", help="Who said it (user, assistant, …).")] = None,
-    at: Annotated[
-        str | None, typer.Option("--at", help=f"Creation time: ISO-8601, or {RELATIVE_EXAMPLES} ago (default: now).")
-    ] = None,
+    fields: Values,
     meta: Annotated[list[str] | None, typer.Option("--meta", help="Metadata as key=value (repeatable).")] = None,
-    replace: ReplaceOption = False,
-    profile: ProfileOption = None,
     db: DbOption = None,
     model: ModelOption = None,
     server: ServerOption = None,
     no_server: NoServerOption = False,
 ) -> None:
-    """Add one memory and print its id (a profile with ingest dedup may find it is a near-duplicate)."""
-    from memsearch.models import NewMemory
-    from memsearch.timeutil import parse_moment, utc_now
-
-    body = sys.stdin.read() if text == "-" else text
+    """Add one memory and print its id (a profile with ingest dedup may find it is a near-duplicate);
+    a TEXT of - is read from stdin."""
+    if fields["text"] == "-":
+        fields["text"] = sys.stdin.read()
     metadata: dict[str, str] = {}
     for item in meta or ():
         name, sep, value = item.partition("=")
         if not sep or not name.strip():
             raise InvalidInputError(f"--meta {item!r} is not key=value")
         metadata[name.strip()] = value
-    memory = NewMemory(
-        text=body,
-        key=key,
-        tags=tuple(tag or ()),
-        importance=importance,
-        priority=priority,
-        pinned=pin,
-        project=project,
-        namespace=namespace,
-        session=session,
-        role=role,
-        created_at=parse_moment(at, now=utc_now(), field="at") if at else None,
-        metadata=metadata,
-    )
+    request = ADD.request({**fields, "metadata": metadata or None})
     remote = server_for(db, server, model, no_server=no_server, writes=True)
     document = None
     if remote is not None:
-        document = through(remote, lambda client: client.add(memory, replace=replace, profile=profile).to_dict())
+        document = through(
+            remote,
+            lambda client: client.add(request.memory, replace=request.replace, profile=request.profile).to_dict(),
+        )
     if document is None:
         with open_memsearch(db, model) as ms:
-            document = ms.add(memory, replace=replace, profile=profile).to_dict()
+            document = ADD.document(request, ADD.run(ms, request))
     if not document["stored"]:
         messages().print(
             f"not stored: a near-duplicate of id {document['duplicate_of']} (cosine {document['similarity']:.3f} "
-            f"≥ {document['threshold']:g}, profile {profile}); its id is printed",
+            f"≥ {document['threshold']:g}, profile {request.profile}); its id is printed",
             markup=False,
         )
     typer.echo(document["id"])
 
 
+@with_fields(tuple(f for f in IMPORT.fields if f.name != "source"))
 def import_(
     file: Annotated[str, typer.Argument(help="The file to import, or - for stdin.")],
-    fmt: Annotated[
-        ImportFormat,
-        typer.Option(
-            "--format",
-            "-f",
-            help="jsonl: one memory per line (export's; the JSON of list, get and search too). "
-            "chat: one turn per line (session, role or speaker, text, "
-            "created_at). locomo, longmemeval: those benchmarks' JSON.",
-        ),
-    ] = "jsonl",
-    sessions: Annotated[
-        bool, typer.Option("--sessions/--no-sessions", help="Conversations: store a chunk per session too.")
-    ] = True,
-    facets: Annotated[
-        bool, typer.Option("--facets", help="Conversations: extract facet views (personal info, preferences, events).")
-    ] = False,
-    conversation: Annotated[
-        str | None,
-        typer.Option("--conversation", help="chat: the conversation's name (default: the file's stem; stdin: stdin)."),
-    ] = None,
-    replace: ReplaceOption = False,
-    profile: ProfileOption = None,
+    fields: Values,
     db: DbOption = None,
     model: ModelOption = None,
     server: ServerOption = None,
@@ -135,34 +91,26 @@ def import_(
     from memsearch.api import KIND_NAMES
 
     content, source = read_source(file)
+    request = IMPORT.request({**fields, "source": source}, content=content)
     document = None
     # Text that is not valid Unicode (invalid UTF-8 on stdin) is left to the library here, which
     # names its line; the server would only see the bytes it was sent.
     from memsearch.cli.running import is_unicode
 
-    sendable = str(fmt) == "jsonl" and content.strip() and is_unicode(content)
+    sendable = request["format"] == "jsonl" and content.strip() and is_unicode(content)
     remote = server_for(db, server, model, no_server=no_server, writes=True) if sendable else None
     if remote is not None:
         document = through(
             remote,
             lambda client: client.import_text(
-                content, source=source, fmt=str(fmt), sessions=sessions, facets=facets, replace=replace,
-                profile=profile, conversation=conversation,
+                content, source=source, fmt=request["format"], sessions=request["sessions"],
+                facets=request["facets"], replace=request["replace"], profile=request["profile"],
+                conversation=request["conversation"],
             ).to_dict(),
         )  # fmt: skip
     if document is None:
         with open_memsearch(db, model) as ms, ProgressBar("embedding") as progress:
-            document = ms.import_text(
-                content,
-                source=source,
-                fmt=str(fmt),
-                sessions=sessions,
-                facets=facets,
-                replace=replace,
-                profile=profile,
-                conversation=conversation,
-                progress=progress,
-            ).to_dict()
+            document = IMPORT.document(request, IMPORT.run(ms, {**request, "progress": progress}))
     counts, duplicates = document["counts"], document["duplicates"]
     if ignored := document.get("ignored_fields"):
         messages().print(
@@ -255,10 +203,10 @@ def delete(
 SHOWN_IDS = 50  # a delete names at most this many ids
 
 
+@with_fields((IMPORTANCE, PRIORITY), into="scores", defaults={"importance": None, "priority": None})
 def set_(
     ref: RefArgument,
-    importance: Annotated[float | None, typer.Option("--importance", help="0 to 1.")] = None,
-    priority: Annotated[float | None, typer.Option("--priority", help="1 to 2.")] = None,
+    scores: Values,
     memory_score: Annotated[float | None, typer.Option("--memory-score", help="Quality score, 0 to 1.")] = None,
     derived_score: Annotated[
         bool, typer.Option("--derived-score", help="Go back to the score derived from importance and use.")
@@ -284,7 +232,7 @@ def set_(
     changes: dict[str, Any] = {
         name: value
         for name, value in (
-            ("importance", importance), ("priority", priority), ("memory_score", memory_score),
+            *scores.items(), ("memory_score", memory_score),
             ("project", project), ("namespace", namespace), ("tags", tag),
             ("text", sys.stdin.read() if text == "-" else text),
         )
@@ -439,19 +387,15 @@ def unpin(refs: RefsArgument, key: KeysOption = False, db: DbOption = None) -> N
     _set_pinned(refs, key, db, False)
 
 
-def timeline(
-    ref: RefArgument,
-    before: Annotated[int, typer.Option("--before", "-B", help="How many memories before it.", min=0)] = 5,
-    after: Annotated[int, typer.Option("--after", "-A", help="How many memories after it.", min=0)] = 5,
-    key: KeyOption = False,
-    fmt: FormatOption = "table",
-    db: DbOption = None,
-) -> None:
+@with_fields(TIMELINE.fields)
+def timeline(fields: Values, key: KeyOption = False, fmt: FormatOption = "table", db: DbOption = None) -> None:
     """Show the turns around a memory in order (for a note: the memories around it in time)."""
     from memsearch.cli.render import render_timeline
 
     with open_memsearch(db) as ms:
-        render_timeline(ms.timeline(ms.resolve(ref, by_key=key), before=before, after=after), str(fmt))
+        # REF as typed: digits are an id, unless --key
+        request = {**TIMELINE.request(fields), "ref": ms.resolve(fields["ref"], by_key=key)}
+        render_timeline(TIMELINE.run(ms, request), str(fmt))
 
 
 @with_filters

@@ -40,9 +40,9 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from memsearch.errors import InvalidInputError, MemsearchError
+from memsearch.fields import MAX_TEXT_CHARS
 from memsearch.jsonl import split_lines
 from memsearch.models import content_hash
-from memsearch.operations import MAX_TEXT_CHARS
 from memsearch.sections import NOTE_KEY_PREFIX
 from memsearch.timeutil import parse_time
 

@@ -17,9 +17,9 @@ from memsearch.choices import GRANULARITIES, MODES
 from memsearch.embedding import Encoder, encode_queries
 from memsearch.embedding.registry import held_model
 from memsearch.errors import InvalidInputError, ModelVectorsMissingError
+from memsearch.fields import MAX_K
 from memsearch.llm import LLM
 from memsearch.models import EmbeddingModelInfo
-from memsearch.operations import MAX_K
 from memsearch.profiles import Profile, leg_kind, leg_models, load_profile, with_environment
 from memsearch.retrieval import llm_prompts, ranking, rerank
 from memsearch.retrieval.candidates import Candidate, LegHit, Ranked, rank_hits

@@ -20,8 +20,6 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Protocol, cast, overload
 
-import numpy as np
-
 from memsearch.models import derived_memory_score
 from memsearch.profiles import Adjustment, Profile
 from memsearch.retrieval.candidates import Candidate, LegHit, Ranked
@@ -113,12 +111,12 @@ def read_fields(store: SearchBackend, ids: Sequence[int], names: Sequence[str]) 
 
 def factor_values(
     rows: Sequence[Fields], adjustment: Adjustment, now: datetime, project: str | None, facts: QueryFacts
-) -> np.ndarray | None:
+) -> list[float] | None:
     """The adjustment's factor for each row (factor_value's), or None where it applies to none."""
     # Whether it applies is the search's, not a memory's: the first row tells.
     if not rows or factor_value(rows[0], adjustment, now, project, facts) is None:
         return None
-    return np.array([factor_value(row, adjustment, now, project, facts) for row in rows], dtype=np.float64)
+    return [cast(float, factor_value(row, adjustment, now, project, facts)) for row in rows]
 
 
 @dataclass(frozen=True)
@@ -180,15 +178,19 @@ def rank_columns(
         for at, score in enumerate(fusion):
             if dropped[at] is None and score < threshold:
                 dropped[at] = f"below threshold ({score:.4g} < {threshold:g})"
-    final = np.array(fusion, dtype=np.float64)  # Candidate.final: each factor applied in order
+    # Candidate.final: each factor applied in order. Plain floats, not numpy: the same IEEE doubles
+    # for a hundred-odd candidates, and a lexical search from a fresh shell never imports numpy.
+    final = list(fusion)
     for adjustment in profile.adjust:
         values = factor_values(rows, adjustment, now, project, facts)
         if values is not None:
-            final = final + values if adjustment.kind == "memory_score" else final * values
+            adds = adjustment.kind == "memory_score"
+            final = [f + v if adds else f * v for f, v in zip(final, values, strict=True)]
     for boost in boosts:
-        matched = np.array([boost.matches(row.tags, row.project) for row in rows], dtype=bool)
-        final[matched] *= boost.factor
-    order: list[int] = np.lexsort((np.array(ids), -np.array(fusion), -final)).tolist() if count else []
+        final = [
+            f * boost.factor if boost.matches(row.tags, row.project) else f for f, row in zip(final, rows, strict=True)
+        ]
+    order = sorted(range(count), key=lambda at: (-final[at], -fusion[at], ids[at]))
     choice = profile.select
     if choice.drop_identical:  # as select.drop_exact_duplicates
         kept: dict[str, int] = {}

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 from memsearch.arguments import check_scope
 from memsearch.choices import GRANULARITIES, MODES
 from memsearch.errors import InvalidInputError
+from memsearch.fields import MAX_K, QUERY, REQUEST_FIELDS, REQUEST_NAMES, SCOPE_FIELDS, SCOPE_NAMES
 from memsearch.models import check_text, shown
-from memsearch.operations import MAX_K, REQUEST_FIELDS, REQUEST_NAMES, SCOPE_FIELDS, SCOPE_NAMES, SEARCH
 from memsearch.store.base import EVERYTHING, Scope
 from memsearch.timeutil import parse_moment, to_iso, utc_now
 
@@ -65,8 +65,9 @@ class Boost:
 
 @dataclass(frozen=True)
 class SearchRequest:
-    """What a search is asked. Its values are checked against the search operation's fields
-    (memsearch.operations.SEARCH), the bounds every front end shares."""
+    """What a search is asked. Its values are checked, once, here, by the search operation's fields
+    (memsearch.fields), the bounds every front end shares: a front end builds one from its values
+    (`request_from_fields`) without checking them first."""
 
     query: str
     k: int | None = None  # None: the profile's k
@@ -85,14 +86,15 @@ class SearchRequest:
 
     def __post_init__(self) -> None:
         """A request that exists is valid: every stage (and `Memsearch.search_many`) relies on it."""
-        if not isinstance(self.query, str) or not self.query.strip():
+        QUERY.check(self.query)  # a string within the length limit every front end shares
+        if not check_text("query", self.query).strip():
             raise InvalidInputError("the query is empty; say what to search for")
-        for name in ("k", "mode", "max_tokens", "granularity", "rerank", "max_ms", "tau_days", "min_score"):
-            SEARCH.field(name).check(getattr(self, name))
+        for name in _SELF_CHECKED:
+            _REQUEST[name].check(getattr(self, name))
         if self.mode is None or self.granularity is None:
             raise InvalidInputError("mode and granularity must be given")
-        if not isinstance(self.touch, bool):
-            raise InvalidInputError(f"must be true or false, not {self.touch!r}", field="touch")
+        if self.touch is None:
+            raise InvalidInputError("must be true or false, not None", field="touch")
         if self.as_of is not None and (not isinstance(self.as_of, datetime) or self.as_of.tzinfo is None):
             raise InvalidInputError(f"must be a time with its UTC offset, not {self.as_of!r}", field="as_of")
         if self.profile is not None and not isinstance(self.profile, str):
@@ -100,7 +102,6 @@ class SearchRequest:
 
             if not isinstance(self.profile, Profile):
                 raise InvalidInputError(f"must be a profile or its name, not {self.profile!r}", field="profile")
-        SEARCH.field("query").check(check_text("query", self.query))  # its length limit, as every front end's
         check_scope(self.scope)
         if not isinstance(self.boosts, tuple | list) or not all(isinstance(b, Boost) for b in self.boosts):
             raise InvalidInputError(f"must be a tuple of Boost, not {shown(self.boosts)}", field="boost")
@@ -135,11 +136,13 @@ def _json_value(value: Any) -> Any:
 def _moment(field: str, value: object, now: datetime) -> datetime | None:
     if value is None or isinstance(value, datetime):
         return value
-    return parse_moment(SEARCH.field(field).check(value), now=now, field=field)
+    return parse_moment(_REQUEST[field].check(value), now=now, field=field)
 
 
 _SCOPE = {f.name: f for f in SCOPE_FIELDS}
 _REQUEST = {f.name: f for f in REQUEST_FIELDS}
+# The values SearchRequest's constructor checks as they are (the others are made into its types first).
+_SELF_CHECKED = ("k", "mode", "max_tokens", "granularity", "rerank", "max_ms", "tau_days", "min_score", "touch")
 
 
 def scope_from_fields(*, now: datetime | None = None, **fields: object) -> Scope:
@@ -166,36 +169,29 @@ def scope_from_fields(*, now: datetime | None = None, **fields: object) -> Scope
 
 
 def request_from_fields(query: object, **fields: object) -> SearchRequest:
-    """A validated search request from JSON values or option strings (every front end's one
-    constructor): `fields` are the search operation's request fields (`REQUEST_NAMES`), relative
-    times resolving against `as_of` when it is given. `profile` may also be a `Profile`."""
+    """A validated search request from JSON values or option values (every front end's one
+    constructor, through `memsearch.operations.SEARCH`): `fields` are the search operation's
+    request fields (`REQUEST_NAMES`), relative times resolving against `as_of` when it is given.
+    `profile` may also be a `Profile`. Each value is checked once: the filters, times, boosts and
+    profile as they are made into the request's types, the rest by `SearchRequest` itself."""
     unknown = sorted(set(fields) - set(_REQUEST))
     if unknown:
         raise InvalidInputError(f"is not a field of search (known: {', '.join(REQUEST_NAMES)})", field=unknown[0])
-    SEARCH.field("query").check(query)
-    assert isinstance(query, str)
     profile = fields.pop("profile", None)
     if not _is_profile(profile):
         profile = _REQUEST["profile"].check(profile)
     now = utc_now()
     as_of = _moment("as_of", fields.pop("as_of", None), now)
     scope = {name: fields.pop(name) for name in SCOPE_NAMES if name in fields}
-    checked = {name: _REQUEST[name].check(value) for name, value in fields.items()}
+    boosts = _REQUEST["boost"].check(fields.pop("boost", None)) or ()
+    given = {name: value for name, value in fields.items() if value is not None}
     return SearchRequest(
-        query=query,
-        k=checked.get("k"),
-        mode=checked.get("mode") or "auto",
+        query=query,  # type: ignore[arg-type]  # checked by SearchRequest
         scope=scope_from_fields(now=as_of or now, **scope),
         as_of=as_of,
-        max_tokens=checked.get("max_tokens"),
-        touch=checked.get("touch") is not False,
-        granularity=checked.get("granularity") or "turn",
-        boosts=tuple(Boost.parse(text) for text in checked.get("boost") or ()),
-        rerank=checked.get("rerank"),
-        max_ms=checked.get("max_ms"),
+        boosts=tuple(Boost.parse(text) for text in boosts),
         profile=profile,  # type: ignore[arg-type]
-        tau_days=checked.get("tau_days"),
-        min_score=checked.get("min_score"),
+        **given,  # type: ignore[arg-type]
     )
 
 

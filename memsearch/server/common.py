@@ -1,52 +1,12 @@
-"""What the MCP server and the HTTP API share: requests from plain JSON values, and the warm-up."""
+"""What the MCP server and the HTTP API share: the warm library, and the health document."""
 
 from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from memsearch.errors import InvalidInputError
-
-if TYPE_CHECKING:
-    from memsearch.api import Memsearch
-    from memsearch.models import NewMemory
-
-from memsearch.operations import MAX_QUERY_CHARS, MAX_TEXT_CHARS, parse_ref
-
-__all__ = [
-    "MAX_QUERY_CHARS", "MAX_TEXT_CHARS", "WarmService", "check_text", "delete_by_fields", "health_document",
-    "new_memory", "parse_ref",
-]  # fmt: skip
-
-
-def check_text(name: str, value: object, limit: int) -> str:
-    if not isinstance(value, str):
-        raise InvalidInputError(f"must be a string, not {value!r}", field=name)
-    if len(value) > limit:
-        raise InvalidInputError(f"is {len(value):,} characters long; the limit is {limit:,}", field=name)
-    return value
-
-
-def new_memory(fields: Mapping[str, Any]) -> NewMemory:
-    """A memory from a JSON object with the fields of a JSONL import line."""
-    from memsearch.models import NewMemory
-
-    if isinstance(fields, Mapping) and "text" in fields:
-        check_text("text", fields["text"], MAX_TEXT_CHARS)
-    return NewMemory.from_json(dict(fields) if isinstance(fields, Mapping) else fields)
-
-
-def delete_by_fields(ms: Memsearch, fields: dict[str, Any]) -> dict[str, Any]:
-    """The delete operation's checked fields (memsearch.operations.DELETE) as one library call
-    (`Memsearch.delete_matching`): `{"deleted": [ids]}`, or with `dry_run` `{"would_delete": [ids]}`."""
-    from memsearch.retrieval.request import scope_from_fields
-
-    refs, everything, dry_run = fields.pop("refs", None), fields.pop("everything", False), fields.pop("dry_run", False)
-    scope = scope_from_fields(**fields) if fields else None
-    gone = ms.delete_matching(refs, scope, everything=everything, dry_run=dry_run)
-    return {"would_delete" if dry_run else "deleted": [memory.id for memory in gone]}
+__all__ = ["WarmService", "health_document"]
 
 
 def health_document(authenticated: bool, db: object) -> dict[str, Any]:

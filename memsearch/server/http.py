@@ -1,11 +1,11 @@
 """`memsearch serve`: an HTTP JSON API over one warm `Memsearch` (Starlette on uvicorn).
 
-Every endpoint parses, makes one library call on a worker thread and returns the CLI's JSON
-document. The routes come from one table (`ENDPOINTS`); their parameters and bodies are the
-operations' fields (`memsearch.operations`), checked by `Operation.check` / `from_query` and
-described by the same fields in the OpenAPI document. Before any route, the trust boundary of
-`memsearch.server.http_guard` (Host, Origin, token); the socket and uvicorn's bounds on slow
-clients are in `memsearch.server.http_transport`.
+The routes are one table (`ENDPOINTS`): rows of (method, path, operation), each answered by one
+generic handler (`answer`): the operation's values from the path, query or JSON body, its request
+(checked once, by the fields of `memsearch.operations`), its run on a worker thread and its JSON
+document, the CLI's. The same fields describe the parameters and bodies in the OpenAPI document.
+Before any route, the trust boundary of `memsearch.server.http_guard` (Host, Origin, token); the
+socket and uvicorn's bounds on slow clients are in `memsearch.server.http_transport`.
 """
 
 from __future__ import annotations
@@ -36,11 +36,11 @@ from memsearch.errors import (
     NoteSectionError,
     StoreNotFoundError,
 )
+from memsearch.fields import REF
 from memsearch.ingest.readers import DatasetError
 from memsearch.jsonl import TOO_DEEP, decode_json
 from memsearch.operations import ADD, DELETE, GET, IMPORT, MAX_MESSAGE_BYTES, SEARCH, STATS, TIMELINE, Field, Operation
-from memsearch.retrieval.request import request_from_fields
-from memsearch.server.common import WarmService, delete_by_fields, health_document, new_memory
+from memsearch.server.common import WarmService, health_document
 from memsearch.server.http_guard import AUTHENTICATED, ServerToken, error_response, guarded, host_names, server_token
 from memsearch.server.http_openapi import Endpoint, openapi_document
 from memsearch.server.http_transport import is_loopback, listening_socket, serve_app
@@ -187,140 +187,72 @@ CEMS_SEARCH = Operation(
 )
 
 
-def _search(service: Service, fields: dict[str, Any]) -> Callable[[], Any]:
-    """The search call for SEARCH's checked fields."""
-    fields = dict(fields)
-    query = fields.pop("query")
-    raw, explain = fields.pop("raw", False), fields.pop("explain", False)
-    request = request_from_fields(query, **fields)
-    return lambda: service.ms.search(request).to_dict(raw=raw, explain=explain)
-
-
-async def post_search(service: Service, request: Request) -> Any:
-    return await service.call(_search(service, SEARCH.check(await read_json(request))))
-
-
-async def get_search(service: Service, request: Request) -> Any:
-    return await service.call(_search(service, SEARCH.from_query(parameters(request))))
-
-
-async def post_cems_search(service: Service, request: Request) -> Any:
-    body = CEMS_SEARCH.check(await read_json(request))
-    mapped = {CEMS_NAMES[name]: value for name, value in body.items() if name in CEMS_NAMES}
-    if body.get("scope") in ("personal", "shared"):
-        mapped["namespace"] = body["scope"]
-    mapped.setdefault("profile", "cems")
-    return await service.call(_search(service, SEARCH.check(mapped)))
-
-
-async def post_add(service: Service, request: Request) -> Any:
-    fields = ADD.check(await read_json(request))
-    replace_key, profile = fields.pop("replace", False), fields.pop("profile", None)
-    memory = new_memory(fields)
-    outcome = await service.call(lambda: service.ms.add(memory, replace=replace_key, profile=profile))
-    return outcome.to_dict()
-
-
-async def post_import(service: Service, request: Request) -> Any:
-    options = IMPORT.from_query(parameters(request))
-    try:
-        content = (await read_body(request)).decode("utf-8")
-    except UnicodeDecodeError:
-        raise BadRequest("request body is not UTF-8 text") from None
-    outcome = await service.call(
-        lambda: service.ms.import_text(
-            content,
-            source=options.get("source") or "request body",
-            fmt=options.get("format", "jsonl"),
-            sessions=options.get("sessions", True),
-            facets=options.get("facets", False),
-            replace=options.get("replace", False),
-            profile=options.get("profile"),
-            conversation=options.get("conversation"),
-        )
-    )
-    return outcome.to_dict()
-
-
-async def get_memory(service: Service, request: Request) -> Any:
-    ref = GET.from_query(parameters(request, ref=request.path_params["ref"]))["ref"]
-    return (await service.call(lambda: service.ms.get(ref))).to_dict()
-
-
-async def delete_memory(service: Service, request: Request) -> Any:
-    fields = DELETE.from_query(parameters(request, refs=request.path_params["ref"]))
-    return await service.call(lambda: delete_by_fields(service.ms, fields))
-
-
-async def delete_matching(service: Service, request: Request) -> Any:
-    fields = DELETE.from_query(parameters(request))
-    return await service.call(lambda: delete_by_fields(service.ms, fields))
-
-
-async def get_timeline(service: Service, request: Request) -> Any:
-    fields = TIMELINE.from_query(parameters(request, ref=request.path_params["ref"]))
-    timeline = await service.call(
-        lambda: service.ms.timeline(fields["ref"], before=fields.get("before", 5), after=fields.get("after", 5))
-    )
-    return timeline.to_dict()
-
-
-async def get_stats(service: Service, request: Request) -> Any:
-    STATS.from_query(parameters(request))
-    return await service.call(service.ms.stats)
+def cems_values(body: object) -> dict[str, Any]:
+    """CEMS's body as SEARCH's values (checked by CEMS's names, so an error names CEMS's field)."""
+    checked = CEMS_SEARCH.check(body)
+    values = {CEMS_NAMES[name]: value for name, value in checked.items() if name in CEMS_NAMES}
+    if checked.get("scope") in ("personal", "shared"):
+        values["namespace"] = checked["scope"]
+    values.setdefault("profile", "cems")
+    return values
 
 
 async def get_health(service: Service, request: Request) -> Any:
     return health_document(bool(request.scope.get(AUTHENTICATED)), service.ms.path)
 
 
-_REF = GET.field("ref")
+async def answer(service: Service, endpoint: Endpoint, request: Request) -> Any:
+    """The one handler of every operation's route: its values from the path and the query, or
+    from the JSON body, the file's text for a text body; then the operation's answer, off the loop."""
+    operation = endpoint.operation
+    assert operation is not None
+    inputs: dict[str, Any] = {}
+    if endpoint.body is not None:
+        body = await read_json(request)
+        values = endpoint.translate(body) if endpoint.translate is not None else body
+    else:
+        in_path = {endpoint.into.get(name, name): value for name, value in request.path_params.items()}
+        values = operation.from_query(parameters(request, **in_path))
+        if endpoint.content_types:  # the body is a file's text
+            try:
+                inputs["content"] = (await read_body(request)).decode("utf-8")
+            except UnicodeDecodeError:
+                raise BadRequest("request body is not UTF-8 text") from None
+    return await service.call(lambda: operation.answer(service.ms, values, **inputs))
+
+
+# The routes: (method, path, operation), with how each reads its values and what the docs say.
 ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint(
-        "POST",
-        "/api/memory/search",
-        post_cems_search,
-        CEMS_SEARCH.summary,
-        body=CEMS_SEARCH,
-        content_types=JSON_TYPES,
+        "POST", "/api/memory/search", SEARCH, CEMS_SEARCH.summary, "post_cems_search",
+        body=CEMS_SEARCH, content_types=JSON_TYPES, translate=cems_values,
     ),
     Endpoint(
-        "POST", "/search", post_search, "Search with memsearch's own fields", body=SEARCH, content_types=JSON_TYPES
+        "POST", "/search", SEARCH, "Search with memsearch's own fields", "post_search",
+        body=SEARCH, content_types=JSON_TYPES,
     ),
-    Endpoint("GET", "/search", get_search, SEARCH.summary, query=SEARCH),
+    Endpoint("GET", "/search", SEARCH, SEARCH.summary, "get_search", query=SEARCH),
     Endpoint(
-        "POST",
-        "/add",
-        post_add,
-        ADD.summary,
-        body=ADD,
-        content_types=JSON_TYPES,
-        returns="{id, stored, duplicate_of, similarity}",
+        "POST", "/add", ADD, ADD.summary, "post_add",
+        body=ADD, content_types=JSON_TYPES, returns="{id, stored, duplicate_of, similarity}",
     ),
-    Endpoint("POST", "/import", post_import, IMPORT.summary, query=IMPORT, content_types=IMPORT_TYPES),
-    Endpoint("GET", "/memories/{ref}", get_memory, GET.summary, query=GET, path_fields=(_REF,)),
+    Endpoint("POST", "/import", IMPORT, IMPORT.summary, "post_import", query=IMPORT, content_types=IMPORT_TYPES),
+    Endpoint("GET", "/memories/{ref}", GET, GET.summary, "get_memory", query=GET, path_fields=(REF,)),
     Endpoint(
-        "DELETE",
-        "/memories/{ref}",
-        delete_memory,
-        "Delete one memory",
-        path_fields=(_REF,),
-        returns="{deleted: [id]}",
+        "DELETE", "/memories/{ref}", DELETE, "Delete one memory", "delete_memory",
+        path_fields=(REF,), into={"ref": "refs"}, returns="{deleted: [id]}",
     ),
     Endpoint(
-        "DELETE",
-        "/memories",
-        delete_matching,
-        DELETE.summary,
-        query=DELETE,
-        returns="{deleted: [id]}; with dry_run, {would_delete: [id]}",
+        "DELETE", "/memories", DELETE, DELETE.summary, "delete_matching",
+        query=DELETE, returns="{deleted: [id]}; with dry_run, {would_delete: [id]}",
     ),
-    Endpoint("GET", "/timeline/{ref}", get_timeline, TIMELINE.summary, query=TIMELINE, path_fields=(_REF,)),
-    Endpoint("GET", "/stats", get_stats, STATS.summary),
+    Endpoint("GET", "/timeline/{ref}", TIMELINE, TIMELINE.summary, "get_timeline", query=TIMELINE, path_fields=(REF,)),
+    Endpoint("GET", "/stats", STATS, STATS.summary, "get_stats"),
     Endpoint(
-        "GET", "/health", get_health, "Liveness; with the token (or when none is set) also the version, store and pid"
+        "GET", "/health", None, "Liveness; with the token (or when none is set) also the version, store and pid",
+        "get_health", handler=get_health,
     ),
-)
+)  # fmt: skip
 
 
 # -- the application -------------------------------------------------------------------------
@@ -331,7 +263,10 @@ def _route(service: Service, endpoint: Endpoint) -> Route:
         try:
             if endpoint.content_types:
                 check_content_type(request, endpoint.content_types)
-            result = await endpoint.handler(service, request)
+            if endpoint.handler is not None:
+                result = await endpoint.handler(service, request)
+            else:
+                result = await answer(service, endpoint, request)
         except BadRequest as error:
             return error_response(str(error), error.status, kind=error.kind, field_name=error.field)
         except MemsearchError as error:

@@ -4,8 +4,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from memsearch import __version__
@@ -14,17 +14,22 @@ from memsearch.operations import Field, Operation
 
 @dataclass(frozen=True)
 class Endpoint:
-    """One route of the API: its handler, and the fields its parameters and body are made of."""
+    """One route of the API: (method, path, operation), how it reads the operation's values, and
+    the fields its documented parameters and body are made of."""
 
     method: str
     path: str
-    handler: Callable[..., Awaitable[Any]]  # (Service, Request) -> the JSON document
+    operation: Operation | None  # what it runs (None: a route of its own `handler`)
     summary: str
-    query: Operation | None = None  # the query parameters are this operation's fields (less the path's)
-    body: Operation | None = None  # a JSON body of this operation's fields
-    content_types: tuple[str, ...] = ()  # the body types a POST takes
+    operation_id: str
+    query: Operation | None = None  # the documented query parameters: these fields (less the path's)
+    body: Operation | None = None  # a JSON body of these fields (the operation's, or CEMS's names for them)
+    content_types: tuple[str, ...] = ()  # the body types a POST takes (without `body`: a file's text)
     path_fields: tuple[Field, ...] = ()
     returns: str = "the CLI's JSON document"
+    into: Mapping[str, str] = field(default_factory=dict)  # a path parameter → the field it gives
+    translate: Callable[[Any], dict[str, Any]] | None = None  # a body → the operation's values
+    handler: Callable[..., Awaitable[Any]] | None = None  # (Service, Request) -> the JSON document
 
 
 ERROR_STATUSES = {
@@ -59,7 +64,7 @@ def openapi_document(endpoints: Sequence[Endpoint]) -> dict[str, Any]:
     for endpoint in endpoints:
         operation: dict[str, Any] = {
             "summary": endpoint.summary,
-            "operationId": endpoint.handler.__name__,
+            "operationId": endpoint.operation_id,
             "responses": {
                 "200": {"description": endpoint.returns, "content": JSON_OBJECT},
                 **{code: {"description": text, **error} for code, text in ERROR_STATUSES.items()},

@@ -1,10 +1,11 @@
 """`memsearch mcp`: the library as MCP tools, on stdio (or streamable HTTP on loopback).
 
-Each tool is one operation of `memsearch.operations`: its input schema is the operation's JSON
-schema (unknown arguments refused), its arguments are checked by `Operation.check` (strict JSON
-types, the same wording as the HTTP API), and it makes one library call on a `Memsearch` that
-stays warm for the life of the process. Library errors come back as one-line tool errors naming
-the argument; anything else is a bug, logged on stderr and reported without a traceback.
+Each tool is one operation of `memsearch.operations` (`TOOLS`: rows of name, operation, description,
+annotations): its input schema is the operation's JSON schema (unknown arguments refused), and one
+generic call answers every tool: the operation's request from the arguments (strict JSON types,
+checked once, in the HTTP API's wording), its run on a `Memsearch` that stays warm for the life of
+the process, and its JSON document. Library errors come back as one-line tool errors naming the
+argument; anything else is a bug, logged on stderr and reported without a traceback.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -37,7 +37,7 @@ from pydantic_core import PydanticSerializationError
 from memsearch import __version__
 from memsearch.errors import MemsearchError
 from memsearch.operations import ADD, DELETE, GET, SEARCH, STATS, TIMELINE, Operation
-from memsearch.server.common import WarmService, delete_by_fields
+from memsearch.server.common import WarmService
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Receive, Scope, Send
@@ -60,30 +60,15 @@ DESTRUCTIVE = ToolAnnotations(read_only_hint=False, destructive_hint=True, open_
 OUTPUT_SCHEMA: dict[str, Any] = {"type": "object", "additionalProperties": True}
 
 
-def _search(ms: Memsearch, fields: dict[str, Any]) -> dict[str, Any]:
-    from memsearch.retrieval.request import request_from_fields
-
-    raw, explain = fields.pop("raw", False), fields.pop("explain", False)
-    request = request_from_fields(fields.pop("query"), **fields)
-    return ms.search(request).to_dict(raw=raw, explain=explain)
-
-
-def _add(ms: Memsearch, fields: dict[str, Any]) -> dict[str, Any]:
-    from memsearch.models import NewMemory
-
-    replace, profile = fields.pop("replace", False), fields.pop("profile", None)
-    return ms.add(NewMemory.from_json(fields), replace=replace, profile=profile).to_dict()
-
-
 @dataclass(frozen=True)
 class McpTool:
-    """An operation as an MCP tool: what the agent reads, and the one library call it makes."""
+    """An operation as an MCP tool: its name, what the agent reads, and its hints; the one
+    generic call (`run`) is the operation's answer to the arguments."""
 
     name: str
     operation: Operation
     description: str
     annotations: ToolAnnotations
-    call: Callable[[Memsearch, dict[str, Any]], dict[str, Any]]
 
     def listing(self) -> Tool:
         return Tool(
@@ -95,9 +80,11 @@ class McpTool:
         )
 
     def run(self, ms: Memsearch, arguments: dict[str, Any]) -> dict[str, Any]:
-        return self.call(ms, self.operation.check(arguments))
+        document: dict[str, Any] = self.operation.answer(ms, arguments)
+        return document
 
 
+# The tools: (name, operation, description, annotations).
 TOOLS: tuple[McpTool, ...] = (
     McpTool(
         "mem_search",
@@ -106,7 +93,6 @@ TOOLS: tuple[McpTool, ...] = (
         "results ranked best first, each with id, text, score, created_at, tags and scope fields "
         "(without the per-result `explain` breakdown unless explain is true).",
         WRITES,  # a search records an access of its results (unless touch is false or as_of is given)
-        _search,
     ),
     McpTool(
         "mem_add",
@@ -114,22 +100,14 @@ TOOLS: tuple[McpTool, ...] = (
         "Store one memory. Returns its id; with a deduplicating profile, a near-duplicate is not "
         "stored and the existing memory's id is returned with stored=false.",
         WRITES,
-        _add,
     ),
-    McpTool(
-        "mem_get",
-        GET,
-        "One memory with every field, by id or key.",
-        READ_ONLY,
-        lambda ms, fields: ms.get(fields["ref"]).to_dict(),
-    ),
+    McpTool("mem_get", GET, "One memory with every field, by id or key.", READ_ONLY),
     McpTool(
         "mem_timeline",
         TIMELINE,
         "The memories around one in order: for a conversation turn, the turns around it in its "
         "session; for a note, the memories around it in time. `current` marks the one asked for.",
         READ_ONLY,
-        lambda ms, fields: ms.timeline(**fields).to_dict(),
     ),
     McpTool(
         "mem_delete",
@@ -138,14 +116,12 @@ TOOLS: tuple[McpTool, ...] = (
         "filters match (as mem_search's filters; every memory only with everything=true). Returns the "
         "deleted ids; with dry_run=true, the ids that would be deleted (would_delete), deleting nothing.",
         DESTRUCTIVE,
-        delete_by_fields,
     ),
     McpTool(
         "mem_stats",
         STATS,
         "What the store holds: counts of memories by kind, project and namespace, the model, the file.",
         READ_ONLY,
-        lambda ms, fields: ms.stats(),
     ),
 )
 TOOL_BY_NAME = {tool.name: tool for tool in TOOLS}

@@ -42,6 +42,8 @@ from memsearch.store.base import (
 )
 from memsearch.store.dialects import SQLITE
 from memsearch.store.fts import fts_row, gram_text
+from memsearch.store.lexical_cache import lexical_threshold
+from memsearch.store.lexical_index import ImpactIndex
 from memsearch.store.migrations import MIGRATIONS, SCHEMA_VERSION, split_statements
 from memsearch.store.sql import MEMORY_COLUMNS, REFERS, NewBatch, SQLStore
 from memsearch.store.sqlite_errors import (
@@ -53,6 +55,7 @@ from memsearch.store.sqlite_errors import (
     store_error,
 )
 from memsearch.store.sqlite_fts import LEXICAL_VIEWS_STATE, Fts5Index
+from memsearch.store.sqlite_lexical import ImpactLexical
 from memsearch.store.sqlite_reads import SQLiteReads, fits_sqlite
 from memsearch.store.sqlite_transaction import Transaction
 from memsearch.store.sqlite_vectors import CacheRecords, InProcessVectors
@@ -92,7 +95,7 @@ def _create_private_file(path: Path) -> bool:
     return True
 
 
-class SQLiteStore(InProcessVectors, SQLiteReads, SQLStore):
+class SQLiteStore(ImpactLexical, InProcessVectors, SQLiteReads, SQLStore):
     """One memsearch store file. Open with `SQLiteStore.open`; close when done.
 
     Each thread gets its own connection (SQLite connections are not to be shared by threads that
@@ -120,12 +123,15 @@ class SQLiteStore(InProcessVectors, SQLiteReads, SQLStore):
         self._vector_memo: tuple[tuple[Any, ...], VectorIndex, VectorHits] | None = None  # the last vector search
         # Scopes of at least this many memories are searched through the approximate index.
         self.ann_threshold = ann_threshold()
+        # Stores of at least this many memories are searched by words through the impact index.
+        self.lexical_threshold = lexical_threshold()
+        self._impact: dict[str | None, tuple[int, ImpactIndex | None]] = {}  # view → (generation, impact index)
         self._write_refusal: MemsearchError | None = None  # set when only reading works (a full disk)
         self._access_skipped = False  # the note that access was not recorded is given once
         self._access_file_missing = False  # the access file could not be had: accesses are not recorded
         self._wal_holds_deleted_text = False  # a checkpoint is due after the write commits
         self._compose()
-        self.lexical = Fts5Index(self)  # the LexicalIndex part
+        self.lexical = Fts5Index(self, self._impact_search)  # the LexicalIndex part (a large store's: faster)
         self.lexical_search, self.document_frequency = self.lexical.lexical_search, self.lexical.document_frequency
         self.word_documents = self.lexical.word_documents
         if read_only:

@@ -1,0 +1,116 @@
+"""Where a large SQLite store keeps its impact index (memsearch.store.lexical_index), and when it
+has one: the vector cache's folder and trust rules (memsearch.store.vector_cache: a file of the
+user's that no one else may write, opened without following links, whose keyed BLAKE3 digest is
+the one the store recorded when it was written), one file a generation of the store.
+
+The file serves only the generation it is named by: every write moves the generation on, so a
+write never makes the lexical leg disagree with the store. The first lexical search of a
+generation (over everything, or a scope of at least the threshold) builds it; a search that
+cannot have it (a store only read here, no trusted place, a disk that refuses the file) asks
+FTS5, which gives the same answers more slowly.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import mmap
+import os
+import re
+import sqlite3
+from collections.abc import Sequence
+from pathlib import Path
+
+from memsearch.store.ann import private_temporary
+from memsearch.store.lexical_index import TEXT_COLUMNS, ImpactIndex, build_from_connection, read, write
+from memsearch.store.vector_cache import VectorCache
+
+log = logging.getLogger(__name__)
+
+# Off unless MEMSEARCH_LEXICAL_THRESHOLD names a store size: the index is rebuilt whole for each
+# generation (every write), ~6 s at 100k and ~70 s at 1M on the loaded benchmark machine, and the
+# first lexical search after a write pays it; so it suits large stores that are mostly read.
+# Measured (bench/lexical_scale.py, README): FTS5's bm25 takes a p50 of 28 ms at 100k and 539 ms
+# at 1M, the index 2.2 ms and 25 ms.
+DEFAULT_THRESHOLD = 0  # 0: off
+
+_NAME = re.compile(r"^(?P<store>[0-9a-f]+)-g(?P<generation>\d+)-fts-(?P<columns>[\w-]+)\.impact$")
+
+
+def lexical_threshold() -> int:
+    """The store size (memories) from which lexical search goes through the impact index:
+    MEMSEARCH_LEXICAL_THRESHOLD, else DEFAULT_THRESHOLD (0: never)."""
+    value = os.environ.get("MEMSEARCH_LEXICAL_THRESHOLD", "").strip()
+    return int(value) if value.isascii() and value.isdigit() else DEFAULT_THRESHOLD
+
+
+class LexicalCache:
+    """The impact index files of one store, in its vector cache's (trusted) folder, checked
+    against the same ledger."""
+
+    def __init__(self, files: VectorCache, columns: Sequence[str] = TEXT_COLUMNS) -> None:
+        self._files = files
+        self.columns = tuple(columns)
+        self._key = "-".join(self.columns)
+
+    def path(self, generation: int) -> Path:
+        return self._files.folder / f"{self._files.store_id}-g{generation}-fts-{self._key}.impact"
+
+    def load(self, generation: int) -> ImpactIndex | None:
+        """The index of this generation, memory-mapped, when it is there as recorded; else None."""
+        path = self.path(generation)
+        expected = self._files.ledger.recorded(path.name)
+        if expected is None:
+            return None
+        with self._files._opened(path, expected=expected) as opened:
+            if opened is None:
+                return None
+            try:
+                mapped = mmap.mmap(opened[0].fileno(), 0, access=mmap.ACCESS_READ)
+            except (OSError, ValueError):
+                return None
+        index = read(mapped)
+        if index is None:
+            log.debug("impact index %s unreadable: building it again", path)
+        return index
+
+    def build(self, generation: int, db: sqlite3.Connection) -> ImpactIndex:
+        """Build the index of this generation from `db` (in the caller's read snapshot of it),
+        write it under a temporary name and rename it into place, record its digest, remove older
+        generations' files; the index mapped from the file written."""
+        index = build_from_connection(db, self.columns)
+        folder = self._files.folder
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        path = self.path(generation)
+        temporary = private_temporary(path)
+        try:
+            with open(temporary, "wb") as handle:
+                write(index, handle)
+            os.replace(temporary, path)
+        finally:
+            temporary.unlink(missing_ok=True)
+        with self._files._opened(path, expected=None) as written:
+            if written is None:
+                raise OSError(f"the impact index just written at {path} does not read back")
+            self._files.ledger.record(path.name, written[1])
+        self._remove_older(generation)
+        loaded = self.load(generation)
+        if loaded is None:
+            raise OSError(f"the impact index just written at {path} does not read back")
+        return loaded
+
+    def _remove_older(self, generation: int) -> None:
+        try:
+            names = os.listdir(self._files.folder)
+        except OSError:
+            return
+        for name in names:
+            match = _NAME.match(name)
+            if match is None or match["columns"] != self._key:
+                continue
+            ours = match["store"] == self._files.store_id
+            if not ours or int(match["generation"]) < generation:
+                with contextlib.suppress(OSError):
+                    (self._files.folder / name).unlink()
+                if ours:
+                    self._files.ledger.record(name, None)

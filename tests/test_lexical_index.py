@@ -1,0 +1,230 @@
+"""The impact index of a large SQLite store's full text (memsearch/store/lexical_index.py, kept
+as lexical_cache.py says): FTS5's answers to the last bit, for the store's current state only,
+from a file that is the store's own (its threshold forced low here)."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from memsearch.models import EmbeddingModelInfo, NewMemory
+from memsearch.store import Scope
+from memsearch.store.base import EVERYTHING, Rewrite
+from memsearch.store.lexical_cache import LexicalCache
+from memsearch.store.sqlite import SQLiteStore
+from memsearch.store.vector_cache import cache_folder
+from memsearch.text import LexicalQuery
+from tests.conftest import T0
+
+DIM = 8
+MODEL = EmbeddingModelInfo("test-model", DIM)
+WORDS = (  # noqa: SIM905 - a word list reads best as words
+    "deploy config service retry queue worker billing auth token cache redis postgres migration timeout "
+    "error crash fixed rollback release staging production monitor alert latency memory leak index search "
+    "vector import export schema backup restore cluster node pod kubernetes docker image build pipeline"
+).split()
+QUERIES = (
+    "deploy config", "retry queue worker", "billing auth_service", '"redis cache" timeout', "deploying deployed",
+    "the", "nothing-matches-this zzz", "crash crash fixed", "postgres_migration rollback", "index search vector",
+    "kubernetes pod node cluster docker image", "memory leak", "alert", "auth token",
+)  # fmt: skip
+
+
+def texts(n: int, seed: int) -> list[NewMemory]:
+    """Memories of words drawn unevenly (a few common words, many rare), some joined by `_`."""
+    rng = random.Random(seed)
+    weights = [1.0 / (rank + 1) for rank in range(len(WORDS))]
+    memories = []
+    for i in range(n):
+        words = rng.choices(WORDS, weights, k=rng.randint(3, 25))
+        if rng.random() < 0.3:
+            words.append(f"{rng.choice(WORDS)}_{rng.choice(WORDS)}")
+        tags = tuple(rng.sample(WORDS[:8], rng.randint(0, 2)))
+        kind_project = "ops" if i % 3 == 0 else "dev"
+        memories.append(NewMemory(" ".join(words), tags=tags, project=kind_project))
+    return memories
+
+
+def vectors(n: int, seed: int) -> np.ndarray:
+    rows = np.random.default_rng(seed).normal(size=(n, DIM)).astype(np.float32)
+    unit: np.ndarray = rows / np.linalg.norm(rows, axis=1, keepdims=True)
+    return unit
+
+
+def filled(path: Path, n: int = 300, seed: int = 1) -> SQLiteStore:
+    store = SQLiteStore.open(path, create=True)
+    store.insert(texts(n, seed), vectors(n, seed), MODEL, T0)
+    store.lexical_threshold = 1
+    return store
+
+
+def same_answer(got: list[tuple[int, float]], want: list[tuple[int, float]]) -> bool:
+    """The same scores in order, to the last bits; the same ids, but for rows of equal score."""
+    if [round(s, 9) for _, s in got] != [round(s, 9) for _, s in want]:
+        return False
+    by_score: dict[float, set[int]] = {}
+    for memory_id, score in want:
+        by_score.setdefault(round(score, 9), set()).add(memory_id)
+    cut = round(want[-1][1], 9) if want else None
+    return all(memory_id in by_score[round(s, 9)] or round(s, 9) == cut for memory_id, s in got)
+
+
+def fts5(
+    store: SQLiteStore, query: str, scope: Scope = EVERYTHING, k: int = 10, view: str | None = None
+) -> list[tuple[int, float]]:
+    return store.lexical._fts5_query(LexicalQuery.of(query), scope, k, view)
+
+
+def impact_files(path: Path) -> list[Path]:
+    return sorted(cache_folder(path).glob("*.impact"))
+
+
+@pytest.mark.parametrize("k", [1, 5, 10, 50])
+def test_the_index_gives_fts5s_answers(db_path: Path, k: int) -> None:
+    store = filled(db_path)
+    for query in QUERIES:
+        hits = store.lexical_search(LexicalQuery.of(query), Scope(), k)
+        want = fts5(store, query, k=k)
+        assert same_answer(list(hits), want), query
+        assert hits.engine == "exact"  # FTS5's top k, as FTS5 would answer
+    assert store._impact[None][1] is not None  # answered by the index
+    assert len(impact_files(db_path)) == 1
+
+
+@pytest.mark.parametrize("differ", [False, True])
+def test_the_lexical_views_legs_are_answered_too(db_path: Path, differ: bool) -> None:
+    """The legs over a lexical view's column (context, prev): one index for every view while the
+    views hold the memories' own text, one a view once they differ."""
+    store = filled(db_path)
+    if differ:
+        rng = random.Random(3)
+        turns = [
+            NewMemory(f"{w} said", views={"context": f"{w} deploy queue", "prev": f"{w} retry worker"})
+            for w in rng.choices(WORDS, k=40)
+        ]
+        store.insert(turns, vectors(40, 5), MODEL, T0)
+    for view in ("context", "prev"):
+        for query in QUERIES:
+            hits = store.lexical_search(LexicalQuery.of(query), Scope(), 10, view)
+            assert same_answer(list(hits), fts5(store, query, view=view if differ else "context")), (view, query)
+    assert len(impact_files(db_path)) == (2 if differ else 1)
+
+
+@pytest.mark.parametrize("scope", [Scope(project="ops"), Scope(kinds=("note",)), Scope(tags=("deploy",))])
+def test_a_scope_is_answered_as_fts5_answers_it(db_path: Path, scope: Scope) -> None:
+    store = filled(db_path)
+    for query in QUERIES:
+        hits = store.lexical_search(LexicalQuery.of(query), scope, 10)
+        assert same_answer(list(hits), fts5(store, query, scope)), query
+        assert all(scope.admits(store.get(memory_id)) for memory_id, _ in hits)
+
+
+def test_below_the_threshold_fts5_answers_and_no_file_is_made(db_path: Path) -> None:
+    store = filled(db_path)
+    store.lexical_threshold = 301
+    hits = store.lexical_search(LexicalQuery.of("deploy config"), Scope(), 10)
+    assert hits == fts5(store, "deploy config")
+    assert store._impact[None][1] is None
+    assert impact_files(db_path) == []
+
+
+def test_every_write_is_seen_by_the_next_search(db_path: Path) -> None:
+    """Adding, deleting and editing memories (here and in another process's store object): the
+    next search answers for the store as it is now, and only the current generation's file stays."""
+    store = filled(db_path)
+    query = "zebra deploy"
+    store.lexical_search(LexicalQuery.of(query), Scope(), 10)
+    other = SQLiteStore.open(db_path)
+    (added,) = other.insert([NewMemory("zebra zebra deploy")], vectors(1, 7), MODEL, T0)
+    hits = store.lexical_search(LexicalQuery.of(query), Scope(), 10)
+    assert hits[0][0] == added and same_answer(list(hits), fts5(store, query))
+    edited = int(hits[1][0])
+    other.rewrite([Rewrite(edited, "zebra zebra zebra crossing", {}, vectors(1, 8)[0], {})])
+    hits = store.lexical_search(LexicalQuery.of(query), Scope(), 10)
+    assert edited in {i for i, _ in hits[:2]} and same_answer(list(hits), fts5(store, query))
+    other.delete([added])
+    hits = store.lexical_search(LexicalQuery.of(query), Scope(), 10)
+    assert added not in {i for i, _ in hits} and same_answer(list(hits), fts5(store, query))
+    other.update(edited, {"tags": ["zebra"]})
+    hits = store.lexical_search(LexicalQuery.of("zebra"), Scope(), 10)
+    assert same_answer(list(hits), fts5(store, "zebra"))
+    other.close()
+    files = impact_files(db_path)
+    assert len(files) == 1 and f"-g{store.generation()}-" in files[0].name
+    assert files[0].stat().st_mode & 0o077 == 0  # private, as the store
+
+
+def _replace_keeping_identity(file: Path, content: bytes) -> None:
+    replacement = file.with_name(file.name + ".new")
+    replacement.write_bytes(content)
+    replacement.chmod(0o600)
+    replacement.replace(file)
+
+
+@pytest.mark.parametrize("planted", ["an older generation's file", "garbage", "a link"])
+def test_a_file_the_store_did_not_record_is_not_used(db_path: Path, planted: str) -> None:
+    """A well-formed index of another state of the store under the current name (or a damaged
+    file, or a link) is not read: its digest is not the one recorded; the index is built again."""
+    store = filled(db_path)
+    store.lexical_search(LexicalQuery.of("deploy"), Scope(), 10)
+    older = impact_files(db_path)[0].read_bytes()
+    store.delete([1, 2, 3])
+    store.close()
+    fresh = SQLiteStore.open(db_path)
+    fresh.lexical_threshold = 1
+    fresh.lexical_search(LexicalQuery.of("deploy"), Scope(), 10)  # writes this generation's file
+    (current,) = impact_files(db_path)
+    fresh.close()
+    if planted == "an older generation's file":
+        _replace_keeping_identity(current, older)
+    elif planted == "garbage":
+        _replace_keeping_identity(current, b"MSLEX001" + b"\xff" * 200)
+    else:
+        target = current.with_name("elsewhere")
+        target.write_bytes(older)
+        current.unlink()
+        current.symlink_to(target)
+    store = SQLiteStore.open(db_path)
+    store.lexical_threshold = 1
+    hits = store.lexical_search(LexicalQuery.of("deploy"), Scope(), 50)
+    assert {1, 2, 3}.isdisjoint(i for i, _ in hits)
+    assert same_answer(list(hits), fts5(store, "deploy", k=50))
+    assert not current.is_symlink() and current.read_bytes() != older  # built again
+
+
+def test_a_read_only_store_asks_fts5(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    filled(db_path).close()
+    monkeypatch.setenv("MEMSEARCH_READ_ONLY", "1")
+    store = SQLiteStore.open(db_path)
+    assert store.read_only
+    store.lexical_threshold = 1
+    hits = store.lexical_search(LexicalQuery.of("deploy config"), Scope(), 10)
+    assert hits == fts5(store, "deploy config")
+    assert store._impact[None][1] is None
+    assert not cache_folder(db_path).exists()
+
+
+def test_the_file_round_trips(db_path: Path) -> None:
+    store = filled(db_path, 50)
+    files = store._files()
+    assert files is not None
+    index = LexicalCache(files).build(store.generation(), store._db)
+    store._cache_records.flush()
+    again = LexicalCache(files).load(store.generation())
+    assert again is not None
+    for name in ("ids", "lengths", "starts", "rows", "counts", "vocabulary"):
+        assert np.array_equal(getattr(index, name), getattr(again, name))
+
+
+def test_the_index_is_opt_in(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Off unless MEMSEARCH_LEXICAL_THRESHOLD names a size: its whole rebuild falls on the first
+    search after any write."""
+    from memsearch.store.lexical_cache import lexical_threshold
+
+    monkeypatch.delenv("MEMSEARCH_LEXICAL_THRESHOLD", raising=False)
+    assert lexical_threshold() == 0
+    monkeypatch.setenv("MEMSEARCH_LEXICAL_THRESHOLD", "200000")
+    assert lexical_threshold() == 200_000
