@@ -8,12 +8,13 @@ outcomes and errors, over the server's HTTP JSON API.
     client = Client("http://127.0.0.1:8765", token)   # or any server by URL
     reply = client.search("where is the deploy key?", k=5)
 
-Each method is one operation of `memsearch.operations` sent to its route (`ROUTES`: the
-operation's method and path, which tests/test_client.py compares with the server's endpoint
-table): the operation's fields go as the JSON body or the URL's parameters, under the names the
-operation gives them. A library error of the server comes back as the same `memsearch.errors`
-class with its `field`; a server that does not accept connections is `ServerUnavailableError`
-(nothing was sent), a 401 `UnauthorizedError`, anything else outside the API `ServerError`.
+`client.run(operation, **fields)` sends any operation of `memsearch.operations` that has an HTTP
+route (`Operation.route`: its method and path, the one the server serves it at) and gives back its
+JSON document; each typed method is a thin wrapper of it. The operation's fields go as the JSON
+body or the URL's parameters, under the names the operation gives them. A library error of the
+server comes back as the same `memsearch.errors` class with its `field`; a server that does not
+accept connections is `ServerUnavailableError` (nothing was sent), a 401 `UnauthorizedError`,
+anything else outside the API `ServerError`.
 
 Stdlib and the library's light modules only (operations, errors; models and outcomes when a
 reply is read): the CLI's calls through a server import nothing heavy, and neither does this.
@@ -46,7 +47,7 @@ if TYPE_CHECKING:
     from memsearch.outcomes import AddOutcome, ImportOutcome, Timeline
     from memsearch.retrieval.request import SearchRequest
 
-__all__ = ["CONNECT_TIMEOUT_S", "REPLY_TIMEOUT_S", "ROUTES", "Client", "Route", "SearchHit", "SearchReply"]
+__all__ = ["CONNECT_TIMEOUT_S", "REPLY_TIMEOUT_S", "Client", "SearchHit", "SearchReply"]
 
 CONNECT_TIMEOUT_S = 1.0  # a server that does not accept by then is not answering
 REPLY_TIMEOUT_S = 600.0  # an import may embed for a long time
@@ -54,30 +55,6 @@ REPLY_TIMEOUT_S = 600.0  # an import may embed for a long time
 _log = logging.getLogger("memsearch")
 
 
-@dataclass(frozen=True)
-class Route:
-    """How one operation goes to `memsearch serve`: the method and path of its endpoint
-    (`{name}`: that field, in the path) and how the other fields are sent: `body` as a JSON
-    object, `query` as URL parameters, `content` the same with a text as the body."""
-
-    operation: str  # the name of an operation of memsearch.operations
-    method: str
-    path: str
-    sends: str  # body | query | content
-
-
-ROUTES: dict[str, Route] = {
-    route.operation: route
-    for route in (
-        Route("search", "POST", "/search", "body"),
-        Route("add", "POST", "/add", "body"),
-        Route("import", "POST", "/import", "content"),
-        Route("get", "GET", "/memories/{ref}", "query"),
-        Route("delete", "DELETE", "/memories", "query"),
-        Route("timeline", "GET", "/timeline/{ref}", "query"),
-        Route("stats", "GET", "/stats", "query"),
-    )
-}
 _OPERATIONS: dict[str, Operation] = {operation.name: operation for operation in OPERATIONS}
 
 
@@ -234,13 +211,13 @@ class Client:
             if request.profile is not None and not isinstance(request.profile, str):
                 raise InvalidInputError("must be a profile's name to go to a server", field="profile")
             body = request.to_fields()
-        document = self.call("search", {**body, **fields, "raw": raw, "explain": explain})
+        document = self.run("search", **{**body, **fields, "raw": raw, "explain": explain})
         return SearchReply.from_dict(document)
 
     def add(self, memory: NewMemory | str, *, replace: bool = False, profile: str | None = None) -> AddOutcome:
         """Store one memory (a `NewMemory`, or its text); as `Memsearch.add`."""
         fields = {"text": memory} if isinstance(memory, str) else memory.to_fields()
-        return _add_outcome(self.call("add", {**fields, "replace": replace, "profile": profile}))
+        return _add_outcome(self.run("add", **fields, replace=replace, profile=profile))
 
     def import_text(
         self,
@@ -258,23 +235,23 @@ class Client:
         `Memsearch.import_text` (`source` names it in messages)."""
         options = {"format": fmt, "source": source, "conversation": conversation, "sessions": sessions}
         options |= {"facets": facets, "replace": replace, "profile": profile}
-        return _import_outcome(self.call("import", options, content=content))
+        return _import_outcome(self.run("import", content=content, **options))
 
     def get(self, ref: int | str) -> Memory:
         """One memory with every field, by id (an int, or ASCII digits) or key."""
         from memsearch.models import Memory
 
-        return Memory.from_dict(self.call("get", {"ref": ref}))
+        return Memory.from_dict(self.run("get", ref=ref))
 
     def delete(self, refs: Sequence[int | str]) -> list[int]:
         """Delete memories by id or key: all of them, or none if any is not found; their ids."""
-        deleted: list[int] = self.call("delete", {"refs": list(refs)})["deleted"]
+        deleted: list[int] = self.run("delete", refs=list(refs))["deleted"]
         return deleted
 
     def delete_matching(self, *, everything: bool = False, dry_run: bool = False, **filters: Any) -> list[int]:
         """Delete every memory the filters (the delete operation's: `project`, `tags`, `since`, …)
         match, or with `everything` every memory; with `dry_run` only say which. Their ids."""
-        document = self.call("delete", {**filters, "everything": everything, "dry_run": dry_run})
+        document = self.run("delete", **filters, everything=everything, dry_run=dry_run)
         ids: list[int] = document["would_delete" if dry_run else "deleted"]
         return ids
 
@@ -283,13 +260,12 @@ class Client:
         from memsearch.models import Memory
         from memsearch.outcomes import Timeline
 
-        document = self.call("timeline", {"ref": ref, "before": before, "after": after})
+        document = self.run("timeline", ref=ref, before=before, after=after)
         return Timeline([Memory.from_dict(memory) for memory in document["memories"]], document["current"])
 
     def stats(self) -> dict[str, Any]:
         """What the store holds; as `Memsearch.stats`."""
-        stats: dict[str, Any] = self.call("stats")
-        return stats
+        return self.run("stats")
 
     def health(self) -> dict[str, Any]:
         """`/health`: `{status}`, and with the token (or when none is wanted) the version, store and pid."""
@@ -298,11 +274,27 @@ class Client:
 
     # -- the wire -----------------------------------------------------------------------------
 
-    def call(self, operation: str, fields: Mapping[str, Any] | None = None, *, content: str | None = None) -> Any:
-        """One operation (of memsearch.operations, by name) with its fields: the server's JSON
-        reply. Fields the operation does not have are refused here; the server checks the rest.
-        `content`: the text an operation sent as content (import) carries as its body."""
-        route, spec = ROUTES[operation], _OPERATIONS[operation]
+    def run(self, operation: str | Operation, /, **fields: Any) -> dict[str, Any]:
+        """Any operation with an HTTP route (`Operation.route`), by name or itself, with its fields
+        as keywords (and `content=`, the text of an operation that takes one, such as import): the
+        server's JSON document, as `Operation.answer` gives it in-process."""
+        spec = _operation(operation)
+        content = fields.pop("content", None) if "content" in spec.inputs else None
+        document = self.call(spec, fields, content=content)
+        if not isinstance(document, dict):
+            raise ServerError(f"the server at {self.url} answered {spec.name} with {type(document).__name__}")
+        return document
+
+    def call(
+        self, operation: str | Operation, fields: Mapping[str, Any] | None = None, *, content: str | None = None
+    ) -> Any:
+        """One operation (of memsearch.operations, by name, or an Operation with a route) with its
+        fields: the server's JSON reply. Fields the operation does not have are refused here; the
+        server checks the rest. `content`: the text an operation sent as content (import) carries
+        as its body."""
+        spec = _operation(operation)
+        route = spec.route
+        assert route is not None  # (_operation refuses an operation without one)
         given = {name: value for name, value in (fields or {}).items() if value is not None}
         unknown = sorted(set(given) - {f.name for f in spec.fields})
         if unknown:
@@ -360,6 +352,16 @@ class Client:
         if response.status >= 400:
             raise error_from(document, response.status)
         return document
+
+
+def _operation(operation: str | Operation) -> Operation:
+    """The operation of that name (or that one), if it has an HTTP route."""
+    spec = operation if isinstance(operation, Operation) else _OPERATIONS.get(operation)
+    if spec is None:
+        raise InvalidInputError(f"is not an operation (known: {', '.join(_OPERATIONS)})", field="operation")
+    if spec.route is None:
+        raise InvalidInputError(f"{spec.name} has no HTTP route", field="operation")
+    return spec
 
 
 def error_from(document: object, status: int) -> MemsearchError:

@@ -4,11 +4,13 @@ their values (`Operation.request`: every value checked once, by its field, as th
 and the library call that runs it (`Operation.run(memsearch, request) -> outcome`), with the
 outcome's JSON document (`Operation.document`).
 
-The front ends are made from these tables: the HTTP API's routes (`memsearch.server.http.ENDPOINTS`,
-one generic handler), its OpenAPI document, the MCP tools (`memsearch.server.mcp.TOOLS`, one generic
-call), and the CLI's options (`memsearch.cli.options.with_fields`) and error wording. A value of the
-wrong JSON type, out of bounds or not among the choices is an `InvalidInputError` naming the field;
-a field the operation does not have is one too.
+The front ends are made from these tables: the HTTP API's routes (an operation's `HttpRoute`: its
+method, path and how its fields are sent, which the server (`memsearch.server.http.ENDPOINTS`, one
+generic handler) and `memsearch.Client` both read), its OpenAPI document, the MCP tools
+(`memsearch.server.mcp.TOOLS`, one generic call), and the CLI's options
+(`memsearch.cli.options.with_fields`) and error wording. A value of the wrong JSON type, out of
+bounds or not among the choices is an `InvalidInputError` naming the field; a field the operation
+does not have is one too.
 
 This module imports nothing heavy: the library is imported by the builders and runners, when an
 operation is used.
@@ -59,8 +61,8 @@ if TYPE_CHECKING:
 __all__ = [
     "ADD", "DELETE", "GET", "IMPORT", "MAX_K", "MAX_MESSAGE_BYTES", "MAX_MS", "MAX_QUERY_CHARS", "MAX_TEXT_CHARS",
     "MAX_TIMELINE", "MEMORY_FIELDS", "MEMORY_NAMES", "OPERATIONS", "REQUEST_FIELDS", "REQUEST_NAMES",
-    "SCOPE_FIELDS", "SCOPE_NAMES", "SEARCH", "STATS", "TIMELINE", "TYPES", "AddRequest", "Field", "Operation",
-    "Search", "parse_ref",
+    "SCOPE_FIELDS", "SCOPE_NAMES", "SEARCH", "STATS", "TIMELINE", "TYPES", "AddRequest", "Field", "HttpRoute",
+    "Operation", "Search", "parse_ref",
 ]  # fmt: skip
 
 Values = dict[str, Any]
@@ -82,6 +84,29 @@ def _document(request: Any, outcome: Any) -> Any:
 
 
 @dataclass(frozen=True)
+class HttpRoute:
+    """Where an operation is served over HTTP, read by the server (its endpoint) and by
+    `memsearch.Client` (what it sends): the method and path (`{name}`: that field, in the path),
+    how the other fields are sent (`body`: a JSON object; `query`: URL parameters; `content`: URL
+    parameters, with the operation's `content` input as the body), and what the API's docs say."""
+
+    method: str
+    path: str
+    sends: str = "query"  # body | query | content
+    operation_id: str = ""  # OpenAPI's operationId; default: method_name (get_stats)
+    summary: str = ""  # default: the operation's
+    returns: str = "the CLI's JSON document"
+
+    def __post_init__(self) -> None:
+        assert self.sends in ("body", "query", "content"), self.sends
+
+    @property
+    def path_names(self) -> tuple[str, ...]:
+        """The fields the path carries, in its order."""
+        return tuple(part[1:-1] for part in self.path.split("/") if part.startswith("{") and part.endswith("}"))
+
+
+@dataclass(frozen=True)
 class Operation:
     """A use case: its fields, the typed request made from their values, and the call that runs it."""
 
@@ -99,10 +124,15 @@ class Operation:
     # The fields the library method `runner` calls checks itself, by the same field (its Python
     # callers' values too): the request leaves them to it.
     checked_by_run: tuple[str, ...] = ()
+    # Where the HTTP API serves it (and memsearch.Client sends it); None: not over HTTP.
+    route: HttpRoute | None = None
 
     def __post_init__(self) -> None:
         names = [f.name for f in self.fields]
         assert len(names) == len(set(names)), f"{self.name} names a field twice"
+        if self.route is not None:
+            unknown = set(self.route.path_names) - set(names)
+            assert not unknown, f"{self.name}'s path names no field of it: {sorted(unknown)}"
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -220,6 +250,7 @@ SEARCH = Operation(
     build=_search_request,
     runner=lambda ms, search: ms.search(search.request),
     documenter=lambda search, outcome: outcome.to_dict(raw=search.raw, explain=search.explain),
+    route=HttpRoute("POST", "/search", "body", summary="Search with memsearch's own fields"),
 )
 
 # -- writes ------------------------------------------------------------------------------------
@@ -249,6 +280,7 @@ ADD = Operation(
     (*MEMORY_FIELDS, REPLACE, DEDUP_PROFILE),
     build=_add_request,
     runner=lambda ms, add: ms.add(add.memory, replace=add.replace, profile=add.profile),
+    route=HttpRoute("POST", "/add", "body", returns="{id, stored, duplicate_of, similarity}"),
 )
 
 
@@ -281,12 +313,17 @@ IMPORT = Operation(
     runner=_import,
     inputs=("content", "progress"),
     checked_by_run=("sessions", "facets", "replace"),
+    route=HttpRoute("POST", "/import", "content"),
 )
 
 # -- reads and deletes -------------------------------------------------------------------------
 
 GET = Operation(
-    "get", "One memory with every field, by id or key", (REF,), runner=lambda ms, request: ms.get(request["ref"])
+    "get",
+    "One memory with every field, by id or key",
+    (REF,),
+    runner=lambda ms, request: ms.get(request["ref"]),
+    route=HttpRoute("GET", "/memories/{ref}", operation_id="get_memory"),
 )
 
 
@@ -311,6 +348,12 @@ DELETE = Operation(
     ),
     runner=_delete,
     checked_by_run=("everything", "dry_run"),
+    route=HttpRoute(
+        "DELETE",
+        "/memories",
+        operation_id="delete_matching",
+        returns="{deleted: [id]}; with dry_run, {would_delete: [id]}",
+    ),
 )
 
 TIMELINE = Operation(
@@ -319,8 +362,11 @@ TIMELINE = Operation(
     (REF, BEFORE, AFTER),
     runner=lambda ms, request: ms.timeline(request["ref"], before=request["before"], after=request["after"]),
     checked_by_run=("before", "after"),
+    route=HttpRoute("GET", "/timeline/{ref}"),
 )
 
-STATS = Operation("stats", "What the store holds", (), runner=lambda ms, request: ms.stats())
+STATS = Operation(
+    "stats", "What the store holds", (), runner=lambda ms, request: ms.stats(), route=HttpRoute("GET", "/stats")
+)
 
 OPERATIONS: tuple[Operation, ...] = (SEARCH, ADD, IMPORT, GET, DELETE, TIMELINE, STATS)

@@ -1,6 +1,7 @@
 """`memsearch.Client` against a real `memsearch serve` on loopback: the facade's methods with its
-typed outcomes, the server's errors as the library's typed errors (with their field), and its
-route table kept in step with the server's endpoint table."""
+typed outcomes, the server's errors as the library's typed errors (with their field), and every
+operation with an HTTP route served there and reachable by the client (one route per operation:
+`Operation.route`, read by both)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from memsearch import Client, Memsearch, NewMemory
-from memsearch.client import ROUTES, error_from
+from memsearch.client import error_from
 from memsearch.errors import (
     DuplicateKeyError,
     InvalidInputError,
@@ -24,7 +25,7 @@ from memsearch.errors import (
     UnauthorizedError,
 )
 from memsearch.models import Memory
-from memsearch.operations import OPERATIONS
+from memsearch.operations import GET, OPERATIONS, STATS, HttpRoute, Operation
 from memsearch.outcomes import AddOutcome
 from memsearch.retrieval.request import request_from_fields
 from tests.serving import Served
@@ -87,6 +88,8 @@ def test_the_servers_errors_come_back_typed(served: Served) -> None:
     with pytest.raises(UnauthorizedError):
         Client(served.url, "not-the-token").get(1)
     assert client.get(1).key == "deploy-key"  # nothing was deleted
+    assert client.run("get", ref="deploy-key")["id"] == 1  # any routed operation: its JSON document
+    assert client.run(GET, ref=1) == client.get(1).to_dict() and client.run(STATS) == client.stats()
 
 
 def test_a_server_that_is_not_there(tmp_path: Path) -> None:
@@ -119,25 +122,42 @@ def test_error_documents_map_to_the_librarys_classes() -> None:
     assert type(error_from({"error": "x.json: bad", "type": "DatasetError"}, 400)) is DatasetError
 
 
-def test_the_client_routes_are_the_servers_endpoints() -> None:
-    """Each operation the client sends goes to the server's endpoint of that operation (method
-    and path), and every operation the server has an endpoint for is one the client can send."""
+def test_every_routed_operation_is_served_and_reachable_by_the_client(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One route per operation (`Operation.route`): the server serves the operation there, and
+    `Client.run` sends it there, with no table of the client's own."""
     from memsearch.server.http import ENDPOINTS
 
-    def operation_of(endpoint: object) -> str | None:
-        operation = getattr(endpoint, "operation", None) or getattr(endpoint, "body", None)
-        operation = operation or getattr(endpoint, "query", None)
-        return getattr(operation, "name", None)
+    served = {(e.method, e.path): e.operation for e in ENDPOINTS}
+    sent: list[tuple[str, str]] = []
 
-    by_route = {(endpoint.method, endpoint.path): endpoint for endpoint in ENDPOINTS}
-    summaries = {operation.name: operation.summary for operation in OPERATIONS}
-    for route in ROUTES.values():
-        endpoint = by_route.get((route.method, route.path))
-        assert endpoint is not None, f"the server has no {route.method} {route.path} for {route.operation}"
-        named = operation_of(endpoint)
-        assert named == route.operation or (named is None and endpoint.summary == summaries[route.operation])
-    served = {name for name in map(operation_of, ENDPOINTS) if name is not None} & set(summaries)
-    assert served <= set(ROUTES), f"operations the client cannot send: {sorted(served - set(ROUTES))}"
+    def request(self: Client, method: str, target: str, *args: object) -> dict[str, object]:
+        sent.append((method, target))
+        return {}
+
+    monkeypatch.setattr(Client, "request", request)
+    client = Client("http://127.0.0.1:9")
+    routed = [operation for operation in OPERATIONS if operation.route is not None]
+    assert {operation.name for operation in routed} == {operation.name for operation in OPERATIONS}
+    for operation in routed:
+        route = operation.route
+        assert route is not None
+        assert served.get((route.method, route.path)) is operation, f"{operation.name}: not served at its route"
+        required = {f.name: 1 if f.type == "ref" else "x" for f in operation.fields if f.required}
+        assert client.run(operation.name, **required) == {}
+        method, target = sent.pop()
+        assert method == route.method and target.split("?")[0] == route.path.replace("{ref}", "1"), operation.name
+
+
+def test_run_refuses_what_has_no_route() -> None:
+    client = Client("http://127.0.0.1:9")
+    with pytest.raises(InvalidInputError, match="is not an operation") as unknown:
+        client.run("frobnicate")
+    assert unknown.value.field == "operation"
+    local = Operation("local", "Runs in-process only", ())
+    with pytest.raises(InvalidInputError, match="local has no HTTP route"):
+        client.run(local)
+    with pytest.raises(AssertionError, match="names no field"):
+        Operation("broken", "A path with no field", (), route=HttpRoute("GET", "/broken/{ref}"))
 
 
 def test_a_memory_reads_back_from_its_document() -> None:

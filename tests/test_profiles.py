@@ -214,3 +214,56 @@ def test_a_profile_names_its_fusion_floor_apart_from_the_requests_min_score(isol
     (folder / "both.toml").write_text("min_score = 0.25\nfusion_floor = 0.2\n")
     with pytest.raises(InvalidInputError, match="fusion_floor"):
         load_profile("both")
+
+
+def test_a_loaded_profile_is_checked_by_stats_not_by_listing_the_folders(
+    isolated_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A search loads its profile each time: once built, the profile is reused while its folders
+    and files are unchanged, without listing the folders again."""
+    import memsearch.profiles.loading as loading
+
+    folder = isolated_home / "profiles"
+    folder.mkdir(parents=True)
+    (folder / "mine.toml").write_text('extends = "default"\nk = 7\n')
+    first = load_profile("mine")
+    listings: list[int] = []
+    real = loading.available
+
+    def counted() -> dict[str, Path]:
+        listings.append(1)
+        return real()
+
+    monkeypatch.setattr(loading, "available", counted)
+    assert load_profile("mine") is first
+    assert load_profile("mine") is first
+    assert listings == []
+
+
+def test_a_profile_edited_on_disk_is_seen_even_with_the_same_mtime(isolated_home: Path) -> None:
+    import os
+
+    folder = isolated_home / "profiles"
+    folder.mkdir(parents=True)
+    path = folder / "mine.toml"
+    path.write_text('extends = "default"\nk = 7\n')
+    assert load_profile("mine").k == 7
+    stat = path.stat()
+    path.write_text('extends = "default"\nk = 12\n')  # another size, the same mtime (a coarse clock)
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert load_profile("mine").k == 12
+
+
+def test_a_user_profile_added_after_a_load_shadows_the_shipped_one(isolated_home: Path) -> None:
+    assert load_profile("default").k != 3
+    folder = isolated_home / "profiles"
+    folder.mkdir(parents=True)
+    (folder / "default.toml").write_text('extends = "siftcoder"\nk = 3\n')
+    assert load_profile("default").k == 3
+    (folder / "base.toml").write_text("k = 4\n")
+    (folder / "default.toml").write_text('extends = "base"\n')
+    assert load_profile("default").k == 4
+    (folder / "base.toml").write_text("k = 5\n")  # a file the profile extends, edited
+    assert load_profile("default").k == 5
+    (folder / "default.toml").unlink()
+    assert load_profile("default").k != 3

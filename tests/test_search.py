@@ -152,3 +152,23 @@ def test_memsense_lexical_mode_selects_with_stored_vectors(notes: Memsearch) -> 
     outcome = notes.search(SearchRequest("deploy database web", mode="lexical", k=5, profile="memsense"))
     assert len(outcome.results) >= 2
     assert all("mmr_score" in c.selection for c in outcome.results)
+
+
+def test_a_search_reads_each_leg_spec_once(notes: Memsearch, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A search asks its legs' kinds many times; each spec text is parsed once, then remembered."""
+    import memsearch.profiles.schema as schema
+
+    notes.search(SearchRequest("parseConfig", k=3))
+    parsed: list[str] = []
+    real = schema._parse
+
+    def counted(spec: str) -> schema.LegSpec:
+        parsed.append(spec)
+        return real(spec)
+
+    monkeypatch.setattr(schema, "_parse", counted)
+    schema._parsed.cache_clear()
+    notes.search(SearchRequest("parseConfig", k=3))
+    notes.search(SearchRequest("login tokens", k=3))
+    assert sorted(parsed) == sorted(set(parsed))
+    assert set(parsed) <= set(notes.search(SearchRequest("x", k=1)).profile.legs.values())

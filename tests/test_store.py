@@ -186,3 +186,35 @@ def test_roles_follow_writes_of_another_process(store: SQLiteStore, db_path: Pat
     other = SQLiteStore.open(db_path)
     other.insert([NewMemory("hello", role="Ben", kind="turn", session="s1")], vectors(1), MODEL, T0)
     assert store.roles(Scope()) == ["Ana", "Ben"]
+
+
+def test_meta_is_read_once_while_the_store_is_unchanged(store: SQLiteStore, db_path: Path) -> None:
+    """A search asks for the generation many times: read once, then again only after a write by
+    this connection, a commit by another, or inside a transaction."""
+    store.insert([NewMemory("first")], vectors(1), MODEL, T0)
+    statements: list[str] = []
+    store._db.set_trace_callback(statements.append)
+
+    def meta_reads() -> int:
+        count = sum("FROM meta" in statement for statement in statements)
+        statements.clear()
+        return count
+
+    first = store.generation()
+    assert [store.generation() for _ in range(10)] == [first] * 10
+    assert meta_reads() == 1
+    store.insert([NewMemory("second")], vectors(1), MODEL, T0)  # this connection writes
+    meta_reads()
+    assert store.generation() == first + 1
+    assert store.generation() == first + 1
+    assert meta_reads() == 1
+    other = SQLiteStore.open(db_path)  # another connection commits
+    other.insert([NewMemory("third")], vectors(1), MODEL, T0)
+    other.close()
+    assert store.generation() == first + 2
+    assert meta_reads() == 1
+    with pytest.raises(RuntimeError), store.transaction():  # a write rolled back is never remembered
+        store._bump_generation()
+        assert store.generation() == first + 3
+        raise RuntimeError("rolled back")
+    assert store.generation() == first + 2

@@ -59,38 +59,53 @@ def available() -> dict[str, Path]:
     return dict(sorted(found.items()))
 
 
+FileVersion = tuple[Path, int, int]  # a file's path, mtime_ns and size (-1, -1: missing)
+
+_resolved: dict[tuple[str, tuple[FileVersion, ...]], tuple[tuple[FileVersion, ...], Profile]] = {}
+
+
+def _version(path: Path) -> FileVersion:
+    try:
+        stat = path.stat()
+    except OSError:
+        return (path, -1, -1)
+    return (path, stat.st_mtime_ns, stat.st_size)
+
+
 def load_profile(name: str) -> Profile:
-    """The named profile; built once per version of the profile files (a search loads it each
-    time, and building one checks every field's type: milliseconds)."""
-    paths = available()
-    versions = []
-    for path in paths.values():
-        try:
-            versions.append((path, path.stat().st_mtime_ns))
-        except OSError:  # gone meanwhile: _load says so
-            versions.append((path, -1))
-    return _load_version(name, tuple(versions))
+    """The named profile, built once per version of the files it is made of (a search loads it
+    each time, and building one checks every field's type: milliseconds). A cached profile is
+    checked by a stat of each profile folder (a file added, removed or renamed there changes the
+    folder's mtime) and of each file it was read from (an edit changes its mtime or size), not by
+    listing the folders."""
+    folders = tuple(_version(folder) for folder in profile_dirs())
+    cached = _resolved.get((name, folders))
+    if cached is not None and all(_version(version[0]) == version for version in cached[0]):
+        return cached[1]
+    read: list[FileVersion] = []
+    profile = _load(name, seen=(), read=read)
+    if len(_resolved) >= 64:
+        _resolved.clear()
+    _resolved[(name, folders)] = (tuple(read), profile)
+    return profile
 
 
-@functools.lru_cache(maxsize=64)
-def _load_version(name: str, versions: tuple[tuple[Path, int], ...]) -> Profile:
-    return _load(name, seen=())
-
-
-def _load(name: str, seen: tuple[str, ...]) -> Profile:
+def _load(name: str, seen: tuple[str, ...], read: list[FileVersion]) -> Profile:
     paths = available()
     if name not in paths:
         raise InvalidInputError(f"unknown profile {name!r} (available: {', '.join(paths)})")
     if name in seen:
         raise InvalidInputError(f"profile {name!r} extends itself (through {' → '.join(seen)})")
     path = paths[name]
+    version = _version(path)
+    read.append(version)
     try:
-        data = dict(_read(path, path.stat().st_mtime_ns))
+        data = dict(_read(*version))
     except UnicodeDecodeError:
         raise InvalidInputError(f"profile file {path}: not UTF-8 text") from None
     except (OSError, tomllib.TOMLDecodeError) as error:
         raise InvalidInputError(f"profile file {path}: {error}") from None
-    base = _load(data.pop("extends"), (*seen, name)) if "extends" in data else Profile()
+    base = _load(data.pop("extends"), (*seen, name), read) if "extends" in data else Profile()
     try:
         return _merge(base, data, name)
     except (TypeError, ValueError) as error:
@@ -98,7 +113,7 @@ def _load(name: str, seen: tuple[str, ...]) -> Profile:
 
 
 @functools.lru_cache(maxsize=64)
-def _read(path: Path, mtime_ns: int) -> dict[str, Any]:
+def _read(path: Path, mtime_ns: int, size: int) -> dict[str, Any]:
     """A profile file's TOML, parsed once per version of the file (searches load it each time)."""
     return tomllib.loads(path.read_text(encoding="utf-8"))
 

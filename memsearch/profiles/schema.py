@@ -3,6 +3,7 @@ adjustments, selection, re-ranking, expansion) and the closed lists of what each
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Mapping
@@ -38,25 +39,35 @@ class LegSpec:
 
     @classmethod
     def parse(cls, spec: str) -> LegSpec:
-        head, _, role = spec.partition(":")
-        kind, _, view = head.partition("@")
-        model = None
-        if (named := _MODEL_NAMED.fullmatch(kind)) is not None:
-            kind, model = "vector", named[1]
-        views = {"lexical": LEXICAL_VIEWS, "vector": VECTOR_VIEWS, "time": ()}.get(kind)
-        if (
-            views is None
-            or (view and view not in views)
-            or ("@" in head and not view)
-            or (":" in spec and (kind != "vector" or not re.fullmatch(r"[^:@\s]+", role)))
-        ):
-            raise ValueError(f"{spec!r} is not a leg spec ({LEG_SPEC_FORM})")
-        if model is not None and view:
-            raise ValueError(
-                f"{spec!r}: views of another model's vectors are not stored (only the memories' own texts "
-                f"are embedded with {model}): use vector({model})"
-            )
-        return cls(kind, view or None, role or None, model)
+        """The spec read (once per spec text: a search asks a leg's kind many times)."""
+        return _parsed(spec)
+
+
+@functools.lru_cache(maxsize=256)
+def _parsed(spec: str) -> LegSpec:
+    return _parse(spec)  # a ValueError is not cached: a bad spec is checked each time
+
+
+def _parse(spec: str) -> LegSpec:
+    head, _, role = spec.partition(":")
+    kind, _, view = head.partition("@")
+    model = None
+    if (named := _MODEL_NAMED.fullmatch(kind)) is not None:
+        kind, model = "vector", named[1]
+    views = {"lexical": LEXICAL_VIEWS, "vector": VECTOR_VIEWS, "time": ()}.get(kind)
+    if (
+        views is None
+        or (view and view not in views)
+        or ("@" in head and not view)
+        or (":" in spec and (kind != "vector" or not re.fullmatch(r"[^:@\s]+", role)))
+    ):
+        raise ValueError(f"{spec!r} is not a leg spec ({LEG_SPEC_FORM})")
+    if model is not None and view:
+        raise ValueError(
+            f"{spec!r}: views of another model's vectors are not stored (only the memories' own texts "
+            f"are embedded with {model}): use vector({model})"
+        )
+    return LegSpec(kind, view or None, role or None, model)
 
 
 def leg_kind(spec: str) -> str:

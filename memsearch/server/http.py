@@ -1,6 +1,8 @@
 """`memsearch serve`: an HTTP JSON API over one warm `Memsearch` (Starlette on uvicorn).
 
-The routes are one table (`ENDPOINTS`): rows of (method, path, operation), each answered by one
+The routes are one table (`ENDPOINTS`): rows of (method, path, operation), made from each
+operation's own route (`Operation.route`, which `memsearch.Client` reads too) plus this server's
+extras (CEMS's search, GET /search, DELETE /memories/{ref}, /health), each answered by one
 generic handler (`answer`): the operation's values from the path, query or JSON body, its request
 (checked once, by the fields of `memsearch.operations`), its run on a worker thread and its JSON
 document, the CLI's. The same fields describe the parameters and bodies in the OpenAPI document.
@@ -39,7 +41,7 @@ from memsearch.errors import (
 from memsearch.fields import REF
 from memsearch.ingest.readers import DatasetError
 from memsearch.jsonl import TOO_DEEP, decode_json
-from memsearch.operations import ADD, DELETE, GET, IMPORT, MAX_MESSAGE_BYTES, SEARCH, STATS, TIMELINE, Field, Operation
+from memsearch.operations import DELETE, MAX_MESSAGE_BYTES, OPERATIONS, SEARCH, Field, Operation
 from memsearch.server.common import WarmService, health_document
 from memsearch.server.http_guard import AUTHENTICATED, ServerToken, error_response, guarded, host_names, server_token
 from memsearch.server.http_openapi import Endpoint, openapi_document
@@ -221,38 +223,65 @@ async def answer(service: Service, endpoint: Endpoint, request: Request) -> Any:
     return await service.call(lambda: operation.answer(service.ms, values, **inputs))
 
 
-# The routes: (method, path, operation), with how each reads its values and what the docs say.
-ENDPOINTS: tuple[Endpoint, ...] = (
-    Endpoint(
-        "POST", "/api/memory/search", SEARCH, CEMS_SEARCH.summary, "post_cems_search",
-        body=CEMS_SEARCH, content_types=JSON_TYPES, translate=cems_values,
+# How a route's fields come: the body types each way of sending takes.
+BODY_TYPES = {"body": JSON_TYPES, "content": IMPORT_TYPES, "query": ()}
+
+
+def served(operation: Operation) -> Endpoint:
+    """The endpoint of an operation's own route (`Operation.route`, which memsearch.Client reads too)."""
+    route = operation.route
+    assert route is not None, f"{operation.name} has no HTTP route"
+    return Endpoint(
+        route.method,
+        route.path,
+        operation,
+        route.summary or operation.summary,
+        route.operation_id or f"{route.method.lower()}_{operation.name}",
+        query=operation if route.sends != "body" else None,
+        body=operation if route.sends == "body" else None,
+        content_types=BODY_TYPES[route.sends],
+        path_fields=tuple(operation.field(name) for name in route.path_names),
+        returns=route.returns,
+    )
+
+
+# The server's routes of an operation besides its own: before it and after it in the table.
+EXTRA_BEFORE: dict[str, tuple[Endpoint, ...]] = {
+    "search": (
+        Endpoint(
+            "POST", "/api/memory/search", SEARCH, CEMS_SEARCH.summary, "post_cems_search",
+            body=CEMS_SEARCH, content_types=JSON_TYPES, translate=cems_values,
+        ),
     ),
-    Endpoint(
-        "POST", "/search", SEARCH, "Search with memsearch's own fields", "post_search",
-        body=SEARCH, content_types=JSON_TYPES,
+    "delete": (
+        Endpoint(
+            "DELETE", "/memories/{ref}", DELETE, "Delete one memory", "delete_memory",
+            path_fields=(REF,), into={"ref": "refs"}, returns="{deleted: [id]}",
+        ),
     ),
-    Endpoint("GET", "/search", SEARCH, SEARCH.summary, "get_search", query=SEARCH),
-    Endpoint(
-        "POST", "/add", ADD, ADD.summary, "post_add",
-        body=ADD, content_types=JSON_TYPES, returns="{id, stored, duplicate_of, similarity}",
-    ),
-    Endpoint("POST", "/import", IMPORT, IMPORT.summary, "post_import", query=IMPORT, content_types=IMPORT_TYPES),
-    Endpoint("GET", "/memories/{ref}", GET, GET.summary, "get_memory", query=GET, path_fields=(REF,)),
-    Endpoint(
-        "DELETE", "/memories/{ref}", DELETE, "Delete one memory", "delete_memory",
-        path_fields=(REF,), into={"ref": "refs"}, returns="{deleted: [id]}",
-    ),
-    Endpoint(
-        "DELETE", "/memories", DELETE, DELETE.summary, "delete_matching",
-        query=DELETE, returns="{deleted: [id]}; with dry_run, {would_delete: [id]}",
-    ),
-    Endpoint("GET", "/timeline/{ref}", TIMELINE, TIMELINE.summary, "get_timeline", query=TIMELINE, path_fields=(REF,)),
-    Endpoint("GET", "/stats", STATS, STATS.summary, "get_stats"),
-    Endpoint(
-        "GET", "/health", None, "Liveness; with the token (or when none is set) also the version, store and pid",
-        "get_health", handler=get_health,
-    ),
+}  # fmt: skip
+EXTRA_AFTER: dict[str, tuple[Endpoint, ...]] = {
+    "search": (Endpoint("GET", "/search", SEARCH, SEARCH.summary, "get_search", query=SEARCH),),
+}
+HEALTH = Endpoint(
+    "GET", "/health", None, "Liveness; with the token (or when none is set) also the version, store and pid",
+    "get_health", handler=get_health,
 )  # fmt: skip
+
+# The routes: every operation's own (method, path, operation), the extras, and /health.
+ENDPOINTS: tuple[Endpoint, ...] = (
+    *(
+        endpoint
+        for operation in OPERATIONS
+        if operation.route is not None
+        for endpoint in (
+            *EXTRA_BEFORE.get(operation.name, ()),
+            served(operation),
+            *EXTRA_AFTER.get(operation.name, ()),
+        )
+    ),
+    HEALTH,
+)
 
 
 # -- the application -------------------------------------------------------------------------
