@@ -30,6 +30,7 @@ pytestmark = pytest.mark.skipif(not index_library_available(), reason="the index
 
 DIM = 16
 THRESHOLD = 30
+BULK = 300  # over the threshold, and over the pool a vector leg asks for (fewer: it searches exactly)
 
 
 class HashEncoder:
@@ -101,12 +102,10 @@ def test_an_import_over_the_threshold_leaves_a_current_index_and_the_search_buil
     ms: Memsearch, db_path: Path, builds: list[bool]
 ) -> None:
     reports: list[tuple[int, int]] = []
-    ms.import_text(
-        jsonl(THRESHOLD + 10), source="bulk.jsonl", progress=lambda done, total: reports.append((done, total))
-    )
+    ms.import_text(jsonl(BULK), source="bulk.jsonl", progress=lambda done, total: reports.append((done, total)))
     assert builds == [False]  # made by the import, in this process
     assert len(current_index(db_path)) == 1  # beside the store, recorded, of the generation the import left
-    assert reports[-1] == (THRESHOLD + 10, THRESHOLD + 10)  # the index's progress followed the embedding's
+    assert reports[-1] == (BULK, BULK)  # the index's progress followed the embedding's
     with Memsearch(db_path, encoder=HashEncoder()) as fresh:  # the next process's search maps it
         outcome = searched(fresh, "memory number 3 about topic 3")
     assert set(outcome.vector_engines.values()) == {"index"}
@@ -121,7 +120,7 @@ def test_an_import_below_the_threshold_makes_no_index(ms: Memsearch, db_path: Pa
 def test_a_single_add_is_left_to_the_next_search_which_updates_the_index_exactly_rescored(
     ms: Memsearch, db_path: Path, builds: list[bool]
 ) -> None:
-    ms.import_text(jsonl(THRESHOLD + 10), source="bulk.jsonl")
+    ms.import_text(jsonl(BULK), source="bulk.jsonl")
     ms.add(NewMemory("a single new memory about gardening"))
     assert builds == [False]  # the add made none
     outcome = searched(ms, "a single new memory about gardening")
@@ -137,7 +136,7 @@ def test_a_single_add_is_left_to_the_next_search_which_updates_the_index_exactly
 
 
 def test_reindex_and_copy_leave_a_current_index(ms: Memsearch, db_path: Path, builds: list[bool]) -> None:
-    ms.import_text(jsonl(THRESHOLD + 10), source="bulk.jsonl")
+    ms.import_text(jsonl(BULK), source="bulk.jsonl")
     ms.reindex()
     assert len(current_index(db_path)) == 1
     copy = db_path.with_name("copy.db")
@@ -154,7 +153,7 @@ def test_index_of_notes_over_the_threshold_builds_the_index_with_a_progress_phas
 ) -> None:
     folder = tmp_path / "notes"
     folder.mkdir()
-    for n in range(THRESHOLD + 5):
+    for n in range(BULK):
         (folder / f"note{n}.md").write_text(f"# Note {n}\n\nSomething about topic {n} and more.\n", encoding="utf-8")
     phases: list[str] = []
     ms.index([folder], on_progress=lambda event: phases.append(event.phase))
