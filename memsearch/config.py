@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from memsearch.choices import OUTPUT_FORMATS
+from memsearch.choices import OUTPUT_FORMATS, switch
 from memsearch.errors import ConfigError
 from memsearch.fields import MAX_K as MAX_LIMIT  # the largest k a search takes
 
@@ -47,14 +47,13 @@ def _format(value: object) -> str:
 
 
 AUTOSERVE_IDLE_S = 900  # `autoserve = true`: the started server exits after this long without a request
-_ON, _OFF = ("true", "yes", "on", "1"), ("false", "no", "off", "0")
 
 
 def _autoserve(value: object) -> int | None:
     """The idle time of an autostarted server in seconds, or None (off): true/false (1/0, yes/no,
     on/off), or a whole number of seconds from 2 on."""
-    if isinstance(value, str) and value.strip().lower() in (*_ON, *_OFF):
-        return AUTOSERVE_IDLE_S if value.strip().lower() in _ON else None
+    if isinstance(value, str) and (on := switch(value)) is not None:
+        return AUTOSERVE_IDLE_S if on else None
     if isinstance(value, bool):
         return AUTOSERVE_IDLE_S if value else None
     if isinstance(value, str) and re.fullmatch(r"[0-9]{1,9}", value.strip()):

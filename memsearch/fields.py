@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from memsearch.choices import GRANULARITIES, IMPORT_FORMATS, KINDS, MODES, RERANK_METHODS
+from memsearch.choices import GRANULARITIES, IMPORT_FORMATS, KINDS, MODES, RERANK_METHODS, switch
 from memsearch.errors import InvalidInputError, short_repr
 from memsearch.timeutil import RELATIVE_EXAMPLES
 
@@ -179,11 +179,8 @@ class Field:
                     raise self._error(f"must be a number, not {_shown(text)}")
                 return number
             case "boolean":
-                lowered = text.lower()
-                if lowered in ("1", "true", "yes"):
-                    return True
-                if lowered in ("0", "false", "no"):
-                    return False
+                if (on := switch(text)) is not None:
+                    return on
                 raise self._error(f"must be true or false, not {_shown(text)}")
             case "object":
                 raise self._error("cannot be given as a URL parameter")

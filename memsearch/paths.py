@@ -181,8 +181,12 @@ def is_private(path: Path) -> bool:
 
 def read_only_requested() -> bool:
     """`MEMSEARCH_READ_ONLY=1`: open every store for reading only (a shared or archived store;
-    searches then skip recording access)."""
-    return os.environ.get("MEMSEARCH_READ_ONLY", "").strip().lower() not in ("", "0", "false", "no")
+    searches then skip recording access). Anything set but a "no" (0, false, no, off) asks for it:
+    a misspelt value errs towards not writing."""
+    from memsearch.choices import switch
+
+    value = os.environ.get("MEMSEARCH_READ_ONLY", "")
+    return bool(value.strip()) and switch(value) is not False
 
 
 def shown_location(location: Path | str) -> str:

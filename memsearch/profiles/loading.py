@@ -16,7 +16,7 @@ from dataclasses import asdict, fields, is_dataclass
 from pathlib import Path
 from typing import Any, Union, get_args, get_origin, get_type_hints
 
-from memsearch.choices import RERANK_METHODS
+from memsearch.choices import RERANK_METHODS, switch
 from memsearch.errors import InvalidInputError
 from memsearch.profiles.schema import (
     ADJUSTMENTS,
@@ -368,14 +368,15 @@ def with_environment(profile: Profile, environ: Mapping[str, str] | None = None)
         profile = replace(profile, rerank=replace(profile.rerank, limit=int(limit)))
     same = _env_number(env, "CEMS_PROJECT_BOOST_FACTOR", 0, 100)
     other = _env_number(env, "CEMS_PROJECT_PENALTY_FACTOR", 0, 100)
-    penalty = env.get("CEMS_ENABLE_PROJECT_PENALTY", "").strip().lower()
-    if penalty not in ("", "true", "false", "1", "0", "yes", "no"):
-        raise InvalidInputError(f"must be true or false, not {penalty!r}", field="CEMS_ENABLE_PROJECT_PENALTY")
+    given = env.get("CEMS_ENABLE_PROJECT_PENALTY", "")
+    penalty = switch(given) if given.strip() else True
+    if penalty is None:
+        raise InvalidInputError(f"must be true or false, not {given.strip()!r}", field="CEMS_ENABLE_PROJECT_PENALTY")
     adjust = []
     for item in profile.adjust:
         if item.kind == "project":
             item = replace(item, same=item.same if same is None else same, other=item.other if other is None else other)
-            if penalty in ("false", "0", "no"):
+            if not penalty:
                 item = replace(item, other=1.0, none=1.0)
         adjust.append(item)
     return replace(profile, adjust=tuple(adjust))
