@@ -40,6 +40,7 @@ from memsearch.errors import (
     ServerUnavailableError,
     UnauthorizedError,
 )
+from memsearch.fields import AFTER, BEFORE, FACETS, IMPORT_FORMAT, REPLACE, SESSIONS
 from memsearch.operations import OPERATIONS, Field, Operation
 
 if TYPE_CHECKING:
@@ -224,10 +225,10 @@ class Client:
         content: str,
         *,
         source: str | None = None,
-        fmt: str = "jsonl",
-        sessions: bool = True,
-        facets: bool = False,
-        replace: bool = False,
+        fmt: str = IMPORT_FORMAT.default,
+        sessions: bool = SESSIONS.default,
+        facets: bool = FACETS.default,
+        replace: bool = REPLACE.default,
         profile: str | None = None,
         conversation: str | None = None,
     ) -> ImportOutcome:
@@ -255,7 +256,7 @@ class Client:
         ids: list[int] = document["would_delete" if dry_run else "deleted"]
         return ids
 
-    def timeline(self, ref: int | str, *, before: int = 5, after: int = 5) -> Timeline:
+    def timeline(self, ref: int | str, *, before: int = BEFORE.default, after: int = AFTER.default) -> Timeline:
         """The memories around one in order; as `Memsearch.timeline`."""
         from memsearch.models import Memory
         from memsearch.outcomes import Timeline

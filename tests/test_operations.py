@@ -163,7 +163,12 @@ def _literal_defaults(path: Path) -> list[str]:
 
 
 def test_every_default_is_written_once_in_its_field() -> None:
-    places = [PACKAGE / "api.py", *(PACKAGE / "cli").glob("*.py"), *(PACKAGE / "server").glob("*.py")]
+    places = [
+        PACKAGE / "api.py",
+        PACKAGE / "client.py",
+        *(PACKAGE / "cli").glob("*.py"),
+        *(PACKAGE / "server").glob("*.py"),
+    ]
     assert [found for path in places for found in _literal_defaults(path)] == []
     timeline, imports = inspect.signature(Memsearch.timeline), inspect.signature(Memsearch.import_text)
     assert (timeline.parameters["before"].default, timeline.parameters["after"].default) == (5, 5)
