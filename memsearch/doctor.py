@@ -6,7 +6,6 @@ so each is tested without a broken store.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -253,7 +252,7 @@ def model_state(model: str | None, recorded: EmbeddingModelInfo | None, findings
     """The model searches would use (`model`, else the store's), resolved without loading it; a bad one is a finding."""
     import json
 
-    from memsearch.embedding import store_model
+    from memsearch.embedding import encoder_route, store_model
     from memsearch.embedding.onnx import cache_problem, export_dir
 
     try:
@@ -262,7 +261,7 @@ def model_state(model: str | None, recorded: EmbeddingModelInfo | None, findings
         findings.append(Finding("model", PROBLEM, str(error)))
         return None
     location = str(spec.path) if spec.by_path else None
-    route = spec.backend or os.environ.get("MEMSEARCH_ENCODER") or "onnx"  # as load_encoder chooses
+    route = encoder_route(spec)
     if spec.backend is not None and route != "onnx-int8":  # a route of its own: no ONNX export to make
         return ModelState(spec.name, None, "", True, spec.version, location)
     name, version = spec.name, spec.version

@@ -83,13 +83,19 @@ def store_model(model: str | None, recorded: EmbeddingModelInfo | None) -> Model
     return recorded_spec(recorded)
 
 
+def encoder_route(spec: ModelSpec, backend: str | None = None) -> str:
+    """The route that embeds with `spec`: the one its model needs, else `backend`, else
+    `MEMSEARCH_ENCODER`, else onnx."""
+    return spec.backend or backend or os.environ.get("MEMSEARCH_ENCODER") or "onnx"
+
+
 def load_encoder(spec: ModelSpec, backend: str | None = None) -> Encoder:
     """The encoder for `spec`: the route its model needs, else `backend` (or `MEMSEARCH_ENCODER`),
     onnx by default; with the model's query and document prefixes.
 
     Loaded once per process and shared: a model takes a fraction of a second to load.
     """
-    encoder = _load_encoder(spec, spec.backend or backend or os.environ.get("MEMSEARCH_ENCODER") or "onnx")
+    encoder = _load_encoder(spec, encoder_route(spec, backend))
     if spec.query_prefix or spec.document_prefix:
         return PrefixedEncoder(encoder, spec.query_prefix, spec.document_prefix)
     return encoder
