@@ -34,7 +34,7 @@ from benchdata import LOCOMO_DEV  # bench/ is on the path when a script of it ru
 from memsearch.api import Memsearch
 from memsearch.embedding import load_encoder, resolve_model
 from memsearch.eval.datasets import Question, load_locomo
-from memsearch.eval.runner import last_date, turn_ranking
+from memsearch.eval.scoring import last_date, turn_ranking
 from memsearch.eval.strata import EVIDENCE_VALUES, SHAPES, question_strata
 from memsearch.ingest.conversations import conversation_memories
 from memsearch.ingest.readers import Conversation
