@@ -332,6 +332,14 @@ def variants() -> dict[str, Callable[[], Profile]]:
         )
     for factor in (1.1, 1.3):
         found[f"when{factor:g}"] = lambda f=factor: named(f"when{f:g}", with_adjustment(base, "when", factor=f))
+    # Turns that ask rather than tell (memsearch.retrieval.asking): asks<factor>_<questions>_s<share>.
+    for factor in (0.8, 0.9):
+        for questions in ("all", "other", "when"):
+            for share in (0.0, 0.3, 0.5):
+                name = f"asks{factor:g}_{questions}_s{share:g}"
+                found[name] = lambda n=name, f=factor, q=questions, s=share: named(
+                    n, with_adjustment(base, "asks", factor=f, questions=q, share=s)
+                )
     return found
 
 

@@ -40,6 +40,7 @@ _ADJUSTMENT_FIELDS: Mapping[str, tuple[str, ...]] = {
     "about": ("role", "conversation", "text"),
     "when": ("text",),
     "names": ("text",),
+    "asks": ("text",),
 }
 
 
