@@ -308,7 +308,9 @@ def variants() -> dict[str, Callable[[], Profile]]:
     experiment commit (an event-word match, `when` for a dated turn's neighbours, the dense query
     without its when-frame) needed code that was reverted; their figures are in
     bench/results/temporal-dev-loco.md. So did the second round's (who in the window says it,
-    turns that end by asking: commit 7ce825f), in bench/results/temporal-attribution.md."""
+    turns that end by asking: commit 7ce825f), in bench/results/temporal-attribution.md; the
+    third's `asks` adjustment (turns that ask rather than tell: commit 7b0b1b0) and the rules
+    bench/temporal_rules.py measures over the default's top 50, in bench/results/temporal-undated.md."""
     base = load_profile("default")
 
     def named(name: str, profile: Profile) -> Profile:
@@ -332,14 +334,6 @@ def variants() -> dict[str, Callable[[], Profile]]:
         )
     for factor in (1.1, 1.3):
         found[f"when{factor:g}"] = lambda f=factor: named(f"when{f:g}", with_adjustment(base, "when", factor=f))
-    # Turns that ask rather than tell (memsearch.retrieval.asking): asks<factor>_<questions>_s<share>.
-    for factor in (0.8, 0.9):
-        for questions in ("all", "other", "when"):
-            for share in (0.0, 0.3, 0.5):
-                name = f"asks{factor:g}_{questions}_s{share:g}"
-                found[name] = lambda n=name, f=factor, q=questions, s=share: named(
-                    n, with_adjustment(base, "asks", factor=f, questions=q, share=s)
-                )
     return found
 
 

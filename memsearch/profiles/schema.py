@@ -16,7 +16,7 @@ from memsearch.models import LEXICAL_VIEWS, VECTOR_VIEWS
 
 SHIPPED_DIR = Path(__file__).parent
 SIGNALS = ("vector", "lexical", "importance", "access_recency")
-ADJUSTMENTS = ("decay", "memory_score", "priority", "pinned", "project", "speaker", "when", "names", "about", "asks")
+ADJUSTMENTS = ("decay", "memory_score", "priority", "pinned", "project", "speaker", "when", "names", "about")
 
 LEG_KINDS = ("lexical", "vector", "time")
 LEG_SPEC_FORM = "lexical[@context|@prev], vector[(model)][@view][:role], time"
@@ -124,8 +124,6 @@ class Adjustment:
     same: float = 1.3  # project: same project
     other: float = 0.8  # project: another project
     none: float = 0.9  # project: memory without a project
-    share: float = 0.5  # asks: the share of a memory's words its questions hold for it to ask
-    questions: str = "all"  # asks: for which searches: all, when (those that ask when), other (the rest)
 
     def __post_init__(self) -> None:
         # NaN passes every comparison the pipeline makes and turns each score into NaN (not JSON).

@@ -40,7 +40,6 @@ _ADJUSTMENT_FIELDS: Mapping[str, tuple[str, ...]] = {
     "about": ("role", "conversation", "text"),
     "when": ("text",),
     "names": ("text",),
-    "asks": ("text",),
 }
 
 

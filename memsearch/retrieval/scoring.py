@@ -12,7 +12,6 @@ from typing import Any, Literal, Protocol
 from memsearch.models import Memory
 from memsearch.profiles import Adjustment
 from memsearch.retrieval.answers import names_something
-from memsearch.retrieval.asking import asks, question_share
 from memsearch.retrieval.candidates import Candidate, Factor
 from memsearch.retrieval.dates import says_when
 from memsearch.retrieval.request import Boost
@@ -123,10 +122,6 @@ def factor_value(
             if not facts.asks_name:
                 return None
             return adjustment.factor if names_something(memory.text, facts.speaker_words) else 1.0
-        case "asks":  # a memory that asks rather than tells shares the question's words, not its answer
-            if adjustment.questions != "all" and facts.asks_when != (adjustment.questions == "when"):
-                return None
-            return adjustment.factor if asks(memory.text, adjustment.share) else 1.0
     raise ValueError(f"unknown adjustment {adjustment.kind!r}")
 
 
@@ -158,8 +153,6 @@ def factor_detail(
             return {"says_when": says_when(memory.text)}
         case "names":
             return {"names_something": names_something(memory.text, facts.speaker_words)}
-        case "asks":
-            return {"question_share": question_share(memory.text), "share": adjustment.share}
     return {}
 
 
