@@ -4,14 +4,16 @@ from a file that is the store's own (its threshold forced low here)."""
 
 from __future__ import annotations
 
+import contextlib
 import random
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from memsearch.models import EmbeddingModelInfo, NewMemory
-from memsearch.store import Scope
+from memsearch.store import Scope, lexical_cache
 from memsearch.store.base import EVERYTHING, Rewrite
 from memsearch.store.lexical_cache import LexicalCache
 from memsearch.store.sqlite import SQLiteStore
@@ -152,9 +154,20 @@ def test_every_write_is_seen_by_the_next_search(db_path: Path) -> None:
     hits = store.lexical_search(LexicalQuery.of("zebra"), Scope(), 10)
     assert same_answer(list(hits), fts5(store, "zebra"))
     other.close()
-    files = impact_files(db_path)
-    assert len(files) == 1 and f"-g{store.generation()}-" in files[0].name
+    files = impact_files(db_path)  # the first file stays: the rows written since are searched beside it
+    assert len(files) == 1 and "-g1-" in files[0].name and store.generation() > 1
     assert files[0].stat().st_mode & 0o077 == 0  # private, as the store
+
+
+@contextlib.contextmanager
+def _every_change_rebuilds(searching: bool = False) -> Iterator[None]:
+    """A bulk write's end (or, `searching`, a search too) makes a new file after any change."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(lexical_cache, "_FEWEST_CHANGES", 0)
+        patch.setattr(lexical_cache, "REBUILD_SHARE", 0.0)
+        if searching:
+            patch.setattr(lexical_cache, "SEARCH_REBUILD_SHARE", 0.0)
+        yield
 
 
 def _replace_keeping_identity(file: Path, content: bytes) -> None:
@@ -175,8 +188,10 @@ def test_a_file_the_store_did_not_record_is_not_used(db_path: Path, planted: str
     store.close()
     fresh = SQLiteStore.open(db_path)
     fresh.lexical_threshold = 1
-    fresh.lexical_search(LexicalQuery.of("deploy"), Scope(), 10)  # writes this generation's file
+    with _every_change_rebuilds():
+        fresh.prepare_search_indexes()  # writes this generation's file
     (current,) = impact_files(db_path)
+    assert f"-g{fresh.generation()}-" in current.name
     fresh.close()
     if planted == "an older generation's file":
         _replace_keeping_identity(current, older)
@@ -219,12 +234,14 @@ def test_the_file_round_trips(db_path: Path) -> None:
         assert np.array_equal(getattr(index, name), getattr(again, name))
 
 
-def test_the_index_is_opt_in(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Off unless MEMSEARCH_LEXICAL_THRESHOLD names a size: its whole rebuild falls on the first
-    search after any write."""
+def test_the_index_is_on_from_a_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On from DEFAULT_THRESHOLD memories (where it beats FTS5's bm25 with the changed rows
+    searched beside the file); MEMSEARCH_LEXICAL_THRESHOLD names another size, 0 turns it off."""
     from memsearch.store.lexical_cache import lexical_threshold
 
     monkeypatch.delenv("MEMSEARCH_LEXICAL_THRESHOLD", raising=False)
-    assert lexical_threshold() == 0
+    assert lexical_threshold() == 100_000
     monkeypatch.setenv("MEMSEARCH_LEXICAL_THRESHOLD", "200000")
     assert lexical_threshold() == 200_000
+    monkeypatch.setenv("MEMSEARCH_LEXICAL_THRESHOLD", "0")
+    assert lexical_threshold() == 0

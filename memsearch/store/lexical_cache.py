@@ -27,12 +27,17 @@ from memsearch.store.vector_cache import VectorCache
 
 log = logging.getLogger(__name__)
 
-# Off unless MEMSEARCH_LEXICAL_THRESHOLD names a store size: the index is rebuilt whole for each
-# generation (every write), ~6 s at 100k and ~70 s at 1M on the loaded benchmark machine, and the
-# first lexical search after a write pays it; so it suits large stores that are mostly read.
-# Measured (bench/lexical_scale.py, README): FTS5's bm25 takes a p50 of 28 ms at 100k and 539 ms
-# at 1M, the index 2.2 ms and 25 ms.
-DEFAULT_THRESHOLD = 0  # 0: off
+# Stores of at least this many memories search by words through the impact index, unless
+# MEMSEARCH_LEXICAL_THRESHOLD names another size (0: never). Measured (bench/lexical_scale.py,
+# README): FTS5's bm25 takes a p50 of 21-60 ms at 100k and 250-470 ms at 1M, the index (with the
+# rows changed since its file was made) 1-9 ms and 11-26 ms.
+DEFAULT_THRESHOLD = 100_000
+# The share of the store's rows changed since its file was made above which a bulk write's end
+# (prepare_search_indexes) makes a new file, and above which a search does (the changed rows are
+# searched beside the file: their cost grows with them).
+REBUILD_SHARE = 0.01
+SEARCH_REBUILD_SHARE = 0.05
+_FEWEST_CHANGES = 1_000  # changed rows a store of any size may keep before a new file is made
 
 _NAME = re.compile(r"^(?P<store>[0-9a-f]+)-g(?P<generation>\d+)-fts-(?P<columns>[\w-]+)\.impact$")
 
@@ -42,6 +47,13 @@ def lexical_threshold() -> int:
     MEMSEARCH_LEXICAL_THRESHOLD, else DEFAULT_THRESHOLD (0: never)."""
     value = os.environ.get("MEMSEARCH_LEXICAL_THRESHOLD", "").strip()
     return int(value) if value.isascii() and value.isdigit() else DEFAULT_THRESHOLD
+
+
+def rebuild_after(rows: int, *, searching: bool) -> int:
+    """How many changed rows a store of `rows` rows keeps beside its file before a new one is made
+    at a bulk write's end (`searching` False) or by a search."""
+    share = SEARCH_REBUILD_SHARE if searching else REBUILD_SHARE
+    return max(_FEWEST_CHANGES, int(share * rows))
 
 
 class LexicalCache:
@@ -55,6 +67,38 @@ class LexicalCache:
 
     def path(self, generation: int) -> Path:
         return self._files.folder / f"{self._files.store_id}-g{generation}-fts-{self._key}.impact"
+
+    @staticmethod
+    def kept_columns(files: VectorCache, default: Sequence[str]) -> list[tuple[str, ...]]:
+        """`default` and the columns of each file of the store's in the folder."""
+        keys = {"-".join(default)}
+        try:
+            names = os.listdir(files.folder)
+        except OSError:
+            names = []
+        for name in names:
+            match = _NAME.match(name)
+            if match is not None and match["store"] == files.store_id:
+                keys.add(match["columns"])
+        return [tuple(key.split("-")) for key in sorted(keys)]
+
+    def newest(self, oldest: int, newest: int) -> tuple[int, ImpactIndex] | None:
+        """The file of the latest generation from `oldest` to `newest` that is there as recorded
+        (memory-mapped), with its generation; None when there is none."""
+        try:
+            names = os.listdir(self._files.folder)
+        except OSError:
+            return None
+        found = sorted(
+            (int(match["generation"]) for name in names if (match := _NAME.match(name)) is not None
+             and match["store"] == self._files.store_id and match["columns"] == self._key),
+            reverse=True,
+        )  # fmt: skip
+        for generation in found:
+            if oldest <= generation <= newest:
+                index = self.load(generation)
+                return None if index is None else (generation, index)
+        return None
 
     def load(self, generation: int) -> ImpactIndex | None:
         """The index of this generation, memory-mapped, when it is there as recorded; else None."""

@@ -43,7 +43,7 @@ from memsearch.store.base import (
 from memsearch.store.dialects import SQLITE
 from memsearch.store.fts import fts_row, gram_text
 from memsearch.store.lexical_cache import lexical_threshold
-from memsearch.store.lexical_index import ImpactIndex
+from memsearch.store.lexical_delta import ChangedRows
 from memsearch.store.migrations import MIGRATIONS, SCHEMA_VERSION, split_statements
 from memsearch.store.sql import MEMORY_COLUMNS, REFERS, NewBatch, SQLStore
 from memsearch.store.sqlite_errors import (
@@ -125,7 +125,8 @@ class SQLiteStore(ImpactLexical, InProcessVectors, SQLiteReads, SQLStore):
         self.ann_threshold = ann_threshold()
         # Stores of at least this many memories are searched by words through the impact index.
         self.lexical_threshold = lexical_threshold()
-        self._impact: dict[str | None, tuple[int, ImpactIndex | None]] = {}  # view → (generation, impact index)
+        self._impact: dict[str | None, tuple[int, ChangedRows | None]] = {}  # view → (generation, impact index)
+        self._impact_lock = threading.Lock()
         self._write_refusal: MemsearchError | None = None  # set when only reading works (a full disk)
         self._access_skipped = False  # the note that access was not recorded is given once
         self._access_file_missing = False  # the access file could not be had: accesses are not recorded
@@ -378,7 +379,7 @@ class SQLiteStore(ImpactLexical, InProcessVectors, SQLiteReads, SQLStore):
         return int(db.execute(sql, values).lastrowid or 0)
 
     def _unindex(self, db: sqlite3.Connection, memory_id: int, batch: NewBatch, index: int) -> None:
-        db.execute("DELETE FROM memories_fts WHERE rowid = ?", (memory_id,))
+        self.lexical.unindex(memory_id)
         access_file.restart_clock(db, memory_id)
         self._delete_views(memory_id)
         batch.replaced = True
@@ -413,7 +414,7 @@ class SQLiteStore(ImpactLexical, InProcessVectors, SQLiteReads, SQLStore):
                 self._delete_views(memory_id)
                 if self._db.execute("DELETE FROM memories WHERE id = ?", (memory_id,)).rowcount == 0:
                     raise MemoryNotFoundError(f"no memory with id {memory_id}; nothing was deleted")
-                self._db.execute("DELETE FROM memories_fts WHERE rowid = ?", (memory_id,))
+                self.lexical.unindex(memory_id)
             access_file.forget(self._db, ids)
             for rewrite in rewrites:
                 self._rewrite(rewrite)
@@ -607,6 +608,13 @@ class SQLiteStore(ImpactLexical, InProcessVectors, SQLiteReads, SQLStore):
                 return None
             store_id, key = self._meta("store_id"), self._meta("cache_key")
         return str(store_id), bytes.fromhex(str(key))
+
+    def prepare_search_indexes(self, progress: Callable[[int, int], None] | None = None) -> int:
+        """After a bulk write: the approximate vector indexes, then the impact index files (see
+        `InProcessVectors.prepare_search_indexes`, `ImpactLexical.prepare_impact_indexes`)."""
+        indexed = InProcessVectors.prepare_search_indexes(self, progress)
+        self.prepare_impact_indexes(progress)
+        return indexed
 
     def _engine_health(self) -> dict[str, Any]:
         wal = Path(f"{self.path}-wal")
