@@ -148,7 +148,7 @@ class ImpactIndex:
         order = sorted(units, key=lambda unit: (-bound(unit), size(unit)))
         bounds = [bound(unit) for unit in order]
         left = [sum(bounds[i:]) for i in range(len(bounds))] + [0.0]
-        accumulator = np.zeros(rows_count, np.float64)
+        accumulator = np.zeros(self.ids.size, np.float64)
         seen: list[np.ndarray] = []  # each row once: the rows a unit added first
         done = 0
         threshold = -1.0

@@ -16,7 +16,7 @@ from memsearch.errors import MemsearchError
 from memsearch.store.base import Hits, Scope
 from memsearch.store.lexical_cache import LexicalCache, rebuild_after
 from memsearch.store.lexical_delta import CHANGES_FROM, ChangedRows, fts5_totals
-from memsearch.store.lexical_index import TEXT_COLUMNS, ImpactIndex, answer_parts
+from memsearch.store.lexical_index import TEXT_COLUMNS, ImpactIndex, answer_parts, query_phrases
 from memsearch.store.sqlite_errors import ACCESS_TIMEOUT_MS
 
 if TYPE_CHECKING:
@@ -83,8 +83,11 @@ class ImpactLexical:
                 current = self._impact_current(view, columns, files, built)
                 if current is None:
                     return None
+                phrases = query_phrases(query)
+                if phrases is None:
+                    return None
                 rows, tokens = current.totals()
-                parts = current.parts(columns)
+                parts = current.parts(columns, {phrase[0] for phrase in phrases if len(phrase) == 1})
                 masks = [self._impact_mask(part.index, scope) for part in parts]
                 return answer_parts(parts, masks, db, query, limit, columns, rows, tokens)
             finally:
