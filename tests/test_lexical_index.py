@@ -194,7 +194,7 @@ def test_a_file_the_store_did_not_record_is_not_used(db_path: Path, planted: str
     fresh.lexical_threshold = 1
     with _every_change_rebuilds():
         fresh.prepare_search_indexes()  # writes this generation's file
-    (current,) = impact_files(db_path)
+    current = next(file for file in impact_files(db_path) if "-fts-text-tags" in file.name)
     assert f"-g{fresh.generation()}-" in current.name
     fresh.close()
     if planted == "an older generation's file":
@@ -312,8 +312,9 @@ def test_after_any_writes_the_answers_are_fts5s(
             for i, query in enumerate((*QUERIES, "zebra", "zebra deploy crash")):
                 k = (1, 5, 20)[i % 3]
                 scope = Scope(project="ops") if i % 4 == 0 else Scope()
-                hits = store.lexical_search(LexicalQuery.of(query), scope, k)
-                assert same_answer(list(hits), fts5(store, query, scope, k)), (op, query, k)
+                view = "context" if i % 5 == 1 else None  # a view leg's file (the views hold the text)
+                hits = store.lexical_search(LexicalQuery.of(query), scope, k, view)
+                assert same_answer(list(hits), fts5(store, query, scope, k, view)), (op, query, k, view)
             assert store._impact[None][1] is not None  # answered through the index
     finally:
         writer.close()
@@ -349,24 +350,27 @@ def test_a_search_makes_a_new_file_when_the_changed_rows_are_too_many(db_path: P
 
 
 def test_a_bulk_writes_end_makes_a_new_file_over_the_share(db_path: Path) -> None:
+    """The files of text and tags and of the view legs (one for all views while they hold the same
+    text): kept while the changed rows are few, made anew over the share, progress told."""
     store = filled(db_path)
-    store.lexical_search(LexicalQuery.of("deploy"), Scope(), 10)
+    for view in (None, "context"):
+        store.lexical_search(LexicalQuery.of("deploy"), Scope(), 10, view)
     store.insert([NewMemory("zebra zebra")], vectors(1, 3), MODEL, T0)
     told: list[tuple[int, int]] = []
     assert store.prepare_impact_indexes(lambda done, total: told.append((done, total))) == 0  # 1 changed: kept
-    assert "-g1-" in impact_files(db_path)[0].name and told == []
+    assert all("-g1-" in file.name for file in impact_files(db_path)) and told == []
     with _every_change_rebuilds():
-        assert store.prepare_impact_indexes(lambda done, total: told.append((done, total))) == 1
-    assert told == [(0, 301), (301, 301)]
-    (file,) = impact_files(db_path)
-    assert f"-g{store.generation()}-" in file.name
+        assert store.prepare_impact_indexes(lambda done, total: told.append((done, total))) == 2
+    assert told == [(0, 301), (301, 301)] * 2
+    files = impact_files(db_path)
+    assert len(files) == 2 and all(f"-g{store.generation()}-" in file.name for file in files)
 
 
 def test_a_bulk_writes_end_makes_the_first_file_of_a_large_store(db_path: Path) -> None:
     store = filled(db_path)
     assert impact_files(db_path) == []
     store.prepare_search_indexes()
-    assert len(impact_files(db_path)) == 1
+    assert len(impact_files(db_path)) == 2  # text and tags; the views (alike)
     store.lexical_threshold = 1000
     store.insert([NewMemory("zebra")], vectors(1, 3), MODEL, T0)
     assert store.prepare_search_indexes() == 0  # below the threshold: nothing made
@@ -408,3 +412,20 @@ def test_the_change_log_is_written_with_each_write(db_path: Path) -> None:
     store.rewrite([Rewrite(3, "new text", {}, vectors(1, 1)[0], {})])
     rows = dict(store._db.execute("SELECT memory_id, generation FROM lexical_changes").fetchall())
     assert rows[2] == start and rows[3] == start + 1 and rows[1] == 0  # the generation each write began at
+
+
+def test_a_new_file_of_one_leg_keeps_the_log_another_legs_file_needs(db_path: Path) -> None:
+    """Text and tags' file made anew by a search while the view leg's file is older: the log keeps
+    what the older file needs, so the view leg is still answered from it and the changes."""
+    store = filled(db_path)
+    for view in (None, "context"):
+        store.lexical_search(LexicalQuery.of("deploy"), Scope(), 10, view)
+    store.insert([NewMemory("zebra zebra")], vectors(1, 3), MODEL, T0)
+    with _every_change_rebuilds(searching=True):
+        store.lexical_search(LexicalQuery.of("zebra"), Scope(), 10)
+    names = sorted(file.name for file in impact_files(db_path))
+    assert "-g1-fts-context" in names[0] and f"-g{store.generation()}-fts-text-tags" in names[1]
+    hits = store.lexical_search(LexicalQuery.of("zebra deploy"), Scope(), 10, "context")
+    assert same_answer(list(hits), fts5(store, "zebra deploy", view="context"))
+    current = store._impact["context"][1]
+    assert current is not None and current.base_generation == 1 and current.changed.size == 1

@@ -69,9 +69,9 @@ class LexicalCache:
         return self._files.folder / f"{self._files.store_id}-g{generation}-fts-{self._key}.impact"
 
     @staticmethod
-    def kept_columns(files: VectorCache, default: Sequence[str]) -> list[tuple[str, ...]]:
-        """`default` and the columns of each file of the store's in the folder."""
-        keys = {"-".join(default)}
+    def kept(files: VectorCache) -> dict[tuple[str, ...], int]:
+        """The files of the store's in the folder: their columns, and the oldest generation of each."""
+        kept: dict[tuple[str, ...], int] = {}
         try:
             names = os.listdir(files.folder)
         except OSError:
@@ -79,8 +79,9 @@ class LexicalCache:
         for name in names:
             match = _NAME.match(name)
             if match is not None and match["store"] == files.store_id:
-                keys.add(match["columns"])
-        return [tuple(key.split("-")) for key in sorted(keys)]
+                columns = tuple(match["columns"].split("-"))
+                kept[columns] = min(kept.get(columns, int(match["generation"])), int(match["generation"]))
+        return kept
 
     def newest(self, oldest: int, newest: int) -> tuple[int, ImpactIndex] | None:
         """The file of the latest generation from `oldest` to `newest` that is there as recorded

@@ -13,17 +13,19 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING
 
 from memsearch.errors import MemsearchError
+from memsearch.models import LEXICAL_VIEWS
 from memsearch.store.base import Hits, Scope
 from memsearch.store.lexical_cache import LexicalCache, rebuild_after
 from memsearch.store.lexical_delta import CHANGES_FROM, ChangedRows, fts5_totals
 from memsearch.store.lexical_index import TEXT_COLUMNS, ImpactIndex, answer_parts, query_phrases
 from memsearch.store.sqlite_errors import ACCESS_TIMEOUT_MS
+from memsearch.store.vector_cache import VectorCache
 
 if TYPE_CHECKING:
     import numpy as np
 
+    from memsearch.store.sqlite_fts import Fts5Index
     from memsearch.store.sqlite_vectors import CacheRecords
-    from memsearch.store.vector_cache import VectorCache
     from memsearch.text import LexicalQuery
 
 log = logging.getLogger(__name__)
@@ -39,6 +41,7 @@ class ImpactLexical:
     _impact_lock: threading.Lock
 
     if TYPE_CHECKING:  # what the store provides
+        lexical: Fts5Index
 
         @property
         def _db(self) -> sqlite3.Connection: ...
@@ -93,8 +96,8 @@ class ImpactLexical:
             finally:
                 db.execute("COMMIT")
                 self._cache_records.flush()
-                if built:
-                    self._forget_changes_before(built[0])
+                if built and isinstance(files, VectorCache):
+                    self._forget_changes_before(built[0], files)
 
     def _impact_current(
         self, view: str | None, columns: Sequence[str], files: VectorCache | bool | None, built: builtins.list[int]
@@ -151,10 +154,11 @@ class ImpactLexical:
             return None
         return ChangedRows(index, generation)
 
-    def _forget_changes_before(self, generation: int) -> None:
-        """After a file of `generation` was made: the log's older entries are no longer needed, and
-        files older than it can no longer be brought up to date (best effort: a busy store keeps
-        them, which only costs room)."""
+    def _forget_changes_before(self, generation: int, files: VectorCache) -> None:
+        """After a file of `generation` was made: the log's entries older than it and every other
+        file kept are no longer needed, and files older than that can no longer be brought up to
+        date (best effort: a busy store keeps them, which only costs room)."""
+        generation = min([generation, *LexicalCache.kept(files).values()])
         try:
             with self.transaction(ACCESS_TIMEOUT_MS):
                 start = self._meta(CHANGES_FROM)
@@ -166,11 +170,11 @@ class ImpactLexical:
             log.debug("full-text change log not shortened (%s)", error)
 
     def prepare_impact_indexes(self, progress: Callable[[int, int], None] | None = None) -> int:
-        """After a bulk write: make the impact index file of text and tags (and of each view a
-        file was made for before) when the store is large enough to want one and has none the
-        change log reaches back to, or more changed rows than REBUILD_SHARE of it, so the next
-        search only maps it; `progress` gets (rows indexed, rows) of each. Returns how many files
-        were made."""
+        """After a bulk write: make the impact index files a search reads (text and tags, and the
+        lexical views': one for all while they hold the same text; and any other kept) when the
+        store is large enough to want them and has none the change log reaches back to, or more
+        changed rows than REBUILD_SHARE of it, so the next search only maps them; `progress` gets
+        (rows indexed, rows) of each. Returns how many files were made."""
         if self.read_only or self.lexical_threshold <= 0:
             return 0
         rows, _ = fts5_totals(self._db)
@@ -181,7 +185,9 @@ class ImpactLexical:
             return 0
         made = 0
         db = self._db
-        for columns in LexicalCache.kept_columns(files, TEXT_COLUMNS):
+        views = [LEXICAL_VIEWS[0]] if self.lexical._lexical_views_alike() else list(LEXICAL_VIEWS)
+        wanted = [TEXT_COLUMNS, *((view,) for view in views)]  # what a search's legs read
+        for columns in dict.fromkeys([*wanted, *LexicalCache.kept(files)]):
             view = None if columns == TEXT_COLUMNS else columns[0]
             with self._impact_lock:
                 db.execute("BEGIN")
@@ -201,7 +207,7 @@ class ImpactLexical:
                     db.execute("COMMIT")
                     self._cache_records.flush()
         if made:
-            self._forget_changes_before(self.generation())
+            self._forget_changes_before(self.generation(), files)
         return made
 
     def _known(self, view: str | None) -> ChangedRows | None:
