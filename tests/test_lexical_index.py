@@ -429,3 +429,16 @@ def test_a_new_file_of_one_leg_keeps_the_log_another_legs_file_needs(db_path: Pa
     assert same_answer(list(hits), fts5(store, "zebra deploy", view="context"))
     current = store._impact["context"][1]
     assert current is not None and current.base_generation == 1 and current.changed.size == 1
+
+
+def test_the_log_of_a_store_without_a_file_is_kept_short(db_path: Path) -> None:
+    """Below the threshold no file is made, and a bulk write's end drops the log's entries once
+    they are more than a search would keep beside a file."""
+    store = filled(db_path)
+    store.lexical_threshold = 0
+    assert store._db.execute("SELECT count(*) FROM lexical_changes").fetchone()[0] == 300
+    with _every_change_rebuilds(searching=True):
+        assert store.prepare_search_indexes() == 0
+    assert store._db.execute("SELECT count(*) FROM lexical_changes").fetchone()[0] == 0
+    assert store._meta(CHANGES_FROM) == str(store.generation())
+    assert impact_files(db_path) == []

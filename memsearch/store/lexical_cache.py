@@ -1,13 +1,17 @@
 """Where a large SQLite store keeps its impact index (memsearch.store.lexical_index), and when it
 has one: the vector cache's folder and trust rules (memsearch.store.vector_cache: a file of the
 user's that no one else may write, opened without following links, whose keyed BLAKE3 digest is
-the one the store recorded when it was written), one file a generation of the store.
+the one the store recorded when it was written), one file a column set, named by the generation
+it was made at.
 
-The file serves only the generation it is named by: every write moves the generation on, so a
-write never makes the lexical leg disagree with the store. The first lexical search of a
-generation (over everything, or a scope of at least the threshold) builds it; a search that
-cannot have it (a store only read here, no trusted place, a disk that refuses the file) asks
-FTS5, which gives the same answers more slowly.
+A file serves every later generation the store's change log reaches back to: the rows written
+or deleted since are searched beside it (memsearch.store.lexical_delta), so a write never makes
+the lexical leg disagree with the store, and never makes the next search rebuild the file. A new
+file is made at a bulk write's end (index, import, reindex, copy: prepare_search_indexes) when
+the changed rows are over REBUILD_SHARE of the store, by a search when they are over
+SEARCH_REBUILD_SHARE, or when there is no file the log reaches back to (a store that just grew
+past the threshold). A search that cannot have one (a store only read here, no trusted place, a
+disk that refuses the file) asks FTS5, which gives the same answers more slowly.
 """
 
 from __future__ import annotations

@@ -20,7 +20,8 @@ another order than FTS5's (FTS5 does not define it).
 
 What it does not answer (the caller asks FTS5): queries with gram terms (CJK, symbols) or with a
 phrase of several tokens (a quoted phrase, or a word FTS5 splits, like `auth_service`), which
-need positions; and any state of the store but the one it was built from (see lexical_cache).
+need positions. Rows changed since it was made are searched beside it, every part scored with
+the table's statistics as they are now (`answer_parts`; memsearch.store.lexical_delta).
 """
 
 from __future__ import annotations

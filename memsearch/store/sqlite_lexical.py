@@ -1,6 +1,14 @@
 """The SQLite store's lexical search through the impact index (memsearch.store.lexical_index,
-kept as memsearch.store.lexical_cache says) for a large store: FTS5's answers, without FTS5
-scoring every match. A part of SQLiteStore; `Fts5Index.lexical_search` asks it first."""
+kept as memsearch.store.lexical_cache says, with the rows changed since its file searched beside
+it: memsearch.store.lexical_delta) for a large store: FTS5's answers, without FTS5 scoring every
+match. A part of SQLiteStore; `Fts5Index.lexical_search` asks it first.
+
+Safety: every part is read in one snapshot of the store (its generation, the change log, the
+changed rows, FTS5's phrase scores); the row and token counts the parts add up to are checked
+against FTS5's own (its averages record) once a generation, so a write the log missed makes a
+new file instead of a wrong answer. Lexical searches of one store object take turns (a lock:
+the changed rows' in-memory table is shared by its threads).
+"""
 
 from __future__ import annotations
 
@@ -154,11 +162,11 @@ class ImpactLexical:
             return None
         return ChangedRows(index, generation)
 
-    def _forget_changes_before(self, generation: int, files: VectorCache) -> None:
+    def _forget_changes_before(self, generation: int, files: VectorCache | None) -> None:
         """After a file of `generation` was made: the log's entries older than it and every other
         file kept are no longer needed, and files older than that can no longer be brought up to
         date (best effort: a busy store keeps them, which only costs room)."""
-        generation = min([generation, *LexicalCache.kept(files).values()])
+        generation = min([generation, *(LexicalCache.kept(files).values() if files is not None else ())])
         try:
             with self.transaction(ACCESS_TIMEOUT_MS):
                 start = self._meta(CHANGES_FROM)
@@ -175,13 +183,15 @@ class ImpactLexical:
         store is large enough to want them and has none the change log reaches back to, or more
         changed rows than REBUILD_SHARE of it, so the next search only maps them; `progress` gets
         (rows indexed, rows) of each. Returns how many files were made."""
-        if self.read_only or self.lexical_threshold <= 0:
+        if self.read_only:
             return 0
         rows, _ = fts5_totals(self._db)
-        if rows < self.lexical_threshold:
-            return 0
         files = self._files()
-        if files is None:
+        if self.lexical_threshold <= 0 or rows < self.lexical_threshold or files is None:
+            # No file wanted here: the log is kept short all the same (another process may want one).
+            (logged,) = self._db.execute("SELECT count(*) FROM lexical_changes").fetchone()
+            if logged > rebuild_after(rows, searching=True):
+                self._forget_changes_before(self.generation(), files)
             return 0
         made = 0
         db = self._db
