@@ -244,7 +244,7 @@ def test_the_index_is_on_from_a_size(monkeypatch: pytest.MonkeyPatch) -> None:
     from memsearch.store.lexical_cache import lexical_threshold
 
     monkeypatch.delenv("MEMSEARCH_LEXICAL_THRESHOLD", raising=False)
-    assert lexical_threshold() == 100_000
+    assert lexical_threshold() == 50_000
     monkeypatch.setenv("MEMSEARCH_LEXICAL_THRESHOLD", "200000")
     assert lexical_threshold() == 200_000
     monkeypatch.setenv("MEMSEARCH_LEXICAL_THRESHOLD", "0")

@@ -32,10 +32,11 @@ from memsearch.store.vector_cache import VectorCache
 log = logging.getLogger(__name__)
 
 # Stores of at least this many memories search by words through the impact index, unless
-# MEMSEARCH_LEXICAL_THRESHOLD names another size (0: never). Measured (bench/lexical_scale.py,
-# README): FTS5's bm25 takes a p50 of 21-60 ms at 100k and 250-470 ms at 1M, the index (with the
-# rows changed since its file was made) 1-9 ms and 11-26 ms.
-DEFAULT_THRESHOLD = 100_000
+# MEMSEARCH_LEXICAL_THRESHOLD names another size (0: never). Measured through the API, with 1,100
+# rows changed since the file (bench/lexical_scale.py --api, README): FTS5's bm25 against the
+# index 8.6 → 2.6 ms p50 at 10k (a new file each time: more than 5 % changed), 8.9 → 6.3 ms at
+# 30k, 41 → 10 ms at 100k, 480 → 27 ms at 1M; its file takes 2 s to make at 30k, 12 s at 100k.
+DEFAULT_THRESHOLD = 50_000
 # The share of the store's rows changed since its file was made above which a bulk write's end
 # (prepare_search_indexes) makes a new file, and above which a search does (the changed rows are
 # searched beside the file: their cost grows with them).
