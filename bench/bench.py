@@ -878,8 +878,8 @@ def bench_startup(
     for tag, variant_env in variants:
         commands["lexical" + tag] = ([*base, "--mode", "lexical", "--no-server"], variant_env)
         commands["hybrid" + tag] = ([*base, "--mode", "hybrid", "--no-server"], variant_env)
-        if tag == "":  # the baseline's server would be one more server of the same store: one is enough
-            commands["autoserve"] = ([*base, "--mode", "hybrid"], {**variant_env, **auto_env})
+        # The baseline's client talks to the same server (the first command of the run started it).
+        commands["autoserve" + tag] = ([*base, "--mode", "hybrid"], {**variant_env, **auto_env})
     walls: dict[str, list[float]] = {name: [] for name in commands}
     cpus: dict[str, list[float]] = {name: [] for name in commands}
     discovery = store.with_name(store.name + ".server.json")
