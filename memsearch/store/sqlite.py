@@ -331,24 +331,11 @@ class SQLiteStore(ImpactLexical, InProcessVectors, SQLiteReads, SQLStore):
     def schema_version(self) -> int:
         return int(self._db.execute("PRAGMA user_version").fetchone()[0])
 
-    def _meta(self, key: str) -> str | None:
-        """A meta value, read once while the store is unchanged (a search asks for the generation
-        and the lexical views' state about 11 times): remembered per connection and dropped when
-        this connection changed a row (`total_changes`) or another one committed (`PRAGMA
-        data_version`); read afresh inside a transaction (it may be rolled back)."""
-        db = self._db
-        if db.in_transaction:
-            return super()._meta(key)
-        stamp = (db.total_changes, db.execute("PRAGMA data_version").fetchone()[0])
-        known: tuple[sqlite3.Connection, tuple[int, int], dict[str, str | None]] | None
-        known = getattr(self._local, "meta", None)
-        if known is None or known[0] is not db or known[1] != stamp:
-            known = (db, stamp, {})
-            self._local.meta = known
-        values = known[2]
-        if key not in values:
-            values[key] = super()._meta(key)
-        return values[key]
+    def _in_transaction(self) -> bool:
+        return self._db.in_transaction
+
+    def _writes_stamp(self) -> object:
+        return self._db.total_changes
 
     def _set_meta(self, key: str, value: str) -> None:
         self._db.execute(
