@@ -122,8 +122,9 @@ def _best(ids: np.ndarray, scores: np.ndarray, pool: int) -> list[tuple[int, flo
     import numpy as np
 
     top = np.argpartition(-scores, pool - 1)[:pool] if scores.size > pool else np.arange(scores.size)
-    ordered = sorted(top, key=lambda i: (-scores[i], ids[i]))
-    return [(int(ids[i]), float(scores[i])) for i in ordered]
+    top_ids, top_scores = np.asarray(ids[top], np.int64), np.asarray(scores[top])
+    order = np.lexsort((top_ids, -top_scores))  # by score, then id (the last key sorts first)
+    return list(zip(top_ids[order].tolist(), top_scores[order].tolist(), strict=True))
 
 
 class Candidates(Protocol):
