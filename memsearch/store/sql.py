@@ -79,10 +79,8 @@ class NewBatch:
 
 # One search's store state in one statement: the meta rows but the notes index's state, and the
 # count of memories that wait for vectors (under the key NULL). Both dialects read it as it is.
-SEARCH_STATE_SQL = (
-    f"SELECT key, value FROM meta WHERE key <> '{INDEX_STATE_KEY}' "
-    "UNION ALL SELECT NULL, CAST(count(*) AS TEXT) FROM pending_vectors"
-)
+META_STATE_SQL = f"SELECT key, value FROM meta WHERE key <> '{INDEX_STATE_KEY}'"
+SEARCH_STATE_SQL = f"{META_STATE_SQL} UNION ALL SELECT NULL, CAST(count(*) AS TEXT) FROM pending_vectors"
 
 
 @dataclass
@@ -104,6 +102,8 @@ class SQLStore:
     # A memory's row (MEMORY_COLUMNS) from the memories table under the alias m; a store that keeps
     # part of a memory elsewhere joins it here (SQLite's access record: sqlite_access).
     memory_select: ClassVar[str] = f"SELECT {MEMORY_COLUMNS} FROM memories m"
+    # What one_search reads (a store that keeps the pending count otherwise reads the meta rows only).
+    search_state_sql: ClassVar[str] = SEARCH_STATE_SQL
     location: str
     read_only: bool
     _access_skipped: bool  # the note that access was not recorded is given once
@@ -200,13 +200,13 @@ class SQLStore:
     def _search_state(self) -> dict[str | None, str | None] | None:
         """Inside one_search, outside a transaction: the meta values by key (the notes index's
         state left out: it can be large and no search reads it) and, under the key None, the
-        pending count; else None."""
+        pending count (with SEARCH_STATE_SQL); else None."""
         state: _SearchState | None = getattr(self._local, "search_state", None)
         if state is None or self._in_transaction():
             return None
         stamp = self._writes_stamp()
         if state.values is None or state.stamp != stamp:
-            state.values, state.stamp = dict(self._db.execute(SEARCH_STATE_SQL).fetchall()), stamp
+            state.values, state.stamp = dict(self._db.execute(self.search_state_sql).fetchall()), stamp
         return state.values
 
     def _meta(self, key: str) -> str | None:
@@ -523,7 +523,7 @@ class SQLStore:
         return int(self._db.execute("SELECT count(*) FROM vectors").fetchone()[0])
 
     def pending_count(self) -> int:
-        if (values := self._search_state()) is not None:
+        if (values := self._search_state()) is not None and None in values:
             return int(values[None] or 0)
         return int(self._db.execute("SELECT count(*) FROM pending_vectors").fetchone()[0])
 

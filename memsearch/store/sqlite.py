@@ -42,7 +42,7 @@ from memsearch.store.fts import fts_row, gram_text
 from memsearch.store.lexical_cache import lexical_threshold
 from memsearch.store.lexical_delta import ChangedRows
 from memsearch.store.migrations import MIGRATIONS, SCHEMA_VERSION, split_statements
-from memsearch.store.sql import NewBatch, SQLStore
+from memsearch.store.sql import META_STATE_SQL, NewBatch, SQLStore
 from memsearch.store.sqlite_copy import SQLiteCopy
 from memsearch.store.sqlite_errors import (
     ACCESS_TIMEOUT_MS,
@@ -103,6 +103,7 @@ class SQLiteStore(ImpactLexical, InProcessVectors, SQLiteReads, SQLiteCopy, SQLS
     parallel_reads = False
     dialect = SQLITE
     memory_select = access_file.MEMORY_SELECT
+    search_state_sql = META_STATE_SQL  # the pending count is kept a generation (SQLiteReads.pending_count)
     latest_schema_version = SCHEMA_VERSION
 
     def __init__(self, path: Path, *, read_only: bool = False) -> None:
