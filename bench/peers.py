@@ -358,13 +358,21 @@ def exact_top(data: Data, k: int = 10) -> list[set[int]]:
 
 
 def bench_peers(
-    size: int, store_path: Path, queries: Sequence[str], seed: int, out: Path, now: datetime, warm: int = 5
+    size: int,
+    store_path: Path,
+    queries: Sequence[str],
+    seed: int,
+    out: Path,
+    now: datetime,
+    warm: int = 5,
+    encoder: Any = None,
 ) -> tuple[list[bench.Figure], list[str]]:
-    """The interleaved run at one size: (figures, the peers skipped and why)."""
+    """The interleaved run at one size on bench.py's store of `size` memories of the seed's corpus
+    (made with `encoder`, default the bundled model): (figures, the peers skipped and why)."""
     from memsearch.embedding import load_encoder, resolve_model
 
     load_before = Path("/proc/loadavg").read_text().strip()
-    encoder = load_encoder(resolve_model())
+    encoder = encoder or load_encoder(resolve_model())
     data = load_data(size, seed, out, now, queries, encoder)
     engines: list[Engine] = []
     skipped: list[str] = []
