@@ -21,6 +21,7 @@ Run `python bench/bench.py --help`; see bench/README.md.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import os
@@ -29,6 +30,7 @@ import random
 import re
 import resource
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -653,47 +655,67 @@ def settle(wait: float, threshold: float = BUSY) -> None:
 
 PHASES_SCRIPT = """
 import json, sys, time
-t = [time.perf_counter()]
-import memsearch.cli.app  # typer, rich: what every command imports
-t.append(time.perf_counter())
+t, c = [time.perf_counter()], [time.process_time()]
+def mark():
+    t.append(time.perf_counter())
+    c.append(time.process_time())
+import memsearch.cli.app  # typer: what every command imports
+mark()
 from memsearch.api import Memsearch
-from memsearch.retrieval.pipeline import SearchRequest  # numpy, the pipeline, the store
-t.append(time.perf_counter())
+from memsearch.retrieval.pipeline import SearchRequest  # the pipeline, the store's protocol
+mark()
+import numpy
+mark()
 import onnxruntime, tokenizers
-t.append(time.perf_counter())
+mark()
 from memsearch.embedding import load_encoder, resolve_model
 load_encoder(resolve_model())
-t.append(time.perf_counter())
+mark()
 ms = Memsearch(sys.argv[1])
+ms.store()
+mark()
 ms.store().vector_index()
-t.append(time.perf_counter())
+mark()
 outcome = ms.search(SearchRequest(sys.argv[2], k=10, mode="hybrid"))
-t.append(time.perf_counter())
+mark()
 text = json.dumps(outcome.to_dict(), ensure_ascii=False, indent=2)
-t.append(time.perf_counter())
-print(json.dumps([b - a for a, b in zip(t, t[1:])]))
+mark()
+print(json.dumps([[b - a for a, b in zip(t, t[1:])], [b - a for a, b in zip(c, c[1:])]]))
 """
 PHASES = (
-    "import memsearch.cli.app (typer, rich)",
-    "import api + pipeline (numpy, store)",
+    "import memsearch.cli.app (typer)",
+    "import api + pipeline",
+    "import numpy",
     "import onnxruntime + tokenizers",
-    "load encoder (ONNX session)",
-    "open store + read vector matrix",
+    "load encoder (tokenizer, ONNX session)",
+    "open store (its modules imported)",
+    "read vector matrix (cache mapped, digest checked)",
     "one hybrid search (embed + legs + fuse)",
     "render JSON",
 )
 
 
 def bench_phases(store: Path, qs: Sequence[str], env: dict[str, str], label: str) -> list[Figure]:
-    """Where a search process spends its time: the CLI's steps, timed inside fresh processes."""
+    """Where a search process spends its time: the CLI's steps, timed inside fresh processes (wall
+    time, and the process's CPU time in each figure's extra: on a loaded machine the wall time of a
+    step also holds the time the process waited for a CPU)."""
     runs: list[list[float]] = []
+    cpus: list[list[float]] = []
     walls = []
     for query in qs:
         wall, done = run_process([sys.executable, "-c", PHASES_SCRIPT, str(store), query], env)
-        runs.append(json.loads(done.stdout.decode().strip().splitlines()[-1]))
+        phase_walls, phase_cpus = json.loads(done.stdout.decode().strip().splitlines()[-1])
+        runs.append(phase_walls)
+        cpus.append(phase_cpus)
         walls.append(wall)
     figures = [
-        Figure(f"  phase: {name} ({label})", "ms", [run[i] * 1000 for run in runs]) for i, name in enumerate(PHASES)
+        Figure(
+            f"  phase: {name} ({label})",
+            "ms",
+            [run[i] * 1000 for run in runs],
+            extra={"cpu_ms_median": statistics.median(cpu[i] * 1000 for cpu in cpus)},
+        )
+        for i, name in enumerate(PHASES)
     ]
     figures.append(
         Figure(
@@ -837,52 +859,120 @@ def bench_cli_search(exe: str, store: Path, qs: Sequence[str], env: dict[str, st
 
 
 NUMPY_FLOOR = "python -c 'import numpy' (process, the floor)"
+# Issue 32's goals for a fresh shell, as multiples of the floor (CPU time, and wall time beside it).
+FLOOR_TARGETS = {"lexical": 1.2, "hybrid": 1.5, "autoserve": 1.0}
+AUTOSERVE_IDLE_S = 600
 
 
-def bench_startup(exe: str, store: Path, qs: Sequence[str], env: dict[str, str], label: str) -> list[Figure]:
-    """The start-up figures of issue 12 beside their floor: a fresh lexical search, a search through
-    a running `memsearch serve` (the CLI only talks HTTP), and `python -c "import numpy"` taken in
-    turn with them, so each figure can be read as a ratio to the floor measured under the same load."""
-    lexical = [exe, "search", "--mode", "lexical", "", "--db", str(store), "--format", "json"]
-    remote = [exe, "search", "--mode", "hybrid", "", "--db", str(store), "--format", "json"]
-    floor, lexical_times, lexical_cpu, remote_times = [], [], [], []
-    for query in qs:  # lexical first: no server of the store is running yet
-        floor.append(run_process([sys.executable, "-c", "import numpy"], env)[0])
-        lexical[4] = query
-        elapsed, done = run_process(lexical, env)
-        if json.loads(done.stdout)["strategy"] != "lexical":
-            raise RuntimeError(f"unexpected lexical search output: {done.stdout[:300]!r}")
-        lexical_times.append(elapsed)
-        lexical_cpu.append(CPU_SECONDS[-1])  # the floor's runs come between: not cpu_of_last
-    with served(exe, store, env):
-        remote[4] = "warm-up query about the deploy"
-        run_process(remote, env)  # the server loads its encoder on its first search
-        for query in qs:
-            remote[4] = query
-            elapsed, done = run_process(remote, env)
-            if not json.loads(done.stdout)["results"]:
-                raise RuntimeError(f"unexpected search output through the server: {done.stdout[:300]!r}")
-            remote_times.append(elapsed)
-        remote_cpu = cpu_of_last(len(qs))
-    return [
-        Figure(NUMPY_FLOOR, "s", floor, note="numpy's import: the floor of a process that searches vectors"),
+def bench_startup(
+    exe: str, store: Path, qs: Sequence[str], env: dict[str, str], label: str, baseline: Path | None = None
+) -> list[Figure]:
+    """Issue 32's fresh-shell figures beside their floor, `python -c "import numpy"`, taken in turns
+    with them (each round runs every command once, in an order rotated round by round, so a burst
+    of load lands on all alike): a lexical search, a hybrid search in this process (the ONNX model
+    started), and a hybrid search through the `memsearch serve` that autoserve started (the first
+    command of the run starts it: MEMSEARCH_AUTOSERVE; the later ones talk HTTP to it). Wall and
+    CPU (user + system of the process) medians; the ratios are in each figure's extra. With
+    `baseline` (a folder holding another memsearch package) the same searches run by that code, on
+    PYTHONPATH, take their turns too: a before/after under one load."""
+    base = [exe, "search", "", "--db", str(store), "--format", "json"]
+    commands: dict[str, tuple[list[str], dict[str, str]]] = {"floor": ([sys.executable, "-c", "import numpy"], env)}
+    variants = [("", env)]
+    if baseline is not None:
+        variants.append((" [baseline]", {**env, "PYTHONPATH": str(baseline.resolve())}))
+    auto_env = {**env, "MEMSEARCH_AUTOSERVE": str(AUTOSERVE_IDLE_S)}
+    for tag, variant_env in variants:
+        commands["lexical" + tag] = ([*base, "--mode", "lexical", "--no-server"], variant_env)
+        commands["hybrid" + tag] = ([*base, "--mode", "hybrid", "--no-server"], variant_env)
+        # The baseline's client talks to the same server (the first command of the run started it).
+        commands["autoserve" + tag] = ([*base, "--mode", "hybrid"], {**variant_env, **auto_env})
+    walls: dict[str, list[float]] = {name: [] for name in commands}
+    cpus: dict[str, list[float]] = {name: [] for name in commands}
+    discovery = store.with_name(store.name + ".server.json")
+    stop_server(discovery)
+    first_argv, first_env = commands["autoserve"]
+    first_argv[2] = "warm-up query about the deploy"
+    first_wall, _ = run_process(first_argv, first_env)  # no server yet: searches in-process, starts one
+    first_cpu = CPU_SECONDS[-1]
+    try:
+        deadline = time.monotonic() + 60
+        while not discovery.exists():
+            if time.monotonic() > deadline:
+                raise RuntimeError("autoserve started no server of the store within 60 s")
+            time.sleep(0.05)
+        for name, (argv, command_env) in commands.items():  # untimed: page cache, bytecode, the server's model
+            if name != "floor":
+                argv[2] = "warm-up query about the deploy"
+            run_process(argv, command_env)
+        names = list(commands)
+        for round_, query in enumerate(qs):
+            shift = round_ % len(names)
+            for name in names[shift:] + names[:shift]:
+                argv, command_env = commands[name]
+                if name != "floor":
+                    argv[2] = query
+                elapsed, done = run_process(argv, command_env)
+                if name != "floor":
+                    document = json.loads(done.stdout)
+                    if document["strategy"] != ("lexical" if name.startswith("lexical") else "hybrid"):
+                        raise RuntimeError(f"unexpected {name} search output: {done.stdout[:300]!r}")
+                walls[name].append(elapsed)
+                cpus[name].append(CPU_SECONDS[-1])
+    finally:
+        stop_server(discovery)
+    titles = {
+        "lexical": f"CLI search --mode lexical, {label} (process)",
+        "hybrid": f"CLI search --mode hybrid in-process, {label} (process)",
+        "autoserve": f"CLI search through the autoserved `memsearch serve`, {label} (process)",
+    }
+    notes = {
+        "lexical": "fresh process, JSON out, --no-server",
+        "hybrid": "fresh process, JSON out, --no-server: the ONNX model started in the process",
+        "autoserve": f"MEMSEARCH_AUTOSERVE={AUTOSERVE_IDLE_S}, --mode hybrid: the run's first command started the "
+        f"server ({first_wall:.3f} s wall, {first_cpu:.3f} s CPU, searching in-process); the CLI talks HTTP",
+    }
+    floor_cpu = statistics.median(cpus["floor"])
+    figures = [
         Figure(
-            f"CLI search --mode lexical, {label} (process)",
+            NUMPY_FLOOR,
             "s",
-            lexical_times,
-            0.18,
-            note="fresh process, wall time, JSON out",
-            extra={"cpu_s_median": statistics.median(lexical_cpu)},
-        ),
-        Figure(
-            f"CLI search through `memsearch serve`, {label} (process)",
-            "s",
-            remote_times,
-            0.25,
-            note="--mode hybrid; the CLI finds the server beside the store and only talks HTTP",
-            extra=remote_cpu,
-        ),
+            walls["floor"],
+            note="numpy's import: the floor of a process that searches vectors",
+            extra={"cpu_s_median": floor_cpu},
+        )
     ]
+    for name in commands:
+        if name == "floor":
+            continue
+        kind, _, tag = name.partition(" ")
+        cpu = statistics.median(cpus[name])
+        figures.append(
+            Figure(
+                titles[kind] + (f" {tag}" if tag else ""),
+                "s",
+                walls[name],
+                note=notes[kind],
+                extra={
+                    "cpu_s_median": cpu,
+                    "cpu_numpy_floor_ratio": cpu / floor_cpu,
+                    "numpy_floor_ratio_target": FLOOR_TARGETS[kind],
+                },
+            )
+        )
+    return figures
+
+
+def stop_server(discovery: Path) -> None:
+    """Stop the `memsearch serve` its discovery file names (one autoserve started), if any."""
+    try:
+        pid = int(json.loads(discovery.read_text(encoding="utf-8"))["pid"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 30
+    while discovery.exists() and time.monotonic() < deadline:  # it withdraws the file as it exits
+        time.sleep(0.05)
 
 
 @contextmanager
@@ -1365,6 +1455,11 @@ def render_table(figures: Sequence[Figure], header: dict[str, Any]) -> str:
         if "cpu_s_median" in fig.extra
     ]
     notes += [
+        f"  {fig.name.strip()}: median CPU time {fig.extra['cpu_ms_median']:.1f} ms"
+        for fig in figures
+        if "cpu_ms_median" in fig.extra
+    ]
+    notes += [
         f"  {fig.name.strip()}: {fig.extra['memories_per_floor']:.1f} memories per floor "
         f"(floor: a fixed Python loop, median {fig.extra['floor_s'] * 1000:.0f} ms, "
         "measured next to each run)"
@@ -1372,7 +1467,13 @@ def render_table(figures: Sequence[Figure], header: dict[str, Any]) -> str:
         if "memories_per_floor" in fig.extra
     ]
     notes += [
-        f"  {fig.name.strip()}: {fig.extra['numpy_floor_ratio']:.1f}x the numpy floor"
+        f"  {fig.name.strip()}: {fig.extra['numpy_floor_ratio']:.2f}x the numpy floor"
+        + (
+            f" (CPU {fig.extra['cpu_numpy_floor_ratio']:.2f}x; goal ≤ {fig.extra['numpy_floor_ratio_target']}x: "
+            f"{'PASS' if fig.extra['cpu_numpy_floor_ratio'] <= fig.extra['numpy_floor_ratio_target'] else 'FAIL'})"
+            if "cpu_numpy_floor_ratio" in fig.extra
+            else ""
+        )
         for fig in figures
         if "numpy_floor_ratio" in fig.extra
     ]
@@ -1437,6 +1538,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--million-size", type=int, default=1_000_000, help="memories of the --million store (default 1000000)"
+    )
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        default=None,
+        help="a folder holding another memsearch package (`git archive main memsearch | tar -x -C DIR`): its "
+        "fresh-shell searches take turns with these in the startup figures (a before/after under one load)",
     )
     parser.add_argument("--build-only", action="store_true", help="only build (and cache) the stores, then exit")
     parser.add_argument("--json", action="store_true", help="print the results as JSON instead of the table")
@@ -1587,7 +1695,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for size in process_sizes if "startup" not in args.skip else ():
             figures += measured(
                 f"{args.runs} lexical and served search processes on the {size} store",
-                lambda size=size: bench_startup(exe, stores[size], cli_queries, env, label(size)),
+                lambda size=size: bench_startup(exe, stores[size], cli_queries, env, label(size), args.baseline),
             )
         for size in process_sizes if "phases" not in args.skip else ():
             figures += measured(

@@ -154,21 +154,39 @@ def build_api_store(size: int, out: Path) -> Path:
     return path
 
 
-def bench_api(size: int, out: Path, count: int) -> dict[str, Any]:
-    """In-process lexical search through the API (Memsearch.search, mode lexical, k=10) on the
-    memsearch store of `size` memories: FTS5 (the threshold above the size) against the index
-    (its first search builds it, timed apart)."""
+def bench_api(size: int, out: Path, count: int, adds: int = 1000, deletes: int = 100) -> dict[str, Any]:
+    """In-process lexical search through the API (Memsearch.search, mode lexical, k=10) on a copy
+    of the memsearch store of `size` memories, in one run: FTS5's bm25 (the threshold above the
+    size: the floor), the index from a fresh file (made by prepare_search_indexes, timed apart),
+    then after `adds` single adds (one transaction each, as `memsearch add` makes them, with a
+    search after each of the last 20: what a search after one add pays) and one delete of
+    `deletes` memories, the index with those rows beside the file, and FTS5 again; each answer
+    compared with FTS5's on the same state (ids and scores, ties aside)."""
+    import shutil
+
     from shared_store import NOW
 
     import bench
     from memsearch.api import Memsearch
+    from memsearch.models import NewMemory
     from memsearch.retrieval.pipeline import SearchRequest
+    from memsearch.store.base import EVERYTHING as EVERYTHING_SCOPE
+    from memsearch.store.sqlite import SQLiteStore
+    from memsearch.text import LexicalQuery
 
-    path = build_api_store(size, out)
-    texts = bench.queries(count, 42, bench.corpus(10_000, 42, NOW))
-    report: dict[str, Any] = {"size": size, "queries": len(texts), "load_before": load()}
-    for name, threshold in (("fts5", str(10 * size)), ("index", "1"), ("fts5_again", str(10 * size))):
-        os.environ["MEMSEARCH_LEXICAL_THRESHOLD"] = threshold
+    cached = build_api_store(size, out)
+    path = out / "scratch" / f"lexical-api-{size}.db"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for leftover in path.parent.glob(f"{path.name}*"):
+        shutil.rmtree(leftover) if leftover.is_dir() else leftover.unlink()
+    shutil.copyfile(cached, path)
+    corpus = bench.corpus(10_000, 42, NOW)
+    texts = bench.queries(count, 42, corpus)
+    report: dict[str, Any] = {"size": size, "queries": len(texts), "adds": adds, "deletes": deletes}
+    report["load_before"] = load()
+
+    def run(name: str, threshold: int) -> list[list[tuple[int, float]]]:
+        os.environ["MEMSEARCH_LEXICAL_THRESHOLD"] = str(threshold)
         with Memsearch(path) as ms:
             started = time.perf_counter()
             ms.search(SearchRequest("warm-up: where is the deploy config", k=10, mode="lexical"))
@@ -178,8 +196,60 @@ def bench_api(size: int, out: Path, count: int) -> dict[str, Any]:
                 started = time.perf_counter()
                 ms.search(SearchRequest(text, k=10, mode="lexical"))
                 times.append((time.perf_counter() - started) * 1000)
+            store = ms.store()
+            assert isinstance(store, SQLiteStore)
+            legs = [store.lexical_search(LexicalQuery.of(t), EVERYTHING_SCOPE, 10) for t in texts]
         report[name] = {"p50_ms": statistics.median(times), "p95_ms": float(np.percentile(times, 95)), "first_s": first}
-        log(f"API lexical {name}: {json.dumps(report[name])}")
+        log(f"API lexical {name}: {json.dumps(report[name])} load {load()}")
+        return [list(leg) for leg in legs]
+
+    floor = run("fts5", 10 * size)
+    os.environ["MEMSEARCH_LEXICAL_THRESHOLD"] = "1"
+    store = SQLiteStore.open(path)
+    started = time.perf_counter()
+    store.prepare_search_indexes()
+    report["file_build_s"] = time.perf_counter() - started
+    store.close()
+    fresh = run("index_fresh_file", 1)
+    report["index_fresh_file"].update(agreement(floor, fresh))
+    # The writes: single adds (a generation each), a search after each of the last 20, one delete.
+    rng = random.Random(9)
+    writer = SQLiteStore.open(path)
+    reader = SQLiteStore.open(path)
+    reader.lexical_threshold = 1
+    query = LexicalQuery.of(texts[0])
+    reader.lexical_search(query, EVERYTHING_SCOPE, 10)
+    add_times, after_add = [], []
+    for i in range(adds):
+        record = corpus[rng.randrange(len(corpus))]
+        words = [w for w in record["text"].split(" ") if rng.random() >= 0.2] or ["added"]
+        started = time.perf_counter()
+        memory = NewMemory(f"{' '.join(words)} (added #{i})", tags=tuple(record.get("tags", [])))
+        writer.insert([memory], None, None, NOW)
+        add_times.append((time.perf_counter() - started) * 1000)
+        if i >= adds - 20:
+            started = time.perf_counter()
+            reader.lexical_search(LexicalQuery.of(texts[i % len(texts)]), EVERYTHING_SCOPE, 10)
+            after_add.append((time.perf_counter() - started) * 1000)
+    (highest,) = writer._db.execute("SELECT max(id) FROM memories").fetchone()
+    doomed = rng.sample(range(1, highest + 1), deletes)
+    started = time.perf_counter()
+    writer.delete(doomed)
+    report["delete_s"] = time.perf_counter() - started
+    started = time.perf_counter()
+    reader.lexical_search(query, EVERYTHING_SCOPE, 10)
+    report["first_search_after_delete_ms"] = (time.perf_counter() - started) * 1000
+    report["add_p50_ms"] = statistics.median(add_times)
+    report["search_after_one_add_p50_ms"] = statistics.median(after_add)
+    report["search_after_one_add_max_ms"] = max(after_add)
+    (changed,) = writer._db.execute("SELECT count(*) FROM lexical_changes").fetchone()
+    report["changed_rows"] = changed
+    writer.close()
+    reader.close()
+    log(f"writes: {json.dumps({k: v for k, v in report.items() if not isinstance(v, dict)})}")
+    changed_floor = run("fts5_after_writes", 10 * size)
+    after = run("index_after_writes", 1)
+    report["index_after_writes"].update(agreement(changed_floor, after))
     report["load_after"] = load()
     return report
 

@@ -34,7 +34,7 @@ from benchdata import LOCOMO_DEV  # bench/ is on the path when a script of it ru
 from memsearch.api import Memsearch
 from memsearch.embedding import load_encoder, resolve_model
 from memsearch.eval.datasets import Question, load_locomo
-from memsearch.eval.runner import last_date, turn_ranking
+from memsearch.eval.scoring import last_date, turn_ranking
 from memsearch.eval.strata import EVIDENCE_VALUES, SHAPES, question_strata
 from memsearch.ingest.conversations import conversation_memories
 from memsearch.ingest.readers import Conversation
@@ -308,7 +308,9 @@ def variants() -> dict[str, Callable[[], Profile]]:
     experiment commit (an event-word match, `when` for a dated turn's neighbours, the dense query
     without its when-frame) needed code that was reverted; their figures are in
     bench/results/temporal-dev-loco.md. So did the second round's (who in the window says it,
-    turns that end by asking: commit 7ce825f), in bench/results/temporal-attribution.md."""
+    turns that end by asking: commit 7ce825f), in bench/results/temporal-attribution.md; the
+    third's `asks` adjustment (turns that ask rather than tell: commit 7b0b1b0) and the rules
+    bench/temporal_rules.py measures over the default's top 50, in bench/results/temporal-undated.md."""
     base = load_profile("default")
 
     def named(name: str, profile: Profile) -> Profile:

@@ -319,28 +319,30 @@ class Client:
 
     def request(self, method: str, target: str, body: bytes | None = None, content_type: str | None = None) -> Any:
         """One HTTP request: the reply's JSON document, or the typed error it carries."""
-        import http.client  # here, not at import: a CLI call that finds no server never connects
+        from memsearch.http_exchange import ReplyError, connect, exchange, host_header
 
         headers = {"Content-Type": content_type} if content_type else {}
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"
-        connection = http.client.HTTPConnection(self.host, self.port, timeout=self.connect_timeout)
         try:
-            try:
-                connection.connect()
-            except OSError as error:
-                reason = f"the server at {self.url} does not answer ({error.strerror or error})"
-                raise ServerUnavailableError(reason) from None
-            assert connection.sock is not None
-            connection.sock.settimeout(self.timeout)
-            try:
-                connection.request(method, target, body=body, headers=headers)
-                response = connection.getresponse()
-                payload = response.read()
-            except (OSError, http.client.HTTPException) as error:
-                raise ServerError(f"the server at {self.url} did not reply ({error or type(error).__name__})") from None
-        finally:
-            connection.close()
+            connection = connect(self.host, self.port, self.connect_timeout)
+        except OSError as error:
+            reason = f"the server at {self.url} does not answer ({error.strerror or error})"
+            raise ServerUnavailableError(reason) from None
+        try:
+            with connection:
+                reply = exchange(
+                    connection,
+                    method,
+                    target,
+                    host=host_header(self.host, self.port),
+                    headers=headers,
+                    body=body,
+                    timeout=self.timeout,
+                )
+        except (OSError, ReplyError) as error:
+            raise ServerError(f"the server at {self.url} did not reply ({error or type(error).__name__})") from None
+        response, payload = reply, reply.body
         _log.debug("%s %s through the server at %s", method, target, self.url)
         if response.status == 401:
             raise UnauthorizedError(

@@ -13,7 +13,7 @@ users may not write (or sticky); it names an http:// URL on a loopback address a
 of the current user; and that URL answers `/health` for this store and that pid. The same check
 keeps a second server off a store that is served already.
 
-Stdlib and memsearch.paths only (http.client on demand): a CLI call through the server imports
+Stdlib and memsearch.paths only (memsearch.http_exchange on demand): a CLI call through the server imports
 nothing heavy.
 """
 
@@ -179,24 +179,29 @@ def read_advertised(path: Path) -> Advertised:
 
 def health(url: str, token: str | None, timeout: float = HEALTH_TIMEOUT_S) -> dict[str, Any]:
     """The server's `/health` document, asked with the token when there is one."""
-    import http.client
+    from memsearch.http_exchange import ReplyError, connect, exchange, host_header
 
     parts = urlsplit(url)
-    connection = http.client.HTTPConnection(parts.hostname or "", parts.port or 80, timeout=timeout)
+    host, port = parts.hostname or "", parts.port or 80
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     try:
-        try:
-            connection.connect()
-        except OSError as error:
-            raise NotAnswering(f"the server at {url} does not answer ({error.strerror or error})") from None
-        try:
-            connection.request("GET", "/health", headers=headers)
-            response = connection.getresponse()
-            body = response.read(65536)
-        except (OSError, http.client.HTTPException) as error:
-            raise NotAnswering(f"the server at {url} does not answer /health ({error})") from None
-    finally:
-        connection.close()
+        connection = connect(host, port, timeout)
+    except OSError as error:
+        raise NotAnswering(f"the server at {url} does not answer ({error.strerror or error})") from None
+    try:
+        with connection:
+            response = exchange(
+                connection,
+                "GET",
+                "/health",
+                host=host_header(host, port),
+                headers=headers,
+                timeout=timeout,
+                body_limit=65536,
+            )
+    except (OSError, ReplyError) as error:
+        raise NotAnswering(f"the server at {url} does not answer /health ({error})") from None
+    body = response.body
     if response.status == 401:
         raise WantsToken(f"the server at {url} wants a bearer token that MEMSEARCH_API_KEY does not give")
     try:

@@ -21,7 +21,8 @@ from memsearch.eval.baseline import bm25_rank
 from memsearch.eval.datasets import load_locomo
 from memsearch.eval.metrics import KS
 from memsearch.eval.report import render_report
-from memsearch.eval.runner import BASELINE_NAME, EvalReport, run_eval, score
+from memsearch.eval.runner import BASELINE_NAME, EvalReport, run_eval
+from memsearch.eval.scoring import score
 from memsearch.ingest.readers import turn_text
 
 DATA = Path(__file__).parent / "data"

@@ -4,16 +4,22 @@ from a file that is the store's own (its threshold forced low here)."""
 
 from __future__ import annotations
 
+import contextlib
 import random
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from memsearch.models import EmbeddingModelInfo, NewMemory
-from memsearch.store import Scope
+from memsearch.store import Scope, lexical_cache
 from memsearch.store.base import EVERYTHING, Rewrite
 from memsearch.store.lexical_cache import LexicalCache
+from memsearch.store.lexical_delta import CHANGES_FROM
 from memsearch.store.sqlite import SQLiteStore
 from memsearch.store.vector_cache import cache_folder
 from memsearch.text import LexicalQuery
@@ -152,9 +158,20 @@ def test_every_write_is_seen_by_the_next_search(db_path: Path) -> None:
     hits = store.lexical_search(LexicalQuery.of("zebra"), Scope(), 10)
     assert same_answer(list(hits), fts5(store, "zebra"))
     other.close()
-    files = impact_files(db_path)
-    assert len(files) == 1 and f"-g{store.generation()}-" in files[0].name
+    files = impact_files(db_path)  # the first file stays: the rows written since are searched beside it
+    assert len(files) == 1 and "-g1-" in files[0].name and store.generation() > 1
     assert files[0].stat().st_mode & 0o077 == 0  # private, as the store
+
+
+@contextlib.contextmanager
+def _every_change_rebuilds(searching: bool = False) -> Iterator[None]:
+    """A bulk write's end (or, `searching`, a search too) makes a new file after any change."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(lexical_cache, "_FEWEST_CHANGES", 0)
+        patch.setattr(lexical_cache, "REBUILD_SHARE", 0.0)
+        if searching:
+            patch.setattr(lexical_cache, "SEARCH_REBUILD_SHARE", 0.0)
+        yield
 
 
 def _replace_keeping_identity(file: Path, content: bytes) -> None:
@@ -175,8 +192,10 @@ def test_a_file_the_store_did_not_record_is_not_used(db_path: Path, planted: str
     store.close()
     fresh = SQLiteStore.open(db_path)
     fresh.lexical_threshold = 1
-    fresh.lexical_search(LexicalQuery.of("deploy"), Scope(), 10)  # writes this generation's file
-    (current,) = impact_files(db_path)
+    with _every_change_rebuilds():
+        fresh.prepare_search_indexes()  # writes this generation's file
+    current = next(file for file in impact_files(db_path) if "-fts-text-tags" in file.name)
+    assert f"-g{fresh.generation()}-" in current.name
     fresh.close()
     if planted == "an older generation's file":
         _replace_keeping_identity(current, older)
@@ -219,12 +238,207 @@ def test_the_file_round_trips(db_path: Path) -> None:
         assert np.array_equal(getattr(index, name), getattr(again, name))
 
 
-def test_the_index_is_opt_in(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Off unless MEMSEARCH_LEXICAL_THRESHOLD names a size: its whole rebuild falls on the first
-    search after any write."""
+def test_the_index_is_on_from_a_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On from DEFAULT_THRESHOLD memories (where it beats FTS5's bm25 with the changed rows
+    searched beside the file); MEMSEARCH_LEXICAL_THRESHOLD names another size, 0 turns it off."""
     from memsearch.store.lexical_cache import lexical_threshold
 
     monkeypatch.delenv("MEMSEARCH_LEXICAL_THRESHOLD", raising=False)
-    assert lexical_threshold() == 0
+    assert lexical_threshold() == 50_000
     monkeypatch.setenv("MEMSEARCH_LEXICAL_THRESHOLD", "200000")
     assert lexical_threshold() == 200_000
+    monkeypatch.setenv("MEMSEARCH_LEXICAL_THRESHOLD", "0")
+    assert lexical_threshold() == 0
+
+
+# -- the rows changed since the file: searched beside it, never disagreeing with FTS5 ----------------
+
+_OPS = st.lists(
+    st.tuples(st.sampled_from(["add", "add-long", "delete", "delete-many", "rewrite", "retag", "rebuild"]),
+              st.integers(0, 2**31)),
+    min_size=1,
+    max_size=12,
+)  # fmt: skip
+
+
+def _words(rng: random.Random, low: int, high: int) -> str:
+    weights = [1.0 / (rank + 1) for rank in range(len(WORDS))]
+    words = rng.choices(WORDS, weights, k=rng.randint(low, high))
+    if rng.random() < 0.3:
+        words.append(f"{rng.choice(WORDS)}_{rng.choice(WORDS)}")
+    return " ".join(words)
+
+
+def _apply(writer: SQLiteStore, op: str, seed: int) -> None:
+    """One write of the writer's (another store object, as another process)."""
+    rng = random.Random(seed)
+    ids = [memory.id for memory in writer.list()]
+    if op in ("add", "add-long"):
+        text = _words(rng, 1, 200) if op == "add-long" else "zebra " + _words(rng, 1, 12)
+        writer.insert(
+            [NewMemory(text, tags=tuple(rng.sample(WORDS[:8], rng.randint(0, 2))))], vectors(1, seed), MODEL, T0
+        )
+    elif op == "delete" and ids:
+        writer.delete([rng.choice(ids)])
+    elif op == "delete-many" and ids:
+        writer.delete(rng.sample(ids, min(len(ids), 15)))
+    elif op == "rewrite" and ids:
+        writer.rewrite([Rewrite(rng.choice(ids), _words(rng, 1, 30), {}, vectors(1, seed)[0], {})])
+    elif op == "retag" and ids:
+        writer.update(rng.choice(ids), {"tags": rng.sample(WORDS, 2)})
+    elif op == "rebuild":
+        with _every_change_rebuilds():
+            assert writer.prepare_search_indexes() == 0  # (vectors: none indexed)
+        assert writer._db.execute("SELECT count(*) FROM lexical_changes").fetchone()[0] == 0
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=_OPS, seed=st.integers(0, 1000))
+def test_after_any_writes_the_answers_are_fts5s(
+    tmp_path_factory: pytest.TempPathFactory, ops: list[Any], seed: int
+) -> None:
+    """Random adds (some long: the average length moves), deletes (one, or many: the row count and
+    every token's idf move), rewrites, retags and remakes of the file, by another store object:
+    after each, the searcher's answers over its first file and the rows changed since are FTS5's
+    (scores to the last bits; ids but for ties), for every query, k and scope."""
+    path = tmp_path_factory.mktemp("writes") / "store" / "memsearch.db"
+    store = filled(path, 80, seed)
+    store.lexical_search(LexicalQuery.of("deploy"), Scope(), 10)  # the file of the first generation
+    writer = SQLiteStore.open(path)
+    writer.lexical_threshold = 1
+    try:
+        for op, number in ops:
+            _apply(writer, op, number)
+            for i, query in enumerate((*QUERIES, "zebra", "zebra deploy crash")):
+                k = (1, 5, 20)[i % 3]
+                scope = Scope(project="ops") if i % 4 == 0 else Scope()
+                view = "context" if i % 5 == 1 else None  # a view leg's file (the views hold the text)
+                hits = store.lexical_search(LexicalQuery.of(query), scope, k, view)
+                assert same_answer(list(hits), fts5(store, query, scope, k, view)), (op, query, k, view)
+            assert store._impact[None][1] is not None  # answered through the index
+    finally:
+        writer.close()
+        store.close()
+
+
+def test_a_single_write_is_searched_beside_the_file_not_rebuilt(db_path: Path) -> None:
+    store = filled(db_path)
+    store.lexical_search(LexicalQuery.of("deploy"), Scope(), 10)
+    (first,) = impact_files(db_path)
+    store.insert([NewMemory("zebra zebra")], vectors(1, 3), MODEL, T0)
+    store.delete([5])
+    hits = store.lexical_search(LexicalQuery.of("zebra deploy"), Scope(), 10)
+    assert same_answer(list(hits), fts5(store, "zebra deploy"))
+    assert impact_files(db_path) == [first]
+    current = store._impact[None][1]
+    assert current is not None and current.base_generation == 1 and current.changed.size == 2
+
+
+def test_a_search_makes_a_new_file_when_the_changed_rows_are_too_many(db_path: Path) -> None:
+    store = filled(db_path)
+    store.lexical_search(LexicalQuery.of("deploy"), Scope(), 10)
+    store.insert([NewMemory("zebra zebra")], vectors(1, 3), MODEL, T0)
+    with _every_change_rebuilds(searching=True):
+        hits = store.lexical_search(LexicalQuery.of("zebra"), Scope(), 10)
+    assert same_answer(list(hits), fts5(store, "zebra"))
+    generation = store.generation()
+    (file,) = impact_files(db_path)
+    assert f"-g{generation}-" in file.name
+    # The log keeps only what the new file does not hold; older files cannot be brought up to date.
+    assert store._db.execute("SELECT count(*) FROM lexical_changes").fetchone()[0] == 0
+    assert store._meta(CHANGES_FROM) == str(generation)
+
+
+def test_a_bulk_writes_end_makes_a_new_file_over_the_share(db_path: Path) -> None:
+    """The files of text and tags and of the view legs (one for all views while they hold the same
+    text): kept while the changed rows are few, made anew over the share, progress told."""
+    store = filled(db_path)
+    for view in (None, "context"):
+        store.lexical_search(LexicalQuery.of("deploy"), Scope(), 10, view)
+    store.insert([NewMemory("zebra zebra")], vectors(1, 3), MODEL, T0)
+    told: list[tuple[int, int]] = []
+    assert store.prepare_impact_indexes(lambda done, total: told.append((done, total))) == 0  # 1 changed: kept
+    assert all("-g1-" in file.name for file in impact_files(db_path)) and told == []
+    with _every_change_rebuilds():
+        assert store.prepare_impact_indexes(lambda done, total: told.append((done, total))) == 2
+    assert told == [(0, 301), (301, 301)] * 2
+    files = impact_files(db_path)
+    assert len(files) == 2 and all(f"-g{store.generation()}-" in file.name for file in files)
+
+
+def test_a_bulk_writes_end_makes_the_first_file_of_a_large_store(db_path: Path) -> None:
+    store = filled(db_path)
+    assert impact_files(db_path) == []
+    store.prepare_search_indexes()
+    assert len(impact_files(db_path)) == 2  # text and tags; the views (alike)
+    store.lexical_threshold = 1000
+    store.insert([NewMemory("zebra")], vectors(1, 3), MODEL, T0)
+    assert store.prepare_search_indexes() == 0  # below the threshold: nothing made
+
+
+def test_a_file_older_than_the_log_reaches_is_not_brought_up_to_date(db_path: Path) -> None:
+    """A searcher holding the first file while another process writes twice and makes a new file
+    (the log's older entries dropped): it takes the new file, and misses none of the writes."""
+    store = filled(db_path)
+    store.lexical_search(LexicalQuery.of("deploy"), Scope(), 10)
+    writer = SQLiteStore.open(db_path)
+    writer.lexical_threshold = 1
+    added = [writer.insert([NewMemory(f"zebra zebra {w}")], vectors(1, 3), MODEL, T0)[0] for w in ("one", "two")]
+    with _every_change_rebuilds():
+        writer.prepare_search_indexes()
+    writer.close()
+    hits = store.lexical_search(LexicalQuery.of("zebra"), Scope(), 10)
+    assert {i for i, _ in hits} == set(added) and same_answer(list(hits), fts5(store, "zebra"))
+    current = store._impact[None][1]
+    assert current is not None and current.base_generation == store.generation() and current.changed.size == 0
+
+
+def test_a_write_the_log_missed_is_noticed_and_the_file_made_again(db_path: Path) -> None:
+    """A full-text row removed without its log entry (as a writer that does not keep the log would):
+    the counts FTS5 keeps do not add up, so the file is made anew rather than read."""
+    store = filled(db_path)
+    store.lexical_search(LexicalQuery.of("deploy"), Scope(), 10)
+    store._write(lambda db: db.execute("DELETE FROM memories_fts WHERE rowid = 7"))
+    hits = store.lexical_search(LexicalQuery.of("deploy config"), Scope(), 50)
+    assert 7 not in {i for i, _ in hits} and same_answer(list(hits), fts5(store, "deploy config", k=50))
+    (file,) = impact_files(db_path)
+    assert f"-g{store.generation()}-" in file.name
+
+
+def test_the_change_log_is_written_with_each_write(db_path: Path) -> None:
+    store = filled(db_path, 5)
+    start = store.generation()
+    store.delete([2])
+    store.rewrite([Rewrite(3, "new text", {}, vectors(1, 1)[0], {})])
+    rows = dict(store._db.execute("SELECT memory_id, generation FROM lexical_changes").fetchall())
+    assert rows[2] == start and rows[3] == start + 1 and rows[1] == 0  # the generation each write began at
+
+
+def test_a_new_file_of_one_leg_keeps_the_log_another_legs_file_needs(db_path: Path) -> None:
+    """Text and tags' file made anew by a search while the view leg's file is older: the log keeps
+    what the older file needs, so the view leg is still answered from it and the changes."""
+    store = filled(db_path)
+    for view in (None, "context"):
+        store.lexical_search(LexicalQuery.of("deploy"), Scope(), 10, view)
+    store.insert([NewMemory("zebra zebra")], vectors(1, 3), MODEL, T0)
+    with _every_change_rebuilds(searching=True):
+        store.lexical_search(LexicalQuery.of("zebra"), Scope(), 10)
+    names = sorted(file.name for file in impact_files(db_path))
+    assert "-g1-fts-context" in names[0] and f"-g{store.generation()}-fts-text-tags" in names[1]
+    hits = store.lexical_search(LexicalQuery.of("zebra deploy"), Scope(), 10, "context")
+    assert same_answer(list(hits), fts5(store, "zebra deploy", view="context"))
+    current = store._impact["context"][1]
+    assert current is not None and current.base_generation == 1 and current.changed.size == 1
+
+
+def test_the_log_of_a_store_without_a_file_is_kept_short(db_path: Path) -> None:
+    """Below the threshold no file is made, and a bulk write's end drops the log's entries once
+    they are more than a search would keep beside a file."""
+    store = filled(db_path)
+    store.lexical_threshold = 0
+    assert store._db.execute("SELECT count(*) FROM lexical_changes").fetchone()[0] == 300
+    with _every_change_rebuilds(searching=True):
+        assert store.prepare_search_indexes() == 0
+    assert store._db.execute("SELECT count(*) FROM lexical_changes").fetchone()[0] == 0
+    assert store._meta(CHANGES_FROM) == str(store.generation())
+    assert impact_files(db_path) == []

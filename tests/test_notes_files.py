@@ -21,6 +21,7 @@ from memsearch.ingest.note_files import (
     FileStatus,
     IndexedFile,
     IndexPlan,
+    counts_line,
     plan,
     under_roots,
     walk,
@@ -409,7 +410,7 @@ def test_re_planning_after_editing_one_of_many_files_reads_that_file_only(tmp_pa
     again = CountingReader()
     unchanged = plan(store.files, walk([tmp_path]), again)
     assert again.paths == [] and unchanged.is_empty
-    assert unchanged.summary() == "0 files new, 0 changed, 0 removed, 40 unchanged"
+    assert counts_line(unchanged.counts) == "0 new, 0 changed, 0 removed, 40 unchanged"
 
     edited = tmp_path / "n07.md"
     edited.write_text("# Note 7\nbody 7, edited\n", encoding="utf-8")
@@ -417,7 +418,7 @@ def test_re_planning_after_editing_one_of_many_files_reads_that_file_only(tmp_pa
     reader = CountingReader()
     change = plan(store.files, walk([tmp_path]), reader)
     assert reader.paths == [str(edited.resolve())]
-    assert change.summary() == "0 files new, 1 changed, 0 removed, 39 unchanged"
+    assert counts_line(change.counts) == "0 new, 1 changed, 0 removed, 39 unchanged"
     [old_key] = change.delete_keys
     assert old_key.startswith(f"note:{edited.resolve()}#") and len(change.add_chunks) == 1
 
@@ -475,7 +476,7 @@ def test_deleted_and_excluded_files_lose_all_their_chunks(tmp_path: Path) -> Non
     reader = CountingReader()
     change = plan(store.files, walk([tmp_path], [], ["drafts/"]), reader)
     assert reader.paths == []
-    assert change.summary() == "0 files new, 0 changed, 2 removed, 1 unchanged"
+    assert counts_line(change.counts) == "0 new, 0 changed, 2 removed, 1 unchanged"
     assert len(change.delete_keys) == 3 and change.add_chunks == ()
     store.apply(change)
     assert [key.rsplit("/", 1)[1].partition("#")[0] for key in store.chunks] == ["keep.md"]
@@ -495,7 +496,7 @@ def test_an_unreadable_or_oversized_file_is_skipped_and_keeps_what_was_stored(tm
     assert [(file.status, file.reason) for file in skipped.files] == [
         (FileStatus.SKIPPED, "cannot be read (Permission denied)")
     ]
-    assert skipped.is_empty and skipped.summary().endswith(", 1 skipped")
+    assert skipped.is_empty and counts_line(skipped.counts).endswith(", 1 skipped")
 
     huge = FileState(str(tmp_path / "huge.txt"), MAX_NOTE_BYTES + 1, 1)
     reader = CountingReader()
@@ -509,9 +510,9 @@ def test_the_summary_counts_files() -> None:
     reader = CountingReader(files.__getitem__)
     states = [FileState(path, len(data), 1) for path, data in files.items()]
     first = plan({}, states, reader)
-    assert first.summary() == "6 files new, 0 changed, 0 removed, 0 unchanged"
+    assert counts_line(first.counts) == "6 new, 0 changed, 0 removed, 0 unchanged"
     assert first.reads == 6
-    assert plan({}, states[:1], reader).summary() == "1 file new, 0 changed, 0 removed, 0 unchanged"
+    assert counts_line(plan({}, states[:1], reader).counts) == "1 new, 0 changed, 0 removed, 0 unchanged"
 
 
 # A tree in memory for the properties: path → bytes, and the mtime each state reports.

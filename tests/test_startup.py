@@ -143,9 +143,10 @@ def test_a_search_through_the_server_imports_no_numpy_encoder_or_store(tmp_path:
         modules = modules_imported_by("--debug", "search", "deploy key", "-f", "json", "--db", str(db), check=True)
     finally:
         assert server.stop() == 0
-    assert "http.client" in modules  # it did go through the server
+    assert "memsearch.http_exchange" in modules  # it did go through the server
+    # http.client (email's parser, ssl) is not needed for one request on one loopback connection.
     for heavy in ("numpy", "onnxruntime", "tokenizers", "sqlite3", "memsearch.api", "memsearch.store.sqlite",
-                  "rich", "pydantic", "tomllib"):  # fmt: skip
+                  "rich", "pydantic", "tomllib", "http.client", "email", "ssl"):  # fmt: skip
         assert heavy not in modules, heavy
 
 
@@ -205,6 +206,68 @@ def test_the_session_loads_from_an_optimised_copy_with_the_same_vectors(tmp_path
     for session in (first, second):
         got = session.run(None, feeds)[0][0]
         assert float(got @ expected / np.linalg.norm(got) / np.linalg.norm(expected)) > 0.99999
+    # The copy's session computes what the saving one did, to the bit (same kernels, same packed weights).
+    assert np.array_equal(first.run(None, feeds)[0], second.run(None, feeds)[0])
+
+
+def _copy_of(model: Path) -> Path:
+    copies = list(model.parent.glob(f"{OPTIMIZED_PREFIX}*/model.onnx"))
+    assert len(copies) == 1, copies
+    return copies[0].parent
+
+
+def _feeds() -> dict[str, Any]:
+    ids = np.array([[101, 1996, 8021, 3145, 2003, 1999, 1996, 11632, 102]], dtype=np.int64)
+    return {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": np.zeros_like(ids)}
+
+
+def test_the_optimised_copy_keeps_the_packed_weights_and_a_record_of_its_files(
+    tmp_path: Path, encoder: Encoder
+) -> None:
+    """Issue 32: the copy saves the matrix products' packed weights (a session then skips packing
+    them: most of its start), and records its files as saved, so that a damaged copy is never loaded."""
+    model = tmp_path / "model.onnx"
+    model.write_bytes((export_dir(resolve_model()) / "model.onnx").read_bytes())
+    load_session(model)
+    copy = _copy_of(model)
+    assert (copy / "copy.json").is_file()
+    graph = (copy / "model.onnx").read_bytes()
+    assert b"prepacked" in graph  # the packed weights' entries, beside the weights themselves
+
+
+@pytest.mark.parametrize("damage", ["truncated", "rewritten", "unrecorded"])
+def test_a_damaged_optimised_copy_is_not_loaded_but_made_again(tmp_path: Path, encoder: Encoder, damage: str) -> None:
+    model = tmp_path / "model.onnx"
+    model.write_bytes((export_dir(resolve_model()) / "model.onnx").read_bytes())
+    expected = load_session(model).run(None, _feeds())[0]
+    copy = _copy_of(model)
+    data = copy / "model.onnx.data"
+    if damage == "truncated":
+        with data.open("r+b") as handle:
+            handle.truncate(data.stat().st_size // 2)
+    elif damage == "rewritten":  # same size, other bytes: onnxruntime would load it and compute other vectors
+        with data.open("r+b") as handle:
+            handle.seek(4096)
+            handle.write(b"\x7f" * 4096)
+    else:
+        (copy / "copy.json").unlink()
+    again = load_session(model)
+    assert np.array_equal(again.run(None, _feeds())[0], expected)
+    assert (_copy_of(model) / "copy.json").is_file()  # made again, and recorded
+    assert np.array_equal(load_session(model).run(None, _feeds())[0], expected)
+
+
+def test_an_older_optimised_copy_is_removed_when_the_new_one_is_saved(tmp_path: Path, encoder: Encoder) -> None:
+    import onnxruntime
+
+    model = tmp_path / "model.onnx"
+    model.write_bytes((export_dir(resolve_model()) / "model.onnx").read_bytes())
+    older = tmp_path / f"{OPTIMIZED_PREFIX}model-{onnxruntime.__version__}"  # what memsearch saved before
+    older.mkdir(mode=0o700)
+    (older / "model.onnx").write_bytes(b"an older copy")
+    load_session(model)
+    assert not older.exists()
+    assert _copy_of(model).name.endswith("-prepacked")
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes to a read-only folder")

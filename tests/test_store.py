@@ -218,3 +218,26 @@ def test_meta_is_read_once_while_the_store_is_unchanged(store: SQLiteStore, db_p
         assert store.generation() == first + 3
         raise RuntimeError("rolled back")
     assert store.generation() == first + 2
+
+
+def test_the_pending_count_is_kept_until_the_next_write(db_path: Path) -> None:
+    """Counted once a generation (a search asks each time); every write that changes which memories
+    wait for vectors, here or in another store object, is seen by the next count."""
+    from memsearch.store.base import FilledVectors
+
+    reader = SQLiteStore.open(db_path, create=True)
+    writer = SQLiteStore.open(db_path)
+    ids = writer.insert([NewMemory(f"waiting {i}") for i in range(3)], None, None, T0)
+    assert reader.pending_count() == 3
+    counted: list[str] = []
+    reader._db.set_trace_callback(lambda sql: counted.append(sql) if "pending_vectors" in sql else None)
+    assert reader.pending_count() == 3 and counted == []  # the same generation: not counted again
+    reader._db.set_trace_callback(None)
+    writer.fill_vectors(MODEL, [FilledVectors(ids[0], "waiting 0", vectors(1)[0])])
+    assert reader.pending_count() == 2
+    writer.delete([ids[1]])
+    assert reader.pending_count() == 1
+    writer.insert([NewMemory("more")], None, None, T0)
+    assert reader.pending_count() == 2
+    writer.close()
+    reader.close()

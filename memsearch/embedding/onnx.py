@@ -377,10 +377,14 @@ class OnnxEncoder:
 def load_session(model_file: Path) -> Any:
     """An onnxruntime session of `model_file`, from its optimised copy when there is one.
 
-    Building a session optimises the graph and copies 90 MB of weights, each time. The first load
-    saves the optimised graph (hardware-independent "extended" level) with its weights in a file of
-    their own beside the export, keyed by the onnxruntime version; later loads memory-map those
-    weights and find little left to optimise: a session in a third of the CPU time.
+    Building a session optimises the graph, copies 90 MB of weights and packs the weights of every
+    matrix product into the layout its kernel reads (most of the session's start), each time. The
+    first load saves the optimised graph (hardware-independent "extended" level) with its weights,
+    and their packed forms, in a file of their own beside the export, keyed by the onnxruntime
+    version; later loads memory-map those weights and find little left to optimise or pack: a
+    session in a fifth of the CPU time, computing the same vectors to the bit (the same kernels
+    read the same packed weights). The copy is used only when no other user could have written it
+    and its files are those it was saved with (see `_copy_problem`); else it is made again.
     """
     import onnxruntime
 
@@ -395,13 +399,23 @@ def load_session(model_file: Path) -> Any:
         options.intra_op_num_threads = 1
         return onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
 
-    optimized = model_file.parent / f"{OPTIMIZED_PREFIX}{model_file.stem}-{onnxruntime.__version__}" / model_file.name
+    folder = model_file.parent / f"{OPTIMIZED_PREFIX}{model_file.stem}-{onnxruntime.__version__}{_COPY_SUFFIX}"
+    optimized = folder / model_file.name
     if optimized.is_file():
-        # The copy was optimised at the "extended" level: loading it at that level (not the default
-        # "all", whose layout passes find nothing in this graph) starts the session sooner, same vectors.
-        loading = onnxruntime.SessionOptions()
-        loading.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
-        return session(optimized, loading)
+        problem = _copy_problem(folder)
+        if problem is None:
+            # The copy was optimised at the "extended" level: loading it at that level (not the default
+            # "all", whose layout passes find nothing in this graph) starts the session sooner, same vectors.
+            loading = onnxruntime.SessionOptions()
+            loading.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+            try:
+                return session(optimized, loading)
+            except Exception as error:  # a copy onnxruntime cannot read: made again below
+                problem = f"onnxruntime cannot load it ({error})"
+        log.info("not using the optimised copy %s: %s; making it again", folder, problem)
+        with contextlib.suppress(OSError):
+            if tree_problem(folder) is None:  # only what is ours is removed; a planted copy is left (unused)
+                shutil.rmtree(folder)
     try:
         remove_stale_staging(model_file.parent)  # a copy a killed process left half-written
         staging = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=model_file.parent))
@@ -415,16 +429,69 @@ def load_session(model_file: Path) -> Any:
             "session.optimized_model_external_initializers_file_name", f"{model_file.name}.data"
         )
         saving.add_session_config_entry("session.optimized_model_external_initializers_min_size_in_bytes", "1024")
+        # The packed weights too (onnxruntime 1.21 and later; earlier ones ignore the entry).
+        saving.add_session_config_entry("session.save_external_prepacked_constant_initializers", "1")
         try:
             loaded = session(model_file, saving)
         except Exception:  # the copy could not be written (a full disk): load without one
             return session(model_file, onnxruntime.SessionOptions())
         with contextlib.suppress(OSError):  # both files at once; another process may have been first
             make_private_tree(staging)
-            os.replace(staging, optimized.parent)
+            _write_copy_record(staging)
+            os.replace(staging, folder)
+            _remove_older_copies(model_file, keep=folder)
         return loaded
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+# The optimised copy's folder name ends with its format: "-prepacked" holds the weights' packed
+# forms (memsearch 0.1.x before it saved copies without them, in folders without the suffix).
+_COPY_SUFFIX = "-prepacked"
+_COPY_RECORD = "copy.json"  # the copy's files as they were saved (names, sizes, change times): written last
+
+
+def _copy_facts(folder: Path) -> dict[str, list[int]]:
+    facts = {}
+    for path in sorted(folder.iterdir()):
+        if path.name != _COPY_RECORD and not path.name.startswith("."):
+            info = path.stat()
+            facts[path.name] = [info.st_size, info.st_mtime_ns]
+    return facts
+
+
+def _write_copy_record(staging: Path) -> None:
+    write_private(staging / _COPY_RECORD, json.dumps({"files": _copy_facts(staging)}))
+
+
+def _copy_problem(folder: Path) -> str | None:
+    """Why the optimised copy in `folder` is not to be loaded: another user could have written it,
+    it is incomplete (no record: a copy of an older memsearch, or one not finished), or a file is
+    not as it was saved (truncated, rewritten, replaced or added); None when it is to be loaded.
+
+    The files' sizes and modification times are compared, not their contents: a digest of the
+    130 MB copy would cost more CPU time than the copy saves (the export folder's trust check,
+    `tree_problem`, is what keeps other users out)."""
+    if (problem := tree_problem(folder)) is not None:
+        return problem
+    try:
+        recorded = json.loads((folder / _COPY_RECORD).read_text(encoding="utf-8"))["files"]
+        found = _copy_facts(folder)
+    except (OSError, ValueError, KeyError, TypeError):
+        return "it has no readable record of its files"
+    if found != recorded:
+        return "its files are not those it was saved with"
+    return None
+
+
+def _remove_older_copies(model_file: Path, *, keep: Path) -> None:
+    """Remove the optimised copies of `model_file` an earlier memsearch saved for this onnxruntime
+    (without the packed weights): 90 MB each, never loaded again."""
+    import onnxruntime
+
+    older = model_file.parent / f"{OPTIMIZED_PREFIX}{model_file.stem}-{onnxruntime.__version__}"
+    if older != keep and older.is_dir() and tree_problem(older) is None:
+        shutil.rmtree(older, ignore_errors=True)
 
 
 def _head(text: str, limit: int) -> str:

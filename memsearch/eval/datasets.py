@@ -50,7 +50,7 @@ class Question:
     @property
     def is_scored(self) -> bool:
         """Has evidence and is no abstention. LoCoMo scores exactly these; LongMemEval's protocol
-        scores every question but the abstentions (see `memsearch.eval.runner.gold_keys`)."""
+        scores every question but the abstentions (see `memsearch.eval.scoring.gold_keys`)."""
         return self.has_evidence and not self.is_abstention
 
 

@@ -55,7 +55,6 @@ def _table(report: EvalReport, granularity: str, title: str, caption: str | None
 
 
 def overall_table(report: EvalReport, granularity: str) -> Table:
-    recall, ndcg = report.recall_metric, report.ndcg_metric
     table = _table(report, granularity, _title(report, granularity), _caption(report))
     table.add_column("n", justify="right")
     for k in report.ks:
@@ -64,17 +63,22 @@ def overall_table(report: EvalReport, granularity: str) -> Table:
     table.add_column("p50 ms", justify="right")
     table.add_column("p95 ms", justify="right")
     for row in report.rows_for(granularity):
-        latency = row.latency_ms
-        table.add_row(
-            row.name,
-            row.mode or DASH,
-            str(row.questions),
-            *(_number(row.mean(f"{recall}@{k}")) for k in report.ks),
-            _number(row.mean(f"{ndcg}@10")),
-            _number(latency.p50 if latency else None, 1),
-            _number(latency.p95 if latency else None, 1),
-        )
+        table.add_row(*_overall_cells(report, row))
     return table
+
+
+def _overall_cells(report: EvalReport, row: EvalRow) -> list[str]:
+    """One row's cells after its granularity: the table and the plain lines show the same."""
+    latency = row.latency_ms
+    return [
+        row.name,
+        row.mode or DASH,
+        str(row.questions),
+        *(_number(row.mean(f"{report.recall_metric}@{k}")) for k in report.ks),
+        _number(row.mean(f"{report.ndcg_metric}@10")),
+        _number(latency.p50 if latency else None, 1),
+        _number(latency.p95 if latency else None, 1),
+    ]
 
 
 def categories_of(rows: list[EvalRow]) -> list[tuple[str | int, int]]:
@@ -159,21 +163,7 @@ def _overall_header(report: EvalReport) -> list[str]:
 
 
 def overall_rows(report: EvalReport) -> list[list[str]]:
-    recall, ndcg = report.recall_metric, report.ndcg_metric
-    rows = []
-    for row in report.rows:
-        latency = row.latency_ms
-        rows.append([
-            row.granularity,
-            row.name,
-            row.mode or DASH,
-            str(row.questions),
-            *(_number(row.mean(f"{recall}@{k}")) for k in report.ks),
-            _number(row.mean(f"{ndcg}@10")),
-            _number(latency.p50 if latency else None, 1),
-            _number(latency.p95 if latency else None, 1),
-        ])  # fmt: skip
-    return rows
+    return [[row.granularity, *_overall_cells(report, row)] for row in report.rows]
 
 
 CATEGORY_HEADER = ["granularity", "profile", "mode", "category", "n", "R@5", "R@10"]

@@ -62,6 +62,7 @@ from memsearch.ingest.note_files import (
     FileStatus,
     IndexedFile,
     IndexPlan,
+    counts_line,
     is_under,
     plan,
     under_roots,
@@ -177,13 +178,7 @@ class IndexOutcome:
         """'indexed 12 files: 3 new, 1 changed, 2 removed, 6 unchanged; 41 chunks stored, 7 removed'."""
         counts = self.counts
         total = sum(counts[status] for status in FileStatus if status != FileStatus.SKIPPED)
-        unchanged = counts[FileStatus.UNCHANGED] + counts[FileStatus.TOUCHED]
-        files = (
-            f"{counts[FileStatus.NEW]:,} new, {counts[FileStatus.CHANGED]:,} changed, "
-            f"{counts[FileStatus.REMOVED]:,} removed, {unchanged:,} unchanged"
-        )
-        if counts[FileStatus.SKIPPED]:
-            files += f", {counts[FileStatus.SKIPPED]:,} skipped"
+        files = counts_line(counts)
         verb, stored, removed = (
             ("would index", "to store", "to remove") if self.dry_run else ("indexed", "stored", "removed")
         )
@@ -278,7 +273,7 @@ def index_notes(
     lines = [_file_line(file, takeovers, file.path in repaired) for file in the_plan.files]
     outcome = IndexOutcome(
         roots=tuple(runs.values()),
-        counts={status: len(the_plan.having(status)) for status in FileStatus},
+        counts=the_plan.counts,
         chunks_added=sum(line.chunks_added for line in lines),
         chunks_removed=sum(line.chunks_removed for line in lines),
         chunks_moved=sum(line.chunks_moved for line in lines),

@@ -129,20 +129,26 @@ class IndexPlan:
         """Nothing to write: no chunk to add or delete and no record to update."""
         return all(file.status in (FileStatus.UNCHANGED, FileStatus.SKIPPED) for file in self.files)
 
-    def summary(self) -> str:
-        """One line for `--dry-run` and the end of an index run."""
-        counts = {status: 0 for status in FileStatus}
+    @property
+    def counts(self) -> dict[str, int]:
+        """Files by status, every status present."""
+        counts: dict[str, int] = dict.fromkeys(FileStatus, 0)
         for file in self.files:
             counts[file.status] += 1
-        new = counts[FileStatus.NEW]
-        unchanged = counts[FileStatus.UNCHANGED] + counts[FileStatus.TOUCHED]
-        line = (
-            f"{new:,} file{'' if new == 1 else 's'} new, {counts[FileStatus.CHANGED]:,} changed, "
-            f"{counts[FileStatus.REMOVED]:,} removed, {unchanged:,} unchanged"
-        )
-        if counts[FileStatus.SKIPPED]:
-            line += f", {counts[FileStatus.SKIPPED]:,} skipped"
-        return line
+        return counts
+
+
+def counts_line(counts: Mapping[str, int]) -> str:
+    """'3 new, 1 changed, 2 removed, 6 unchanged' (touched files count as unchanged), and the
+    skipped ones when there are: the files part of an index run's summary."""
+    unchanged = counts[FileStatus.UNCHANGED] + counts[FileStatus.TOUCHED]
+    line = (
+        f"{counts[FileStatus.NEW]:,} new, {counts[FileStatus.CHANGED]:,} changed, "
+        f"{counts[FileStatus.REMOVED]:,} removed, {unchanged:,} unchanged"
+    )
+    if counts[FileStatus.SKIPPED]:
+        line += f", {counts[FileStatus.SKIPPED]:,} skipped"
+    return line
 
 
 # -- the walk -------------------------------------------------------------------------------------

@@ -1,13 +1,17 @@
 """Where a large SQLite store keeps its impact index (memsearch.store.lexical_index), and when it
 has one: the vector cache's folder and trust rules (memsearch.store.vector_cache: a file of the
 user's that no one else may write, opened without following links, whose keyed BLAKE3 digest is
-the one the store recorded when it was written), one file a generation of the store.
+the one the store recorded when it was written), one file a column set, named by the generation
+it was made at.
 
-The file serves only the generation it is named by: every write moves the generation on, so a
-write never makes the lexical leg disagree with the store. The first lexical search of a
-generation (over everything, or a scope of at least the threshold) builds it; a search that
-cannot have it (a store only read here, no trusted place, a disk that refuses the file) asks
-FTS5, which gives the same answers more slowly.
+A file serves every later generation the store's change log reaches back to: the rows written
+or deleted since are searched beside it (memsearch.store.lexical_delta), so a write never makes
+the lexical leg disagree with the store, and never makes the next search rebuild the file. A new
+file is made at a bulk write's end (index, import, reindex, copy: prepare_search_indexes) when
+the changed rows are over REBUILD_SHARE of the store, by a search when they are over
+SEARCH_REBUILD_SHARE, or when there is no file the log reaches back to (a store that just grew
+past the threshold). A search that cannot have one (a store only read here, no trusted place, a
+disk that refuses the file) asks FTS5, which gives the same answers more slowly.
 """
 
 from __future__ import annotations
@@ -27,12 +31,18 @@ from memsearch.store.vector_cache import VectorCache
 
 log = logging.getLogger(__name__)
 
-# Off unless MEMSEARCH_LEXICAL_THRESHOLD names a store size: the index is rebuilt whole for each
-# generation (every write), ~6 s at 100k and ~70 s at 1M on the loaded benchmark machine, and the
-# first lexical search after a write pays it; so it suits large stores that are mostly read.
-# Measured (bench/lexical_scale.py, README): FTS5's bm25 takes a p50 of 28 ms at 100k and 539 ms
-# at 1M, the index 2.2 ms and 25 ms.
-DEFAULT_THRESHOLD = 0  # 0: off
+# Stores of at least this many memories search by words through the impact index, unless
+# MEMSEARCH_LEXICAL_THRESHOLD names another size (0: never). Measured through the API, with 1,100
+# rows changed since the file (bench/lexical_scale.py --api, README): FTS5's bm25 against the
+# index 8.6 → 2.6 ms p50 at 10k (a new file each time: more than 5 % changed), 8.9 → 6.3 ms at
+# 30k, 41 → 10 ms at 100k, 480 → 27 ms at 1M; its file takes 2 s to make at 30k, 12 s at 100k.
+DEFAULT_THRESHOLD = 50_000
+# The share of the store's rows changed since its file was made above which a bulk write's end
+# (prepare_search_indexes) makes a new file, and above which a search does (the changed rows are
+# searched beside the file: their cost grows with them).
+REBUILD_SHARE = 0.01
+SEARCH_REBUILD_SHARE = 0.05
+_FEWEST_CHANGES = 1_000  # changed rows a store of any size may keep before a new file is made
 
 _NAME = re.compile(r"^(?P<store>[0-9a-f]+)-g(?P<generation>\d+)-fts-(?P<columns>[\w-]+)\.impact$")
 
@@ -42,6 +52,13 @@ def lexical_threshold() -> int:
     MEMSEARCH_LEXICAL_THRESHOLD, else DEFAULT_THRESHOLD (0: never)."""
     value = os.environ.get("MEMSEARCH_LEXICAL_THRESHOLD", "").strip()
     return int(value) if value.isascii() and value.isdigit() else DEFAULT_THRESHOLD
+
+
+def rebuild_after(rows: int, *, searching: bool) -> int:
+    """How many changed rows a store of `rows` rows keeps beside its file before a new one is made
+    at a bulk write's end (`searching` False) or by a search."""
+    share = SEARCH_REBUILD_SHARE if searching else REBUILD_SHARE
+    return max(_FEWEST_CHANGES, int(share * rows))
 
 
 class LexicalCache:
@@ -55,6 +72,39 @@ class LexicalCache:
 
     def path(self, generation: int) -> Path:
         return self._files.folder / f"{self._files.store_id}-g{generation}-fts-{self._key}.impact"
+
+    @staticmethod
+    def kept(files: VectorCache) -> dict[tuple[str, ...], int]:
+        """The files of the store's in the folder: their columns, and the oldest generation of each."""
+        kept: dict[tuple[str, ...], int] = {}
+        try:
+            names = os.listdir(files.folder)
+        except OSError:
+            names = []
+        for name in names:
+            match = _NAME.match(name)
+            if match is not None and match["store"] == files.store_id:
+                columns = tuple(match["columns"].split("-"))
+                kept[columns] = min(kept.get(columns, int(match["generation"])), int(match["generation"]))
+        return kept
+
+    def newest(self, oldest: int, newest: int) -> tuple[int, ImpactIndex] | None:
+        """The file of the latest generation from `oldest` to `newest` that is there as recorded
+        (memory-mapped), with its generation; None when there is none."""
+        try:
+            names = os.listdir(self._files.folder)
+        except OSError:
+            return None
+        found = sorted(
+            (int(match["generation"]) for name in names if (match := _NAME.match(name)) is not None
+             and match["store"] == self._files.store_id and match["columns"] == self._key),
+            reverse=True,
+        )  # fmt: skip
+        for generation in found:
+            if oldest <= generation <= newest:
+                index = self.load(generation)
+                return None if index is None else (generation, index)
+        return None
 
     def load(self, generation: int) -> ImpactIndex | None:
         """The index of this generation, memory-mapped, when it is there as recorded; else None."""

@@ -20,7 +20,8 @@ another order than FTS5's (FTS5 does not define it).
 
 What it does not answer (the caller asks FTS5): queries with gram terms (CJK, symbols) or with a
 phrase of several tokens (a quoted phrase, or a word FTS5 splits, like `auth_service`), which
-need positions; and any state of the store but the one it was built from (see lexical_cache).
+need positions. Rows changed since it was made are searched beside it, every part scored with
+the table's statistics as they are now (`answer_parts`; memsearch.store.lexical_delta).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import json
 import math
 import mmap
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -91,18 +92,26 @@ class ImpactIndex:
         return None
 
     def search(
-        self, phrases: Sequence[str | Scored], k: int, mask: np.ndarray | None = None
+        self,
+        phrases: Sequence[str | Scored],
+        k: int,
+        mask: np.ndarray | None = None,
+        stats: Stats | None = None,
     ) -> list[tuple[int, float]]:
         """The top `k` rows for a query's phrases, in the query's order (repeats kept: FTS5 scores
         each phrase): a single-token phrase as its token, a longer one as its Scored rows (what
         FTS5 answers for that phrase alone). As (memory id, score) best first, higher better.
-        `mask`: which rows may be returned (None: all)."""
+        `mask`: which rows may be returned (None: all). `stats`: the full-text table's row count,
+        average length and each token's row count as they are now, when the table has changed
+        since the index was made (None: the index's own). Every bound is derived from them, so
+        the early stop stays safe: a token's largest count and shortest row over the rows the
+        index holds bound what it adds to any of them that is still there unchanged."""
         import numpy as np
 
-        rows_count = int(self.ids.size)
-        if rows_count == 0 or k <= 0 or not phrases:
+        if self.ids.size == 0 or k <= 0 or not phrases:
             return []
-        average = float(self.total_tokens) / float(rows_count)
+        rows_count = int(self.ids.size) if stats is None else stats.rows
+        average = float(self.total_tokens) / float(rows_count) if stats is None else stats.average
         units: dict[int | str, float] = {}  # a term's index, or a Scored phrase's position: summed idf
         keys: list[int | str | None] = []
         idf: list[float] = []
@@ -112,7 +121,10 @@ class ImpactIndex:
                 weight = 1.0
             else:
                 key = self.term(phrase)
-                hits = 0 if key is None else int(self.starts[key + 1] - self.starts[key])
+                if stats is not None:
+                    hits = stats.hits[phrase]
+                else:
+                    hits = 0 if key is None else int(self.starts[key + 1] - self.starts[key])
                 # FTS5's idf: log((N - n + 0.5) / (n + 0.5)), at least 1e-6.
                 value = math.log((rows_count - hits + 0.5) / (hits + 0.5))
                 weight = value if value > 0.0 else 1e-6
@@ -137,7 +149,7 @@ class ImpactIndex:
         order = sorted(units, key=lambda unit: (-bound(unit), size(unit)))
         bounds = [bound(unit) for unit in order]
         left = [sum(bounds[i:]) for i in range(len(bounds))] + [0.0]
-        accumulator = np.zeros(rows_count, np.float64)
+        accumulator = np.zeros(self.ids.size, np.float64)
         seen: list[np.ndarray] = []  # each row once: the rows a unit added first
         done = 0
         threshold = -1.0
@@ -231,6 +243,43 @@ class ImpactIndex:
 
 
 @dataclass(frozen=True)
+class Stats:
+    """What FTS5's bm25 reads of the whole table: its row count, the average row length (all
+    columns' tokens over the rows, as FTS5 divides them) and each query token's row count in the
+    searched columns."""
+
+    rows: int
+    average: float
+    hits: Mapping[str, int]
+
+
+@dataclass(frozen=True)
+class Part:
+    """An index and the rows of it that no longer hold (sorted: rows written or deleted since it
+    was made; `live` False for them, None when there are none). The parts of a full-text table
+    hold each of its rows once, live in exactly one of them."""
+
+    index: ImpactIndex
+    dead: np.ndarray
+    live: np.ndarray | None = None
+
+    def hits(self, token: str) -> int:
+        """The live rows of this part that hold `token` in the indexed columns."""
+        import numpy as np
+
+        term = self.index.term(token)
+        if term is None:
+            return 0
+        start, end = int(self.index.starts[term]), int(self.index.starts[term + 1])
+        found = end - start
+        if self.dead.size and found:
+            postings = self.index.rows[start:end]
+            where = np.minimum(np.searchsorted(postings, self.dead), found - 1)
+            found -= int(np.count_nonzero(postings[where] == self.dead))
+        return found
+
+
+@dataclass(frozen=True)
 class Scored:
     """A phrase's rows (ascending) and what it adds to each row's score (FTS5's bm25 of the phrase
     alone, its idf included)."""
@@ -272,9 +321,31 @@ def answer(
     columns: Sequence[str] = TEXT_COLUMNS,
 ) -> list[tuple[int, float]] | None:
     """The top `k` of `query` over the full-text `columns` the index was built from, as the
-    store's FTS5 query ranks them (its scores); None when the index cannot answer it (see
-    `query_phrases`). A phrase of several tokens is scored by FTS5 (a query of that phrase
-    alone: positions are FTS5's), on `db`."""
+    store's FTS5 query ranks them (its scores), when the table is as the index was made; None
+    when the index cannot answer it (see `query_phrases`)."""
+    import numpy as np
+
+    part = Part(index, np.zeros(0, np.int64))
+    return answer_parts([part], [mask], db, query, k, columns, int(index.ids.size), index.total_tokens)
+
+
+def answer_parts(
+    parts: Sequence[Part],
+    masks: Sequence[np.ndarray | None],
+    db: sqlite3.Connection,
+    query: LexicalQuery,
+    k: int,
+    columns: Sequence[str],
+    rows: int,
+    total_tokens: int,
+) -> list[tuple[int, float]] | None:
+    """The top `k` of `query` over the full-text `columns`, as the store's FTS5 query ranks them
+    (its scores), from parts that together hold the table's `rows` rows of `total_tokens` tokens
+    (as FTS5 counts them now) each live in one part; `masks`: which rows of each part are in
+    scope (None: all). Each part is searched with the table's current statistics, and the best
+    `k` of their answers kept. None when the parts cannot answer it (see `query_phrases`; or a
+    row FTS5 matches that no part holds live). A phrase of several tokens is scored by FTS5 (a
+    query of that phrase alone: positions are FTS5's), on `db`."""
     import numpy as np
 
     from memsearch.store.fts import FTS_COLUMNS
@@ -282,11 +353,16 @@ def answer(
     tokens = query_phrases(query)
     if tokens is None:
         return None
-    phrases: list[str | Scored] = []
+    if rows <= 0:
+        return []
+    single = {phrase[0] for phrase in tokens if len(phrase) == 1}
+    stats = Stats(rows, float(total_tokens) / float(rows), {t: sum(part.hits(t) for part in parts) for t in single})
+    phrases: list[list[str | Scored]] = [[] for _ in parts]
     weights = ", ".join("1.0" if name in columns else "0.0" for name in FTS_COLUMNS)
     for text, phrase in zip(query.match_phrases, tokens, strict=True):
         if len(phrase) == 1:
-            phrases.append(phrase[0])
+            for each in phrases:
+                each.append(phrase[0])
             continue
         found = db.execute(
             f"SELECT rowid, -bm25(memories_fts, {weights}) FROM memories_fts WHERE memories_fts MATCH ?",
@@ -294,12 +370,24 @@ def answer(
         ).fetchall()
         ids = np.fromiter((row[0] for row in found), np.int64, len(found))
         scores = np.fromiter((row[1] for row in found), np.float64, len(found))
-        rows = np.searchsorted(index.ids, ids)
-        if rows.size and (int(rows.max()) >= index.ids.size or not np.array_equal(index.ids[rows], ids)):
-            return None  # rows the index does not hold: it is not of this state of the store
-        order = np.argsort(rows)
-        phrases.append(Scored(rows[order], scores[order]))
-    return index.search(phrases, k, mask)
+        placed = np.zeros(ids.size, bool)
+        for part, each in zip(parts, phrases, strict=True):
+            held = part.index.ids
+            where = np.minimum(np.searchsorted(held, ids), max(held.size - 1, 0))
+            mine = held[where] == ids if held.size else np.zeros(ids.size, bool)
+            if part.live is not None:
+                mine &= part.live[where]
+            placed |= mine
+            order = np.argsort(where[mine])
+            each.append(Scored(where[mine][order], scores[mine][order]))
+        if not bool(placed.all()):
+            return None  # a row no part holds: the parts are not of this state of the store
+    found_all: list[tuple[int, float]] = []
+    for part, mask, each in zip(parts, masks, phrases, strict=True):
+        wanted = part.live if mask is None else (mask if part.live is None else mask & part.live)
+        found_all.extend(part.index.search(each, k, wanted, stats))
+    found_all.sort(key=lambda hit: (-hit[1], hit[0]))
+    return found_all[:k]
 
 
 _ARRAYS = (
@@ -473,8 +561,11 @@ __all__ = [
     "TEXT_COLUMNS",
     "B",
     "ImpactIndex",
+    "Part",
     "Scored",
+    "Stats",
     "answer",
+    "answer_parts",
     "build_from_connection",
     "query_phrases",
     "read",

@@ -133,6 +133,18 @@ MIGRATIONS: tuple[str, ...] = (
     INSERT OR IGNORE INTO pending_vectors (memory_id)
         SELECT id FROM memories m WHERE NOT EXISTS (SELECT 1 FROM vectors v WHERE v.memory_id = m.id);
     """,
+    # 9: the memories whose full-text row was written or deleted, with the generation the write
+    # began at (store.lexical_changes): a large store's impact index file of an older generation
+    # stays usable for the rows not named here. `lexical_changes_from` in meta: the log holds every
+    # change from that generation on (a file of an older generation cannot be brought up to date).
+    """
+    CREATE TABLE IF NOT EXISTS lexical_changes (
+        memory_id INTEGER PRIMARY KEY,
+        generation INTEGER NOT NULL
+    );
+    INSERT OR REPLACE INTO meta (key, value)
+        SELECT 'lexical_changes_from', coalesce((SELECT value FROM meta WHERE key = 'generation'), '0');
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -10,14 +10,13 @@ import os
 import secrets
 import sqlite3
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import memsearch.store.sqlite_access as access_file
 from memsearch.errors import (
-    InvalidInputError,
     MemoryNotFoundError,
     MemsearchError,
     StoreCorruptError,
@@ -25,7 +24,6 @@ from memsearch.errors import (
     StoreUnavailableError,
 )
 from memsearch.models import (
-    MEMORY_FIELDS,
     EmbeddingModelInfo,
     Memory,
     content_hash,
@@ -34,7 +32,6 @@ from memsearch.paths import make_private_dirs, read_only_requested
 from memsearch.store.ann import AnnIndex, ann_threshold, index_library_available
 from memsearch.store.base import (
     INDEX_STATE_KEY,
-    ExportedMemory,
     FilledVectors,
     Rewrite,
     Scope,
@@ -43,9 +40,10 @@ from memsearch.store.base import (
 from memsearch.store.dialects import SQLITE
 from memsearch.store.fts import fts_row, gram_text
 from memsearch.store.lexical_cache import lexical_threshold
-from memsearch.store.lexical_index import ImpactIndex
+from memsearch.store.lexical_delta import ChangedRows
 from memsearch.store.migrations import MIGRATIONS, SCHEMA_VERSION, split_statements
-from memsearch.store.sql import MEMORY_COLUMNS, REFERS, NewBatch, SQLStore
+from memsearch.store.sql import NewBatch, SQLStore
+from memsearch.store.sqlite_copy import SQLiteCopy
 from memsearch.store.sqlite_errors import (
     ACCESS_TIMEOUT_MS,
     BUSY_TIMEOUT_MS,
@@ -95,7 +93,7 @@ def _create_private_file(path: Path) -> bool:
     return True
 
 
-class SQLiteStore(ImpactLexical, InProcessVectors, SQLiteReads, SQLStore):
+class SQLiteStore(ImpactLexical, InProcessVectors, SQLiteReads, SQLiteCopy, SQLStore):
     """One memsearch store file. Open with `SQLiteStore.open`; close when done.
 
     Each thread gets its own connection (SQLite connections are not to be shared by threads that
@@ -125,7 +123,8 @@ class SQLiteStore(ImpactLexical, InProcessVectors, SQLiteReads, SQLStore):
         self.ann_threshold = ann_threshold()
         # Stores of at least this many memories are searched by words through the impact index.
         self.lexical_threshold = lexical_threshold()
-        self._impact: dict[str | None, tuple[int, ImpactIndex | None]] = {}  # view → (generation, impact index)
+        self._impact: dict[str | None, tuple[int, ChangedRows | None]] = {}  # view → (generation, impact index)
+        self._impact_lock = threading.Lock()
         self._write_refusal: MemsearchError | None = None  # set when only reading works (a full disk)
         self._access_skipped = False  # the note that access was not recorded is given once
         self._access_file_missing = False  # the access file could not be had: accesses are not recorded
@@ -378,7 +377,7 @@ class SQLiteStore(ImpactLexical, InProcessVectors, SQLiteReads, SQLStore):
         return int(db.execute(sql, values).lastrowid or 0)
 
     def _unindex(self, db: sqlite3.Connection, memory_id: int, batch: NewBatch, index: int) -> None:
-        db.execute("DELETE FROM memories_fts WHERE rowid = ?", (memory_id,))
+        self.lexical.unindex(memory_id)
         access_file.restart_clock(db, memory_id)
         self._delete_views(memory_id)
         batch.replaced = True
@@ -413,7 +412,7 @@ class SQLiteStore(ImpactLexical, InProcessVectors, SQLiteReads, SQLStore):
                 self._delete_views(memory_id)
                 if self._db.execute("DELETE FROM memories WHERE id = ?", (memory_id,)).rowcount == 0:
                     raise MemoryNotFoundError(f"no memory with id {memory_id}; nothing was deleted")
-                self._db.execute("DELETE FROM memories_fts WHERE rowid = ?", (memory_id,))
+                self.lexical.unindex(memory_id)
             access_file.forget(self._db, ids)
             for rewrite in rewrites:
                 self._rewrite(rewrite)
@@ -520,79 +519,6 @@ class SQLiteStore(ImpactLexical, InProcessVectors, SQLiteReads, SQLStore):
             ((memory_id, SQLITE.vector_value(vectors[row])) for row, memory_id in enumerate(ids)),
         )
 
-    # -- copy between stores -----------------------------------------------------------------
-
-    def export(self, batch: int = 1000) -> Iterator[ExportedMemory]:
-        """Every memory with all it holds, in id order (for `copy_store`)."""
-        import numpy as np
-
-        last = 0
-        while True:
-            rows = self._db.execute(
-                f"SELECT m.*, f.context, f.prev FROM ({self.memory_select}) m JOIN memories_fts f ON f.rowid = m.id "
-                "WHERE m.id > ? ORDER BY m.id LIMIT ?",
-                (last, batch),
-            ).fetchall()
-            if not rows:
-                return
-            ids = [row[0] for row in rows]
-            marks = ",".join("?" * len(ids))
-            vectors = {
-                memory_id: np.frombuffer(blob, dtype="<f4").astype(np.float32)
-                for memory_id, blob in self._db.execute(
-                    f"SELECT memory_id, vector FROM vectors WHERE memory_id IN ({marks})", ids
-                )
-            }
-            views: dict[int, dict[str, tuple[str, np.ndarray | None]]] = {}
-            for memory_id, view, text, blob in self._db.execute(
-                f"SELECT memory_id, view, text, vector FROM views WHERE memory_id IN ({marks}) "
-                "ORDER BY memory_id, view",
-                ids,
-            ):
-                vector = None if blob is None else np.frombuffer(blob, dtype="<f4").astype(np.float32)
-                views.setdefault(memory_id, {})[view] = (text, vector)
-            for row in rows:
-                lexical_views = {"context": row[-2], "prev": row[-1]}
-                yield ExportedMemory(_row_to_memory(row), lexical_views, vectors.get(row[0]), views.get(row[0], {}))
-            last = ids[-1]
-
-    def restore(self, memories: Iterable[ExportedMemory], model: EmbeddingModelInfo | None) -> int:
-        """Write exported memories into this empty store, keeping their ids, in one transaction."""
-        written = 0
-        links: builtins.list[tuple[Any, ...]] = []
-        with self.transaction():
-            if self._db.execute("SELECT 1 FROM memories LIMIT 1").fetchone() is not None:
-                raise InvalidInputError(f"{self.path} holds memories already; copy needs an empty store")
-            self._db.execute("DELETE FROM access.accesses")  # of memories deleted before: ids come back
-            if model is not None:
-                self._write_model_meta(self._db, model)
-            for exported in memories:
-                m = exported.memory
-                self._db.execute(
-                    f"INSERT INTO memories ({MEMORY_COLUMNS}) VALUES ({SQLITE.marks(len(MEMORY_FIELDS))})",
-                    [None if f.spec.refers else SQLITE.write(f, getattr(m, f.name)) for f in MEMORY_FIELDS],
-                )
-                if any(getattr(m, name) is not None for name in REFERS):
-                    links.append((*(getattr(m, name) for name in REFERS), m.id))
-                self.lexical.index_text(m.id, fts_row(m.text, m.tags, m.kind, exported.lexical_views))
-                if exported.vector is not None:
-                    self._db.execute(
-                        "INSERT INTO vectors (memory_id, vector) VALUES (?, ?)",
-                        (m.id, exported.vector.astype("<f4").tobytes()),
-                    )
-                for view, (text, vector) in sorted(exported.views.items()):
-                    self._db.execute(
-                        "INSERT INTO views (memory_id, view, text, vector) VALUES (?, ?, ?, ?)",
-                        (m.id, view, text, None if vector is None else vector.astype("<f4").tobytes()),
-                    )
-                written += 1
-            # Links may point forward in id order: set once every memory is there.
-            sets = ", ".join(f"{name} = ?" for name in REFERS)
-            self._db.executemany(f"UPDATE memories SET {sets} WHERE id = ?", links)
-            self._db.execute(self.WAITING_SQL)
-            self._bump_generation()
-        return written
-
     def _cache_identity(self) -> tuple[str, bytes] | None:
         """The store's id, which names its vector cache files, and the key of their digests; None
         for a store only read here (or whose id cannot be recorded)."""
@@ -607,6 +533,13 @@ class SQLiteStore(ImpactLexical, InProcessVectors, SQLiteReads, SQLStore):
                 return None
             store_id, key = self._meta("store_id"), self._meta("cache_key")
         return str(store_id), bytes.fromhex(str(key))
+
+    def prepare_search_indexes(self, progress: Callable[[int, int], None] | None = None) -> int:
+        """After a bulk write: the approximate vector indexes, then the impact index files (see
+        `InProcessVectors.prepare_search_indexes`, `ImpactLexical.prepare_impact_indexes`)."""
+        indexed = InProcessVectors.prepare_search_indexes(self, progress)
+        self.prepare_impact_indexes(progress)
+        return indexed
 
     def _engine_health(self) -> dict[str, Any]:
         wal = Path(f"{self.path}-wal")

@@ -31,6 +31,14 @@ _TERMS_A_QUERY = 500  # bound parameters of one vocabulary query (SQLite allows 
 _FTS_INSERT = (
     f"INSERT INTO memories_fts (rowid, {', '.join(FTS_COLUMNS)}) VALUES ({', '.join('?' * (len(FTS_COLUMNS) + 1))})"
 )
+# Every write or delete of a full-text row names the memory in the change log, with the generation
+# its write began at, in the write's transaction (the impact index's files of older generations
+# stay usable for the rows not named: memsearch.store.sqlite_lexical).
+_LOG_CHANGE = (
+    "INSERT INTO lexical_changes (memory_id, generation) "
+    "VALUES (?, coalesce((SELECT CAST(value AS INTEGER) FROM meta WHERE key = 'generation'), 0)) "
+    "ON CONFLICT (memory_id) DO UPDATE SET generation = excluded.generation"
+)
 
 
 class SQLiteFile(Protocol):
@@ -75,9 +83,15 @@ class Fts5Index:
         """Write a memory's full-text row; one whose lexical views differ marks the store so (see
         `_lexical_views_alike`)."""
         self._file._db.execute(_FTS_INSERT, (memory_id, *row))
+        self._file._db.execute(_LOG_CHANGE, (memory_id,))
         views = [row[FTS_COLUMNS.index(view)] for view in LEXICAL_VIEWS]
         if any(text != views[0] for text in views) and self._file._meta(LEXICAL_VIEWS_STATE) != "differ":
             self._file._set_meta(LEXICAL_VIEWS_STATE, "differ")
+
+    def unindex(self, memory_id: int) -> None:
+        """Remove a memory's full-text row (its memory deleted, or about to be indexed anew)."""
+        self._file._db.execute("DELETE FROM memories_fts WHERE rowid = ?", (memory_id,))
+        self._file._db.execute(_LOG_CHANGE, (memory_id,))
 
     def _lexical_views_alike(self) -> bool:
         """Whether every memory's lexical views hold the same text (a store of notes, which are
@@ -107,7 +121,7 @@ class Fts5Index:
         ).fetchone()
         kept = {view: value for view, value in zip(LEXICAL_VIEWS, stored, strict=True) if view not in views}
         named = {view: value for view, value in views.items() if view in LEXICAL_VIEWS and value is not None}
-        self._file._db.execute("DELETE FROM memories_fts WHERE rowid = ?", (memory_id,))
+        self.unindex(memory_id)
         row = fts_row(text, memory.tags if tags is None else tags, memory.kind, {**kept, **named})
         self.index_text(memory_id, row)
 

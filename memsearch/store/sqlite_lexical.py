@@ -1,25 +1,39 @@
 """The SQLite store's lexical search through the impact index (memsearch.store.lexical_index,
-kept as memsearch.store.lexical_cache says) for a large store: FTS5's answers, without FTS5
-scoring every match. A part of SQLiteStore; `Fts5Index.lexical_search` asks it first."""
+kept as memsearch.store.lexical_cache says, with the rows changed since its file searched beside
+it: memsearch.store.lexical_delta) for a large store: FTS5's answers, without FTS5 scoring every
+match. A part of SQLiteStore; `Fts5Index.lexical_search` asks it first.
+
+Safety: every part is read in one snapshot of the store (its generation, the change log, the
+changed rows, FTS5's phrase scores); the row and token counts the parts add up to are checked
+against FTS5's own (its averages record) once a generation, so a write the log missed makes a
+new file instead of a wrong answer. Lexical searches of one store object take turns (a lock:
+the changed rows' in-memory table is shared by its threads).
+"""
 
 from __future__ import annotations
 
 import builtins
 import logging
 import sqlite3
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING
 
 from memsearch.errors import MemsearchError
+from memsearch.models import LEXICAL_VIEWS
 from memsearch.store.base import Hits, Scope
-from memsearch.store.lexical_cache import LexicalCache
-from memsearch.store.lexical_index import TEXT_COLUMNS, ImpactIndex, answer
+from memsearch.store.lexical_cache import LexicalCache, rebuild_after
+from memsearch.store.lexical_delta import CHANGES_FROM, ChangedRows, fts5_totals
+from memsearch.store.lexical_index import TEXT_COLUMNS, ImpactIndex, answer_parts, query_phrases
+from memsearch.store.sqlite_errors import ACCESS_TIMEOUT_MS
+from memsearch.store.vector_cache import VectorCache
 
 if TYPE_CHECKING:
     import numpy as np
 
+    from memsearch.store.sqlite_fts import Fts5Index
     from memsearch.store.sqlite_vectors import CacheRecords
-    from memsearch.store.vector_cache import VectorCache
     from memsearch.text import LexicalQuery
 
 log = logging.getLogger(__name__)
@@ -29,17 +43,24 @@ class ImpactLexical:
     """Lexical search over text and tags through the impact index (a part of SQLiteStore)."""
 
     lexical_threshold: int
+    read_only: bool
     _cache_records: CacheRecords
-    _impact: dict[str | None, tuple[int, ImpactIndex | None]]  # view → (generation, its index or None)
+    _impact: dict[str | None, tuple[int, ChangedRows | None]]  # view → (generation, its index or None)
+    _impact_lock: threading.Lock
 
     if TYPE_CHECKING:  # what the store provides
+        lexical: Fts5Index
 
         @property
         def _db(self) -> sqlite3.Connection: ...
 
         def generation(self) -> int: ...
 
-        def count(self, scope: Scope | None = None) -> int: ...
+        def _meta(self, key: str) -> str | None: ...
+
+        def _set_meta(self, key: str, value: str) -> None: ...
+
+        def transaction(self, busy_timeout_ms: int | None = None) -> AbstractContextManager[None]: ...
 
         def _files(self) -> VectorCache | None: ...
 
@@ -61,50 +82,147 @@ class ImpactLexical:
             return None  # a small store (or one without a place for the file): as before
         files: VectorCache | bool | None = False  # False: not looked for (the index is known)
         if known is None or known[0] != generation:
-            (rows,) = db.execute("SELECT count(*) FROM memories").fetchone()
-            if rows < self.lexical_threshold:
+            if fts5_totals(db)[0] < self.lexical_threshold:
                 self._impact[view] = (generation, None)
                 return None
             files = self._files()  # before the snapshot: an older store's id is written on first need
-        db.execute("BEGIN")  # one snapshot: the generation, the index's rows and FTS5's phrases
-        try:
-            columns = TEXT_COLUMNS if view is None else (view,)
-            index = self._impact_index(view, columns, files)
-            if index is None:
-                return None
-            return answer(index, db, query, limit, self._impact_mask(index, scope), columns)
-        finally:
-            db.execute("COMMIT")
-            self._cache_records.flush()
+        built: builtins.list[int] = []
+        with self._impact_lock:
+            db.execute("BEGIN")  # one snapshot: the generation, the log, the changed rows and FTS5's phrases
+            try:
+                columns = TEXT_COLUMNS if view is None else (view,)
+                current = self._impact_current(view, columns, files, built)
+                if current is None:
+                    return None
+                phrases = query_phrases(query)
+                if phrases is None:
+                    return None
+                rows, tokens = current.totals()
+                parts = current.parts(columns, {phrase[0] for phrase in phrases if len(phrase) == 1})
+                masks = [self._impact_mask(part.index, scope) for part in parts]
+                return answer_parts(parts, masks, db, query, limit, columns, rows, tokens)
+            finally:
+                db.execute("COMMIT")
+                self._cache_records.flush()
+                if built and isinstance(files, VectorCache):
+                    self._forget_changes_before(built[0], files)
 
-    def _impact_index(
-        self, view: str | None, columns: Sequence[str], files: VectorCache | bool | None
-    ) -> ImpactIndex | None:
+    def _impact_current(
+        self, view: str | None, columns: Sequence[str], files: VectorCache | bool | None, built: builtins.list[int]
+    ) -> ChangedRows | None:
+        """The view's index brought up to the store's generation (in the caller's snapshot): the
+        latest file the change log reaches back to, with the rows changed since; a new file when
+        there is none, or when the changed rows are over CHANGED_SHARE of the store (`built` is
+        told its generation). None when FTS5 is to answer."""
         generation = self.generation()
         known = self._impact.get(view)
         if known is not None and known[0] == generation:
             return known[1]
         if isinstance(files, bool):  # a write came between: FTS5 answers, the next search looks
             return None
-        index = self._load_impact_index(generation, columns, files)
-        self._impact[view] = (generation, index)
-        return index
-
-    def _load_impact_index(
-        self, generation: int, columns: Sequence[str], files: VectorCache | None
-    ) -> ImpactIndex | None:
-        (rows,) = self._db.execute("SELECT count(*) FROM memories").fetchone()
+        rows, _ = fts5_totals(self._db)
         if files is None or rows < self.lexical_threshold:
+            self._impact[view] = (generation, None)
             return None
-        cache = LexicalCache(files, columns)
-        index = cache.load(generation)
-        if index is None:
-            log.info("building the full-text impact index of %s (%d memories)", files.folder, rows)
-            try:
-                index = cache.build(generation, self._db)
-            except (OSError, MemsearchError, ValueError) as error:
-                log.warning("full-text impact index not available (%s): FTS5 answers", error)
-        return index
+        current = self._brought_up(known[1] if known else None, generation, columns, files, rows)
+        if current is None:
+            current = self._built(generation, columns, files, rows)
+            if current is not None:
+                built.append(generation)
+        self._impact[view] = (generation, current)
+        return current
+
+    def _brought_up(
+        self, current: ChangedRows | None, generation: int, columns: Sequence[str], files: VectorCache, rows: int
+    ) -> ChangedRows | None:
+        """`current` (or the latest file the log reaches back to) with the log read up to
+        `generation`; None when there is none, the log does not reach back, the changed rows are
+        over the share, or the counts do not add up (a write the log missed: never used)."""
+        start = self._meta(CHANGES_FROM)
+        oldest = generation if start is None else int(start)
+        if current is None or current.base_generation < oldest:
+            found = LexicalCache(files, columns).newest(oldest, generation)
+            if found is None:
+                return None
+            current = ChangedRows(found[1], found[0])
+        changed = current.update(self._db, generation)
+        if changed > rebuild_after(rows, searching=True):
+            return None
+        if current.totals() != fts5_totals(self._db):
+            log.warning("the full-text change log does not account for every row: rebuilding the impact index")
+            return None
+        return current
+
+    def _built(self, generation: int, columns: Sequence[str], files: VectorCache, rows: int) -> ChangedRows | None:
+        log.info("building the full-text impact index of %s (%d memories)", files.folder, rows)
+        try:
+            index = LexicalCache(files, columns).build(generation, self._db)
+        except (OSError, MemsearchError, ValueError) as error:
+            log.warning("full-text impact index not available (%s): FTS5 answers", error)
+            return None
+        return ChangedRows(index, generation)
+
+    def _forget_changes_before(self, generation: int, files: VectorCache | None) -> None:
+        """After a file of `generation` was made: the log's entries older than it and every other
+        file kept are no longer needed, and files older than that can no longer be brought up to
+        date (best effort: a busy store keeps them, which only costs room)."""
+        generation = min([generation, *(LexicalCache.kept(files).values() if files is not None else ())])
+        try:
+            with self.transaction(ACCESS_TIMEOUT_MS):
+                start = self._meta(CHANGES_FROM)
+                if start is not None and int(start) >= generation:
+                    return
+                self._db.execute("DELETE FROM lexical_changes WHERE generation < ?", (generation,))
+                self._set_meta(CHANGES_FROM, str(generation))
+        except MemsearchError as error:
+            log.debug("full-text change log not shortened (%s)", error)
+
+    def prepare_impact_indexes(self, progress: Callable[[int, int], None] | None = None) -> int:
+        """After a bulk write: make the impact index files a search reads (text and tags, and the
+        lexical views': one for all while they hold the same text; and any other kept) when the
+        store is large enough to want them and has none the change log reaches back to, or more
+        changed rows than REBUILD_SHARE of it, so the next search only maps them; `progress` gets
+        (rows indexed, rows) of each. Returns how many files were made."""
+        if self.read_only:
+            return 0
+        rows, _ = fts5_totals(self._db)
+        files = self._files()
+        if self.lexical_threshold <= 0 or rows < self.lexical_threshold or files is None:
+            # No file wanted here: the log is kept short all the same (another process may want one).
+            (logged,) = self._db.execute("SELECT count(*) FROM lexical_changes").fetchone()
+            if logged > rebuild_after(rows, searching=True):
+                self._forget_changes_before(self.generation(), files)
+            return 0
+        made = 0
+        db = self._db
+        views = [LEXICAL_VIEWS[0]] if self.lexical._lexical_views_alike() else list(LEXICAL_VIEWS)
+        wanted = [TEXT_COLUMNS, *((view,) for view in views)]  # what a search's legs read
+        for columns in dict.fromkeys([*wanted, *LexicalCache.kept(files)]):
+            view = None if columns == TEXT_COLUMNS else columns[0]
+            with self._impact_lock:
+                db.execute("BEGIN")
+                try:
+                    generation = self.generation()
+                    current = self._brought_up(self._known(view), generation, columns, files, rows)
+                    if current is None or current.changed.size > rebuild_after(rows, searching=False):
+                        if progress is not None:
+                            progress(0, rows)
+                        current = self._built(generation, columns, files, rows)
+                        if current is not None:
+                            made += 1
+                            if progress is not None:
+                                progress(rows, rows)
+                    self._impact[view] = (generation, current)
+                finally:
+                    db.execute("COMMIT")
+                    self._cache_records.flush()
+        if made:
+            self._forget_changes_before(self.generation(), files)
+        return made
+
+    def _known(self, view: str | None) -> ChangedRows | None:
+        known = self._impact.get(view)
+        return None if known is None else known[1]
 
     def _impact_mask(self, index: ImpactIndex, scope: Scope) -> np.ndarray | None:
         """Which rows of the index are in scope; None for all."""

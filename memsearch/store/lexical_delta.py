@@ -1,0 +1,205 @@
+"""The rows of a SQLite store's full text written or deleted since its impact index file was made
+(memsearch.store.lexical_index, lexical_cache), kept beside the file so a write does not make the
+next search rebuild it (54-69 s at a million memories).
+
+The store names every memory whose full-text row it writes or deletes in its change log
+(`lexical_changes`, in the write's transaction, with the generation the write began at;
+sqlite_fts). A file made at generation G answers for every row not named since G; the rows named
+are copied, as they are now, into an in-memory FTS5 table of the same columns and tokenizer (so
+the same tokens and lengths as the store's), whose own impact index is searched beside the file.
+Both are scored with the table's statistics as they are now (row count, average length, each
+token's row count), so the answer is FTS5's (lexical_index.answer_parts). Each search after a
+write reads only the log entries since the last one it saw.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
+
+from memsearch.store.fts import FTS_COLUMNS, TOKENIZER
+from memsearch.store.lexical_index import ImpactIndex, Part
+
+if TYPE_CHECKING:
+    import numpy as np
+
+# The meta row naming the generation from which the change log holds every change (a file of an
+# older generation cannot be brought up to date: its rows may have changed unlogged).
+CHANGES_FROM = "lexical_changes_from"
+_BATCH = 500  # ids a query (SQLite's bound parameters)
+_TABLE = "changed"
+
+
+def read_varints(blob: bytes) -> list[int]:
+    """SQLite's varints (big-endian, 7 bits a byte, a ninth byte of 8 bits) in `blob`."""
+    values: list[int] = []
+    value = length = 0
+    for byte in blob:
+        length += 1
+        if length == 9:
+            values.append((value << 8) | byte)
+            value = length = 0
+        elif byte & 0x80:
+            value = (value << 7) | (byte & 0x7F)
+        else:
+            values.append((value << 7) | byte)
+            value = length = 0
+    return values
+
+
+def fts5_totals(db: sqlite3.Connection, table: str = "memories_fts") -> tuple[int, int]:
+    """The row count and the token count of all columns, as FTS5's bm25 reads them (its
+    averages record: the row count, then each column's tokens)."""
+    found = db.execute(f"SELECT block FROM {table}_data WHERE id = 1").fetchone()
+    if found is None or not found[0]:
+        return 0, 0
+    values = read_varints(bytes(found[0]))
+    return values[0], sum(values[1:])
+
+
+class ChangedRows:
+    """The rows changed since the file of generation `base_generation` was made (see the module's
+    doc): their ids (`changed`, sorted) and their current text in an in-memory FTS5 table. One
+    thread at a time (the store's lexical search holds a lock)."""
+
+    def __init__(self, base: ImpactIndex, base_generation: int) -> None:
+        import numpy as np
+
+        self.base = base
+        self.base_generation = base_generation
+        self.seen = base_generation  # the log's entries of this generation on are still to read
+        self.changed = np.zeros(0, np.int64)
+        self._db: sqlite3.Connection | None = None
+        self._ids = np.zeros(0, np.int64)  # the changed rows there now (in the table), sorted
+        self._lengths = np.zeros(0, np.int64)  # their lengths (all columns)
+        self._tokens = 0  # their tokens
+        self._dead = np.zeros(0, np.int64)  # rows of the base index among `changed`
+        self._live: np.ndarray | None = None
+        self._base_tokens = base.total_tokens
+
+    def update(self, store: sqlite3.Connection, generation: int) -> int:
+        """Read the log's entries since the last update, in the caller's snapshot of the store at
+        `generation`, and copy the rows they name as they are now (the cost grows with the
+        entries read, not with the rows changed before). Returns how many rows have changed
+        since the base was made."""
+        import numpy as np
+
+        ids = [row[0] for row in store.execute(
+            "SELECT memory_id FROM lexical_changes WHERE generation >= ? ORDER BY memory_id", (self.seen,)
+        )]  # fmt: skip
+        self.seen = generation
+        if not ids:
+            return int(self.changed.size)
+        db = self._table()
+        columns = ", ".join(FTS_COLUMNS)
+        copied: list[int] = []
+        db.execute("BEGIN")
+        try:
+            for start in range(0, len(ids), _BATCH):
+                batch = ids[start : start + _BATCH]
+                marks = ", ".join("?" * len(batch))
+                db.execute(f"DELETE FROM {_TABLE} WHERE rowid IN ({marks})", batch)
+                rows = store.execute(
+                    f"SELECT rowid, {columns} FROM memories_fts WHERE rowid IN ({marks})", batch
+                ).fetchall()
+                db.executemany(
+                    f"INSERT INTO {_TABLE} (rowid, {columns}) VALUES ({', '.join('?' * (len(FTS_COLUMNS) + 1))})",
+                    rows,
+                )
+                copied.extend(row[0] for row in rows)
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        named = np.asarray(ids, np.int64)
+        kept = ~np.isin(self._ids, named)
+        new_ids = np.asarray(copied, np.int64)
+        new_lengths = np.zeros(new_ids.size, np.int64)
+        for start in range(0, len(copied), _BATCH):
+            batch = copied[start : start + _BATCH]
+            found = dict(db.execute(
+                f"SELECT id, sz FROM {_TABLE}_docsize WHERE id IN ({', '.join('?' * len(batch))})", batch
+            ).fetchall())  # fmt: skip
+            new_lengths[start : start + len(batch)] = [sum(read_varints(found[i])) for i in batch]
+        ids_now = np.concatenate([self._ids[kept], new_ids])
+        order = np.argsort(ids_now, kind="stable")
+        self._ids = ids_now[order]
+        self._lengths = np.concatenate([self._lengths[kept], new_lengths])[order]
+        self._tokens = int(self._lengths.sum())
+        self.changed = np.union1d(self.changed, named)
+        where = np.searchsorted(self.base.ids, self.changed)
+        held = where < self.base.ids.size
+        where = where[held]
+        self._dead = where[self.base.ids[where] == self.changed[held]]
+        self._base_tokens = self.base.total_tokens - int(self.base.lengths[self._dead].sum(dtype="int64"))
+        self._live = None
+        if self._dead.size:
+            self._live = np.ones(self.base.ids.size, bool)
+            self._live[self._dead] = False
+        return int(self.changed.size)
+
+    def totals(self) -> tuple[int, int]:
+        """The table's row count and token count (all columns) as they are now: the base's less its
+        changed rows, and the changed rows as they are."""
+        rows = int(self.base.ids.size) - int(self._dead.size) + int(self._ids.size)
+        return rows, self._base_tokens + self._tokens
+
+    def parts(self, columns: Sequence[str], tokens: Iterable[str]) -> list[Part]:
+        """The base (less its changed rows) and the changed rows as they are, the latter indexed
+        over `columns` for `tokens` only (FTS5 finds their instances in the in-memory table)."""
+        import numpy as np
+
+        parts = [Part(self.base, self._dead, self._live)]
+        if not self._ids.size:
+            return parts
+        db = self._table()
+        db.execute(
+            f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{_TABLE}_instances USING fts5vocab(main, {_TABLE}, instance)"
+        )
+        named = ", ".join("?" * len(columns))
+        vocabulary = sorted(set(tokens), key=lambda token: token.encode("utf-8"))
+        rows: list[np.ndarray] = []
+        counts: list[np.ndarray] = []
+        for token in vocabulary:
+            found = db.execute(
+                f"SELECT doc, count(*) FROM temp.{_TABLE}_instances WHERE term = ? AND col IN ({named}) "
+                "GROUP BY doc ORDER BY doc",
+                (token, *columns),
+            ).fetchall()
+            rows.append(np.searchsorted(self._ids, np.fromiter((row[0] for row in found), np.int64, len(found))))
+            counts.append(np.fromiter((row[1] for row in found), np.int64, len(found)))
+        sizes = np.asarray([r.size for r in rows], np.int64)
+        starts = np.zeros(len(vocabulary) + 1, np.int64)
+        np.cumsum(sizes, out=starts[1:])
+        encoded = [token.encode("utf-8") for token in vocabulary]
+        vocabulary_starts = np.zeros(len(vocabulary) + 1, np.int64)
+        np.cumsum([len(term) for term in encoded], out=vocabulary_starts[1:])
+        index = ImpactIndex(
+            ids=self._ids,
+            lengths=self._lengths,
+            starts=starts,
+            max_counts=np.asarray([int(c.max()) if c.size else 0 for c in counts], np.int64),
+            min_lengths=np.asarray([int(self._lengths[r].min()) if r.size else 0 for r in rows], np.int64),
+            rows=np.concatenate(rows) if rows else np.zeros(0, np.int64),
+            counts=np.concatenate(counts) if counts else np.zeros(0, np.int64),
+            vocabulary=np.frombuffer(b"".join(encoded), np.uint8),
+            vocabulary_starts=vocabulary_starts,
+        )
+        parts.append(Part(index, np.zeros(0, np.int64)))
+        return parts
+
+    def _table(self) -> sqlite3.Connection:
+        if self._db is None:
+            self._db = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
+            names = ", ".join(FTS_COLUMNS)
+            self._db.execute(f"CREATE VIRTUAL TABLE {_TABLE} USING fts5 ({names}, tokenize = '{TOKENIZER}')")
+        return self._db
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+
+__all__ = ["CHANGES_FROM", "ChangedRows", "fts5_totals", "read_varints"]

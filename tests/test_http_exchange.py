@@ -1,0 +1,91 @@
+"""memsearch.http_exchange: the one request and reply the client and discovery send a server
+(issue 32: a CLI call through a warm server no longer imports http.client)."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+from memsearch.http_exchange import ReplyError, exchange, host_header
+
+
+def _ask(reply: bytes, **options: object) -> tuple[bytes, object]:
+    """The request `exchange` sent, and what it read from `reply` (sent whole, then the end)."""
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        theirs.sendall(reply)
+        theirs.shutdown(socket.SHUT_WR)
+        try:
+            result: object = exchange(ours, "POST", "/search?k=3", host="127.0.0.1:8765", timeout=10, **options)  # type: ignore[arg-type]
+        except (ReplyError, ValueError) as error:
+            result = error
+        ours.close()  # the request is all sent: theirs now reads it to its end
+        theirs.settimeout(10)
+        sent = b""
+        while True:
+            try:
+                chunk = theirs.recv(65536)
+            except ConnectionResetError:  # ours closed with the reply unread (a refused request)
+                break
+            if not chunk:
+                break
+            sent += chunk
+    return sent, result
+
+
+def test_a_request_carries_its_headers_length_and_body_and_asks_to_close() -> None:
+    sent, reply = _ask(
+        b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}", headers={"Authorization": "Bearer t"}, body=b"body"
+    )
+    assert sent == (
+        b"POST /search?k=3 HTTP/1.1\r\nHost: 127.0.0.1:8765\r\nAccept-Encoding: identity\r\nConnection: close\r\n"
+        b"Authorization: Bearer t\r\nContent-Length: 4\r\n\r\nbody"
+    )
+    assert getattr(reply, "status", None) == 200 and getattr(reply, "body", None) == b"{}"
+
+
+@pytest.mark.parametrize(
+    ("raw", "body"),
+    [
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nX-A: b\r\n\r\nhello and more", b"hello"),
+        (b"HTTP/1.1 404 Not Found\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2;x=y\r\nde\r\n0\r\n\r\n", b"abcde"),
+        (b'HTTP/1.0 200 OK\r\nContent-Type: application/json\r\n\r\n{"a": 1}', b'{"a": 1}'),
+        (b"HTTP/1.1 204 No Content\r\n\r\n", b""),
+    ],
+)
+def test_replies_of_each_framing_are_read(raw: bytes, body: bytes) -> None:
+    _, reply = _ask(raw)
+    assert getattr(reply, "body", None) == body, reply
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"",
+        b"SSH-2.0-OpenSSH\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort",
+        b"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nno colon here\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+        b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n",
+    ],
+)
+def test_a_reply_that_is_not_http_or_is_cut_short_is_a_reply_error(raw: bytes) -> None:
+    _, reply = _ask(raw)
+    assert isinstance(reply, ReplyError), reply
+
+
+@pytest.mark.parametrize("headers", [{"Authorization": "Bearer t\r\nX-Evil: 1"}, {"X\nY": "v"}, {"A": "b\0"}])
+def test_a_header_that_would_split_the_request_is_refused_before_anything_is_sent(headers: dict[str, str]) -> None:
+    sent, reply = _ask(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", headers=headers)
+    assert isinstance(reply, ValueError) and sent == b""
+
+
+def test_a_body_limit_cuts_the_body() -> None:
+    _, reply = _ask(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n0123456789", body_limit=4)
+    assert getattr(reply, "body", None) == b"0123"
+
+
+def test_the_host_header_brackets_an_ipv6_address() -> None:
+    assert host_header("::1", 80) == "[::1]:80" and host_header("127.0.0.1", 80) == "127.0.0.1:80"
