@@ -321,6 +321,11 @@ def memsearch_engine(store_path: Path, data: Data, encoder_info: Any) -> tuple[E
 
     def search(mode: str) -> Answer:
         def answer(query: str, qv: np.ndarray) -> list[int]:
+            # The store keeps its last vector and lexical answers for the next leg asking the same
+            # question; taking turns, memsearch's modes ask the same query one after another, which
+            # a user's distinct searches would not: each search starts without them.
+            store._vector_memo = None
+            store.lexical._memo = None
             outcome = ms.search(SearchRequest(query, k=10, mode=mode, touch=False))
             engine.legs[mode] = ", ".join(f"{leg} {how}" for leg, how in sorted(outcome.vector_engines.items()))
             return [candidate.id for candidate in outcome.results]
@@ -574,10 +579,20 @@ def goal_rows(figures: Sequence[bench.Figure]) -> list[Goal]:
     )
     goals.append(Goal("lexical p50 ≤ 40 ms in-process at 1M", where="bench/lexical_scale.py --size 1000000 --api"))
     numpy_floor = named(bench.NUMPY_FLOOR)
+    hybrid = "CLI search --mode hybrid in-process, 10k (process)"  # --no-server (bench.py's startup part)
+    served = "CLI search through the autoserved `memsearch serve`, 10k (process)"
     for name, what, limit in (
-        ("CLI search --mode hybrid, 10k (process)", "fresh `memsearch search`, hybrid ≤ 1.5× `import numpy`", 1.5),
+        (
+            hybrid if named(hybrid) is not None else "CLI search --mode hybrid, 10k (process)",
+            "fresh `memsearch search`, hybrid ≤ 1.5× `import numpy`",
+            1.5,
+        ),
         ("CLI search --mode lexical, 10k (process)", "fresh `memsearch search`, lexical ≤ 1.2× `import numpy`", 1.2),
-        ("CLI search through `memsearch serve`, 10k (process)", "a search kept warm (serve) ≤ 1× `import numpy`", 1.0),
+        (
+            served if named(served) is not None else "CLI search through `memsearch serve`, 10k (process)",
+            "a search kept warm (serve) ≤ 1× `import numpy`",
+            1.0,
+        ),
     ):
         goals.append(
             Goal(
