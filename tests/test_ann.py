@@ -285,3 +285,30 @@ def test_health_says_whether_an_index_serves(db_path: Path) -> None:
     assert not store.health().ann_index
     store.ann_threshold = 10
     assert store.health().ann_index
+
+
+def test_a_memory_has_one_cosine_however_its_vector_is_scored(db_path: Path) -> None:
+    """The candidates' cosines are the vector leg's scores to the last bit, whether the leg scored
+    every row (and the cosines reuse them) or not, and an approximate search's scores are the
+    exact search's: a row's score does not depend on the rows scored with it (a BLAS product of
+    a subset of rows rounded ~2 % of them otherwise)."""
+    dim = 384  # as the default model's: a BLAS kernel's blocks differ from a toy width's
+    rows = np.random.default_rng(5).normal(size=(3000, dim)).astype(np.float32)
+    store = SQLiteStore.open(db_path, create=True)
+    unit = rows / np.linalg.norm(rows, axis=1, keepdims=True)
+    store.insert([NewMemory(f"memory {i}") for i in range(len(rows))], unit, EmbeddingModelInfo("test-model", dim), T0)
+    pick = np.random.default_rng(6)
+    for seed in range(12):
+        query = np.random.default_rng(100 + seed).normal(size=dim).astype(np.float32)
+        query /= np.linalg.norm(query)
+        size = int(pick.integers(1, 120))  # a block of rows and a tail of any length
+        ids = sorted(int(i) for i in pick.choice(np.arange(1, len(rows) + 1), size, replace=False))
+        fresh = store.cosines(query, ids)  # before any leg scored this query: the rows' own scores
+        every = dict(store.vector_search(query, Scope(), None))  # every row scored, ranked
+        assert fresh == {i: every[i] for i in ids}
+        assert store.cosines(query, ids) == fresh  # now from the leg's scores
+        if index_library_available():
+            store.ann_threshold = 100
+            through = store.vector_search(query, Scope(), 20)
+            store.ann_threshold = 10**9
+            assert through.engine == "index" and all(score == every[i] for i, score in through)

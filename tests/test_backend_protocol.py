@@ -4,6 +4,7 @@ SQL, and retrieval/ imports no concrete store. Also: one store serves searches f
 from __future__ import annotations
 
 import ast
+import contextlib
 import math
 import threading
 import zlib
@@ -50,6 +51,9 @@ class FakeBackend:
     def __init__(self, memories: Sequence[Memory], views: dict[int, dict[str, str]]) -> None:
         self.memories = {m.id: m for m in memories}
         self.views = views
+
+    def one_search(self) -> contextlib.AbstractContextManager[None]:
+        return contextlib.nullcontext()  # no state of its own to read
 
     def _in(self, scope: Scope) -> list[Memory]:
         return [m for m in self.memories.values() if scope.admits(m)]

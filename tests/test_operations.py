@@ -165,6 +165,7 @@ def _literal_defaults(path: Path) -> list[str]:
 def test_every_default_is_written_once_in_its_field() -> None:
     places = [
         PACKAGE / "api.py",
+        PACKAGE / "note_folders.py",
         PACKAGE / "client.py",
         *(PACKAGE / "cli").glob("*.py"),
         *(PACKAGE / "server").glob("*.py"),

@@ -188,36 +188,46 @@ def test_roles_follow_writes_of_another_process(store: SQLiteStore, db_path: Pat
     assert store.roles(Scope()) == ["Ana", "Ben"]
 
 
-def test_meta_is_read_once_while_the_store_is_unchanged(store: SQLiteStore, db_path: Path) -> None:
-    """A search asks for the generation many times: read once, then again only after a write by
-    this connection, a commit by another, or inside a transaction."""
+def test_a_search_reads_the_stores_state_once(store: SQLiteStore, db_path: Path) -> None:
+    """A search asks for the generation, the model and the pending count many times: inside
+    one_search they are read by one statement, then again only after a write by this connection
+    (a transaction reads its own); another connection's commit is seen by the next search."""
     store.insert([NewMemory("first")], vectors(1), MODEL, T0)
     statements: list[str] = []
     store._db.set_trace_callback(statements.append)
 
-    def meta_reads() -> int:
-        count = sum("FROM meta" in statement for statement in statements)
+    def state_reads() -> int:
+        count = sum("FROM meta" in statement or "FROM pending_vectors" in statement for statement in statements)
         statements.clear()
         return count
 
-    first = store.generation()
-    assert [store.generation() for _ in range(10)] == [first] * 10
-    assert meta_reads() == 1
-    store.insert([NewMemory("second")], vectors(1), MODEL, T0)  # this connection writes
-    meta_reads()
-    assert store.generation() == first + 1
-    assert store.generation() == first + 1
-    assert meta_reads() == 1
-    other = SQLiteStore.open(db_path)  # another connection commits
-    other.insert([NewMemory("third")], vectors(1), MODEL, T0)
-    other.close()
+    assert store.pending_count() == 0  # counted once a generation
+    statements.clear()
+    with store.one_search():
+        first = store.generation()
+        assert [store.generation() for _ in range(10)] == [first] * 10
+        assert store.pending_count() == 0 and store.embedding_model() == MODEL
+        assert state_reads() == 1
+        store.insert([NewMemory("second")], None, None, T0)  # this connection writes: one waits for its vector
+        state_reads()
+        assert (store.generation(), store.pending_count()) == (first + 1, 1)
+        assert (store.generation(), store.pending_count()) == (first + 1, 1)
+        assert state_reads() == 2  # the meta rows, and the count of the new generation
+        other = SQLiteStore.open(db_path)  # another connection commits
+        other.insert([NewMemory("third")], vectors(1), MODEL, T0)
+        other.close()
+        assert store.generation() == first + 1  # within this search: as it began
+        assert state_reads() == 0
+    assert store.generation() == first + 2  # outside a search: read each time
     assert store.generation() == first + 2
-    assert meta_reads() == 1
-    with pytest.raises(RuntimeError), store.transaction():  # a write rolled back is never remembered
-        store._bump_generation()
-        assert store.generation() == first + 3
-        raise RuntimeError("rolled back")
-    assert store.generation() == first + 2
+    assert state_reads() == 2
+    with store.one_search():
+        assert store.generation() == first + 2
+        with pytest.raises(RuntimeError), store.transaction():  # a write rolled back is never remembered
+            store._bump_generation()
+            assert store.generation() == first + 3
+            raise RuntimeError("rolled back")
+        assert store.generation() == first + 2
 
 
 def test_the_pending_count_is_kept_until_the_next_write(db_path: Path) -> None:

@@ -4,9 +4,12 @@ one of them; both backends implement each; a new backend is one row of `BACKENDS
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
 
+from memsearch.models import EmbeddingModelInfo, NewMemory
 from memsearch.store import BACKENDS, Backend, Store, open_store
 from memsearch.store.base import (
     CAPABILITIES,
@@ -18,6 +21,9 @@ from memsearch.store.base import (
     SearchBackend,
     WholeStore,
 )
+from tests.conftest import T0
+
+MODEL = EmbeddingModelInfo("test-model", 3)
 
 
 def members(protocol: type) -> set[str]:
@@ -38,12 +44,12 @@ def test_every_method_of_the_store_is_in_exactly_one_capability() -> None:
             assert name not in seen, f"{name} is in {seen[name]} and {capability.__name__}"
             seen[name] = capability.__name__
     search_only = members(SearchBackend) - set(seen)
-    assert search_only == {"parallel_reads"}
+    assert search_only == {"parallel_reads", "one_search"}  # of a search as a whole
     assert set(seen) | search_only == members(Store)
 
 
 def test_the_search_reads_are_parts_of_the_capabilities() -> None:
-    reads = members(SearchBackend) - {"parallel_reads"}
+    reads = members(SearchBackend) - {"parallel_reads", "one_search"}
     assert members(LexicalIndex) <= reads
     assert {"count", "get_many", "around"} <= reads & members(MemoryRows)
     assert {"vector_search", "cosines"} <= reads & members(OwnVectors)
@@ -128,3 +134,53 @@ def test_only_a_missing_postgres_extra_is_said_as_one(monkeypatch: pytest.Monkey
     with pytest.raises(ImportError) as raised:
         open_store("postgresql://localhost/none")
     assert not isinstance(raised.value, StoreNotFoundError) and raised.value.name == "memsearch.store.postgres.lexical"
+
+
+def test_a_search_reads_the_stores_own_state_in_one_statement(
+    store_location: Path | str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Both stores: inside one_search the meta values (the model, the other models) and the
+    pending count are one statement, read again after a write of this store's; outside, as asked."""
+    store = open_store(store_location, create=True)
+    try:
+        store.insert([NewMemory("first")], np.ones((1, 3), np.float32) / np.sqrt(3), MODEL, T0)
+        statements: list[str] = []
+        connection = type(store)._db  # type: ignore[attr-defined]  # both stores have one
+
+        class Counting:
+            def __init__(self, inner: Any) -> None:
+                self.inner = inner
+
+            def execute(self, sql: Any, *args: Any, **kwargs: Any) -> Any:
+                statements.append(str(sql))
+                return self.inner.execute(sql, *args, **kwargs)
+
+            def __getattr__(self, name: str) -> Any:
+                return getattr(self.inner, name)
+
+        monkeypatch.setattr(type(store), "_db", property(lambda self: Counting(connection.fget(self))))
+
+        def state_reads() -> tuple[int, int]:
+            """Statements that read the meta rows, and those that count the waiting memories
+            (PostgreSQL's one statement does both; SQLite keeps the count a generation)."""
+            found = (sum("meta" in sql for sql in statements), sum("pending_vectors" in sql for sql in statements))
+            statements.clear()
+            return found
+
+        with store.one_search():
+            for _ in range(5):
+                assert store.embedding_model() == MODEL
+                assert store.pending_count() == 0
+                assert store.extra_models() == []
+            meta, counts = state_reads()
+            assert meta == 1 and counts <= 1
+            store.insert([NewMemory("second")], None, None, T0)  # waits for its vector
+            state_reads()
+            assert [store.pending_count() for _ in range(3)] == [1, 1, 1]
+            assert store.embedding_model() == MODEL
+            meta, counts = state_reads()
+            assert meta == 1 and counts <= 1
+        assert [store.embedding_model() for _ in range(2)] == [MODEL, MODEL]
+        assert state_reads()[0] == 2
+    finally:
+        store.close()

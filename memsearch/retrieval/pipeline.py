@@ -75,6 +75,18 @@ def run_search(
     `embed_with` embeds it with another model, for the legs that name one (`vector(gemma)`), whose
     vectors the store must hold (else ModelVectorsMissingError). `llm` (optional) runs the
     profile's LLM stages; without it they are skipped, with a note."""
+    with store.one_search():  # the store's own state read once
+        return _run_search(store, request, query_vector, profile, llm, embed_with)
+
+
+def _run_search(
+    store: SearchBackend,
+    request: SearchRequest,
+    query_vector: Callable[[str], np.ndarray],
+    profile: Profile,
+    llm: LLM | None,
+    embed_with: ModelQueryVector | None,
+) -> SearchOutcome:
     check_models_held(store, profile)
     stages = StageRunner(llm, llm_stages(request, profile), request.max_ms)
     stages.plan(
@@ -477,14 +489,16 @@ def run_searches(
     embed_with = model_query_vector(model_encoder, store) if model_encoder is not None else None
     profiles: dict[tuple[int, float | None], Profile] = {}
     outcomes: list[SearchOutcome] = []
-    pending = store.pending_count() if requests else 0  # memories the vector legs cannot find yet
     for request in requests:
         chosen_key = (id(request.profile), request.tau_days)  # requests of a batch share their profile
         chosen = profiles.get(chosen_key)
         if chosen is None:
             chosen = with_environment(with_tau(resolve_profile(request.profile), request.tau_days))
             profiles[chosen_key] = chosen
-        outcome = run_search(store, request, embed, chosen, llm() if llm_stages(request, chosen) else None, embed_with)
+        asked = llm() if llm_stages(request, chosen) else None
+        with store.one_search():  # one reading of the store's state for both
+            pending = store.pending_count()  # memories the vector legs cannot find yet
+            outcome = run_search(store, request, embed, chosen, asked, embed_with)
         if pending:
             outcome = replace(outcome, vectors_pending=pending)
         if request.records_access:

@@ -461,6 +461,14 @@ class SearchBackend(RowReads, LexicalIndex, VectorReads, ModelReads, Protocol):
     # this process.
     parallel_reads: bool
 
+    def one_search(self) -> AbstractContextManager[None]:
+        """The reads of one search (`run_searches` opens one a request, around its search): inside
+        it, on this thread, the store's own state that a search asks for many times (its meta
+        values: generation, model, lexical views' state…, and how many memories wait for their
+        vectors) is read once, together, and read again only after a write of this store's.
+        Another connection's write in between is seen by the next search."""
+        ...
+
 
 @runtime_checkable
 class Store(SearchBackend, MemoryRows, OwnVectors, ModelVectors, IndexState, WholeStore, Protocol):

@@ -20,6 +20,7 @@ from memsearch.errors import ModelMismatchError, StoreUnavailableError
 from memsearch.models import EmbeddingModelInfo
 from memsearch.store.base import Rewrite, Scope, VectorHits
 from memsearch.store.dialects import Dialect
+from memsearch.store.vectors import row_scores
 
 if TYPE_CHECKING:
     import numpy as np
@@ -145,7 +146,7 @@ class SqlModelVectors:
                 f"this store's {model_key(model)} vectors have {matrix.shape[1]} dimensions, "
                 f"the query's {vector.shape[0]}"
             )
-        scores = matrix @ vector.astype(np.float32, copy=False)
+        scores = row_scores(matrix, vector)  # as the own vectors are scored: one thread, row by row
         order = np.lexsort((ids, -scores))
         if limit is not None:
             order = order[:limit]

@@ -42,7 +42,7 @@ from memsearch.store.fts import fts_row, gram_text
 from memsearch.store.lexical_cache import lexical_threshold
 from memsearch.store.lexical_delta import ChangedRows
 from memsearch.store.migrations import MIGRATIONS, SCHEMA_VERSION, split_statements
-from memsearch.store.sql import NewBatch, SQLStore
+from memsearch.store.sql import META_STATE_SQL, NewBatch, SQLStore
 from memsearch.store.sqlite_copy import SQLiteCopy
 from memsearch.store.sqlite_errors import (
     ACCESS_TIMEOUT_MS,
@@ -103,6 +103,7 @@ class SQLiteStore(ImpactLexical, InProcessVectors, SQLiteReads, SQLiteCopy, SQLS
     parallel_reads = False
     dialect = SQLITE
     memory_select = access_file.MEMORY_SELECT
+    search_state_sql = META_STATE_SQL  # the pending count is kept a generation (SQLiteReads.pending_count)
     latest_schema_version = SCHEMA_VERSION
 
     def __init__(self, path: Path, *, read_only: bool = False) -> None:
@@ -330,24 +331,11 @@ class SQLiteStore(ImpactLexical, InProcessVectors, SQLiteReads, SQLiteCopy, SQLS
     def schema_version(self) -> int:
         return int(self._db.execute("PRAGMA user_version").fetchone()[0])
 
-    def _meta(self, key: str) -> str | None:
-        """A meta value, read once while the store is unchanged (a search asks for the generation
-        and the lexical views' state about 11 times): remembered per connection and dropped when
-        this connection changed a row (`total_changes`) or another one committed (`PRAGMA
-        data_version`); read afresh inside a transaction (it may be rolled back)."""
-        db = self._db
-        if db.in_transaction:
-            return super()._meta(key)
-        stamp = (db.total_changes, db.execute("PRAGMA data_version").fetchone()[0])
-        known: tuple[sqlite3.Connection, tuple[int, int], dict[str, str | None]] | None
-        known = getattr(self._local, "meta", None)
-        if known is None or known[0] is not db or known[1] != stamp:
-            known = (db, stamp, {})
-            self._local.meta = known
-        values = known[2]
-        if key not in values:
-            values[key] = super()._meta(key)
-        return values[key]
+    def _in_transaction(self) -> bool:
+        return self._db.in_transaction
+
+    def _writes_stamp(self) -> object:
+        return self._db.total_changes
 
     def _set_meta(self, key: str, value: str) -> None:
         self._db.execute(

@@ -19,7 +19,7 @@ from memsearch.store.base import Scope, VectorHits
 from memsearch.store.model_vectors import SqlModelVectors
 from memsearch.store.sqlite_errors import ACCESS_TIMEOUT_MS
 from memsearch.store.vector_cache import VectorCache, WrongDimension, batches, cache_place
-from memsearch.store.vectors import VectorIndex, approximate_top, vector_top
+from memsearch.store.vectors import VectorIndex, approximate_top, row_scores, vector_top
 
 if TYPE_CHECKING:
     import numpy as np
@@ -319,20 +319,25 @@ class InProcessVectors:
         return VectorHits(vector_top(index, vector, pool, mask, chunks), engine="exact")
 
     def cosines(self, vector: np.ndarray, ids: Sequence[int]) -> dict[int, float]:
-        """Each memory's cosine as the vector leg scores it: a long note's is its best chunk's."""
+        """Each memory's cosine as the vector leg scores it: a long note's is its best chunk's.
+        The same numbers (row_scores: the same bits) the leg took: its scores over every row
+        when it made them for this query (a search's usual case), else the rows' own."""
         import numpy as np
 
+        query = vector.astype(np.float32, copy=False)
         index = self.vector_index()
         found, rows = index.rows_of(ids)
         if found.size == 0:  # also a store with no vectors yet, whose matrix has no columns
             return {}
-        scores = index.matrix[rows] @ vector
-        best = {int(i): float(s) for i, s in zip(found, scores, strict=True)}
+        known = index.known_scores(query)
+        scores = known[rows] if known is not None else row_scores(index.matrix[rows], query)
+        best = dict(zip(found.tolist(), scores.tolist(), strict=True))
         chunks = self.vector_index(_CHUNKS)
         if chunks.ids.size:
             wanted = np.isin(chunks.ids, found)
-            for memory_id, score in zip(chunks.ids[wanted], chunks.matrix[wanted] @ vector, strict=True):
-                best[int(memory_id)] = max(best[int(memory_id)], float(score))
+            chunk_scores = chunks.scores(query)[wanted]  # few: all of them, kept for the next call
+            for memory_id, score in zip(chunks.ids[wanted].tolist(), chunk_scores.tolist(), strict=True):
+                best[memory_id] = max(best[memory_id], score)
         return best
 
     def vectors(self, ids: Sequence[int]) -> dict[int, np.ndarray]:

@@ -26,6 +26,7 @@ import numpy as np
 import psycopg
 from pgvector.psycopg import register_vector
 from psycopg import errors as pg_errors
+from psycopg.pq import TransactionStatus
 
 from memsearch.errors import InvalidInputError, MemoryNotFoundError, StoreNotFoundError, StoreUnavailableError
 from memsearch.models import (
@@ -181,6 +182,8 @@ class PostgresStore(SQLStore):
                     f"{self.location} is read-only here (a read-only server, role or database, or "
                     "MEMSEARCH_READ_ONLY is set); nothing was changed"
                 ) from None
+            finally:
+                self._local.writes = getattr(self._local, "writes", 0) + 1  # see _writes_stamp
         raise AssertionError("unreachable")
 
     @contextlib.contextmanager
@@ -189,6 +192,7 @@ class PostgresStore(SQLStore):
         try:
             with self._db.transaction():
                 yield
+            self._local.writes = getattr(self._local, "writes", 0) + 1  # see _writes_stamp
         except pg_errors.ReadOnlySqlTransaction:
             raise StoreUnavailableError(
                 f"{self.location} is read-only here (a read-only server, role or database, or "
@@ -198,6 +202,12 @@ class PostgresStore(SQLStore):
     @property
     def schema_version(self) -> int:
         return schema_version(self._db) or 0
+
+    def _in_transaction(self) -> bool:
+        return self._db.info.transaction_status != TransactionStatus.IDLE
+
+    def _writes_stamp(self) -> object:
+        return getattr(self._local, "writes", 0)  # moved on by each write transaction of this thread's
 
     def save_index_state(self, document: str) -> None:
         self._write(lambda db: self._set_meta(db, INDEX_STATE_KEY, document))
