@@ -309,24 +309,29 @@ def ranking_timer(store: Any) -> Iterator[Any]:
 
 
 def memsearch_engine(store_path: Path, data: Data, encoder_info: Any) -> tuple[Engine, Any]:
-    """memsearch's three modes and the floor on its store; (engine, the Memsearch to close)."""
+    """memsearch's three modes and the floor on its store; (engine, the hybrid search's store: the
+    ranking timer wraps it)."""
     import fixed_cost
 
     from memsearch.api import Memsearch
     from memsearch.retrieval.pipeline import SearchRequest
 
-    ms = Memsearch(store_path, encoder=GivenQueries(encoder_info, data.queries, data.query_vectors))
-    store: Any = ms.store()  # its vector index and raw connection, for the floor
-    engine = Engine("memsearch", close=ms.close)
+    # One Memsearch (one store object) per mode, as bench/fixed_cost.py: a store keeps its last
+    # vector and lexical answers for the next leg asking the same question, and taking turns the
+    # modes ask the same query one after another, which a user's distinct searches would not.
+    given = GivenQueries(encoder_info, data.queries, data.query_vectors)
+    searchers = {mode: Memsearch(store_path, encoder=given) for mode in ("hybrid", "lexical", "vector")}
+    store: Any = searchers["hybrid"].store()  # its vector index and raw connection, for the floor
+
+    def close() -> None:
+        for searcher in searchers.values():
+            searcher.close()
+
+    engine = Engine("memsearch", close=close)
 
     def search(mode: str) -> Answer:
         def answer(query: str, qv: np.ndarray) -> list[int]:
-            # The store keeps its last vector and lexical answers for the next leg asking the same
-            # question; taking turns, memsearch's modes ask the same query one after another, which
-            # a user's distinct searches would not: each search starts without them.
-            store._vector_memo = None
-            store.lexical._memo = None
-            outcome = ms.search(SearchRequest(query, k=10, mode=mode, touch=False))
+            outcome = searchers[mode].search(SearchRequest(query, k=10, mode=mode, touch=False))
             engine.legs[mode] = ", ".join(f"{leg} {how}" for leg, how in sorted(outcome.vector_engines.items()))
             return [candidate.id for candidate in outcome.results]
 
