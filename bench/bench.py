@@ -812,7 +812,7 @@ def build_store(size: int, seed: int, out: Path, now: datetime) -> tuple[Path, f
     if path.is_file():
         return path, None
     for stale in folder.glob(f"store-g*-s{seed}-n{size}[-.]*"):  # other schemas or generators
-        if stale.is_dir():  # a store's vector cache folder (.db.vectors)
+        if stale.is_dir() and not stale.is_symlink():  # a store's vector cache folder (STORE.vectors)
             shutil.rmtree(stale)
         else:
             stale.unlink()
