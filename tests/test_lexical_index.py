@@ -284,6 +284,27 @@ def test_a_store_over_the_warm_size_searches_through_the_index(db_path: Path, mo
     assert store._impact[None][1] is not None  # answered by the index
 
 
+def test_a_search_tokenizes_the_query_once(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The query's phrases are FTS5's tokens, found by a statement on the tokenizer's own table:
+    once a search through the index (they were found twice: to pick the parts, then to answer)."""
+    from memsearch.store.fts import FTS_TOKENIZER
+
+    store = filled(db_path)
+    store.lexical_search(LexicalQuery.of("deploy config"), Scope(), 10)  # the file made
+    calls: list[object] = []
+    phrases = FTS_TOKENIZER.phrases
+
+    def counted(texts: list[str]) -> list[tuple[str, ...]]:
+        calls.append(texts)
+        return phrases(texts)
+
+    monkeypatch.setattr(FTS_TOKENIZER, "phrases", counted)
+    hits = store.lexical_search(LexicalQuery.of("retry worker"), Scope(), 10)
+    assert same_answer(list(hits), fts5(store, "retry worker"))
+    assert store._impact[None][1] is not None  # answered by the index
+    assert len(calls) == 1
+
+
 # -- the rows changed since the file: searched beside it, never disagreeing with FTS5 ----------------
 
 _OPS = st.lists(

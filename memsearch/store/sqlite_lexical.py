@@ -100,7 +100,7 @@ class ImpactLexical:
                 rows, tokens = current.totals()
                 parts = current.parts(columns, {phrase[0] for phrase in phrases if len(phrase) == 1})
                 masks = [self._impact_mask(part.index, scope) for part in parts]
-                return answer_parts(parts, masks, db, query, limit, columns, rows, tokens)
+                return answer_parts(parts, masks, db, query, limit, columns, rows, tokens, phrases)
             finally:
                 db.execute("COMMIT")
                 self._cache_records.flush()
