@@ -805,7 +805,10 @@ def build_store(size: int, seed: int, out: Path, now: datetime) -> tuple[Path, f
     if path.is_file():
         return path, None
     for stale in folder.glob(f"store-g*-s{seed}-n{size}[-.]*"):  # other schemas or generators
-        stale.unlink()
+        if stale.is_dir() and not stale.is_symlink():  # a store's vector cache folder (STORE.vectors)
+            shutil.rmtree(stale)
+        else:
+            stale.unlink()
     log(f"building the {size}-memory store {path} (cached for later runs)")
     started = time.perf_counter()
     records = corpus(size, seed, now)

@@ -93,7 +93,8 @@ def code_version() -> str:
 def _date_expressions() -> list[re.Pattern[str]]:
     """Every date expression memsearch reads: the `when` lexicon, the relative words the time leg
     resolves, and the absolute dates (most specific first)."""
-    return [*(pattern for _, pattern in dates._date_patterns()), dates._mention(), dates._SAYS_WHEN, dates._BARE_MONTH]
+    patterns = [pattern for _, pattern in dates._date_patterns()]
+    return [*patterns, dates._mention(), dates._says_when(), dates._bare_month()]
 
 
 def without_dates(text: str) -> str:

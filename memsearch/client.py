@@ -16,8 +16,9 @@ server comes back as the same `memsearch.errors` class with its `field`; a serve
 accept connections is `ServerUnavailableError` (nothing was sent), a 401 `UnauthorizedError`,
 anything else outside the API `ServerError`.
 
-Stdlib and the library's light modules only (operations, errors; models and outcomes when a
-reply is read): the CLI's calls through a server import nothing heavy, and neither does this.
+Stdlib, h11 (memsearch.http_exchange: the HTTP/1.1 exchange) and the library's light modules only
+(operations, errors; models and outcomes when a reply is read): the CLI's calls through a server
+import nothing heavy, and neither does this.
 """
 
 from __future__ import annotations

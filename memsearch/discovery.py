@@ -13,8 +13,8 @@ users may not write (or sticky); it names an http:// URL on a loopback address a
 of the current user; and that URL answers `/health` for this store and that pid. The same check
 keeps a second server off a store that is served already.
 
-Stdlib and memsearch.paths only (memsearch.http_exchange on demand): a CLI call through the server imports
-nothing heavy.
+Stdlib and memsearch.paths only (memsearch.http_exchange, and h11 with it, on demand): a CLI call through
+the server imports nothing heavy.
 """
 
 from __future__ import annotations

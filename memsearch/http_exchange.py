@@ -2,10 +2,14 @@
 `/health` check send a running `memsearch serve` (plain http on a loopback address or the URL a
 user gave).
 
-Stdlib `socket` only. `http.client` did the same, and its import (email's header parser, ssl) was
-about a tenth of a CLI call's start through a warm server, for one request on one connection that
-is closed after the reply (`Connection: close`). Replies with a Content-Length, chunked ones and
-ones that end with the connection are read.
+The protocol is h11's (the sans-IO HTTP/1.1 library uvicorn itself serves with, a declared
+dependency): it writes the request, validates every header name and value and the target (a line
+break, NUL or space is refused before a byte is sent), and parses the reply's status line, headers
+and framing (Content-Length, chunked, or to the end of the connection; 1xx, 204 and 304 without a
+body). This module only moves the bytes between h11 and the socket, with the limits and timeouts.
+Why not `http.client`: its import (email's header parser, ssl) was about a tenth of a CLI call's
+start through a warm server, for one request on one connection that is closed after the reply
+(`Connection: close`); h11 imports in about a third of that (issue 32).
 """
 
 from __future__ import annotations
@@ -14,8 +18,12 @@ import socket
 from dataclasses import dataclass
 from typing import Final
 
-_HEAD_LIMIT: Final = 65536  # bytes of status line and headers a reply may have
-_CHUNK: Final = 65536
+import h11
+
+# Bytes of status line and headers (or one chunk-size line) a reply may have: h11 checks it after each
+# read, so a head is refused once it is over the limit by up to one read.
+_HEAD_LIMIT: Final = 65536
+_CHUNK: Final = 65536  # bytes a read asks for
 
 
 class ReplyError(Exception):
@@ -53,107 +61,47 @@ def exchange(
     """Send one request on `connection` and read its reply (each read within `timeout` seconds);
     the body cut to `body_limit` bytes when given. OSError when the connection fails, ReplyError
     when the reply is not HTTP; ValueError for a header or target that would split the request."""
-    lines = [f"{method} {target} HTTP/1.1", f"Host: {host}", "Accept-Encoding: identity", "Connection: close"]
-    for name, value in (headers or {}).items():
-        lines.append(f"{name}: {value}")
+    fields = [("Host", host), ("Accept-Encoding", "identity"), ("Connection", "close"), *(headers or {}).items()]
     if body is not None or method in ("POST", "PUT", "PATCH"):
-        lines.append(f"Content-Length: {len(body or b'')}")
-    if " " in target or any(char in line for line in lines for char in "\0\r\n"):
-        raise ValueError("a request header or target holds a line break or a space")
-    head = "\r\n".join(lines)
+        fields.append(("Content-Length", str(len(body or b""))))
+    protocol = h11.Connection(h11.CLIENT, max_incomplete_event_size=_HEAD_LIMIT)
+    try:
+        request = protocol.send(h11.Request(method=method, target=target, headers=fields)) or b""
+        if body:
+            request += protocol.send(h11.Data(data=body)) or b""
+        request += protocol.send(h11.EndOfMessage()) or b""
+    except h11.LocalProtocolError as error:
+        raise ValueError(f"a request header or target h11 refuses: {error}") from None
     connection.settimeout(timeout)
-    connection.sendall(head.encode("latin-1") + b"\r\n\r\n" + (body or b""))
-    return _read_reply(_Reader(connection), body_limit)
+    connection.sendall(request)
+    try:
+        return _read_reply(protocol, connection, body_limit)
+    except h11.RemoteProtocolError as error:
+        raise ReplyError(f"not an HTTP reply, or cut short: {error}") from None
 
 
-class _Reader:
-    def __init__(self, connection: socket.socket) -> None:
-        self._connection = connection
-        self._buffer = b""
-        self.ended = False
-
-    def _fill(self) -> bool:
-        if self.ended:
-            return False
-        data = self._connection.recv(_CHUNK)
-        if not data:
-            self.ended = True
-            return False
-        self._buffer += data
-        return True
-
-    def line(self, limit: int) -> bytes:
-        """Up to and without the next CRLF."""
-        while (end := self._buffer.find(b"\r\n")) < 0:
-            if len(self._buffer) > limit or not self._fill():
-                raise ReplyError("the reply's head was cut short or is too long")
-        line, self._buffer = self._buffer[:end], self._buffer[end + 2 :]
-        return line
-
-    def exactly(self, size: int) -> bytes:
-        while len(self._buffer) < size:
-            if not self._fill():
-                raise ReplyError("the reply was cut short")
-        data, self._buffer = self._buffer[:size], self._buffer[size:]
-        return data
-
-    def rest(self, limit: int | None) -> bytes:
-        while (limit is None or len(self._buffer) < limit) and self._fill():
-            pass
-        return self._buffer if limit is None else self._buffer[:limit]
-
-
-def _read_reply(reader: _Reader, body_limit: int | None) -> Reply:
-    status_line = reader.line(_HEAD_LIMIT).decode("latin-1")
-    version, _, rest = status_line.partition(" ")
-    code = rest[:3]
-    if not version.startswith("HTTP/1.") or not code.isdigit() or rest[3:4] not in ("", " "):
-        raise ReplyError(f"not an HTTP reply: {status_line[:80]!r}")
-    headers: dict[str, str] = {}
-    size = len(status_line)
-    while line := reader.line(_HEAD_LIMIT):
-        size += len(line)
-        if size > _HEAD_LIMIT:
-            raise ReplyError("the reply's headers are too long")
-        name, colon, value = line.decode("latin-1").partition(":")
-        if not colon:
-            raise ReplyError("a reply header without a colon")
-        headers[name.strip().lower()] = value.strip()
-    status = int(code)
-    if _no_body(status):
-        return Reply(status, headers, b"")
-    if "chunked" in headers.get("transfer-encoding", "").lower():
-        body = _chunked(reader, body_limit)
-    elif "content-length" in headers:
-        length = headers["content-length"]
-        if not length.isdigit():
-            raise ReplyError(f"a reply with Content-Length {length[:20]!r}")
-        wanted = int(length)
-        body = reader.exactly(wanted if body_limit is None else min(wanted, body_limit))
-    else:
-        body = reader.rest(body_limit)
-    return Reply(status, headers, body)
-
-
-def _no_body(status: int) -> bool:
-    """1xx, 204 and 304 replies have no body (HTTP/1.1)."""
-    return 100 <= status < 200 or status in (204, 304)
-
-
-def _chunked(reader: _Reader, body_limit: int | None) -> bytes:
+def _read_reply(protocol: h11.Connection, connection: socket.socket, body_limit: int | None) -> Reply:
+    response: h11.Response | None = None
     parts: list[bytes] = []
-    total = 0
+    size = 0
     while True:
-        size_text = reader.line(_HEAD_LIMIT).split(b";", 1)[0].strip()
-        try:
-            size = int(size_text, 16)
-        except ValueError:
-            raise ReplyError("a malformed chunk size in the reply") from None
-        if size == 0:
-            return b"".join(parts)
-        parts.append(reader.exactly(size))
-        total += size
-        if reader.line(_HEAD_LIMIT):
-            raise ReplyError("a chunk of the reply does not end where its size says")
-        if body_limit is not None and total >= body_limit:
-            return b"".join(parts)[:body_limit]
+        event = protocol.next_event()
+        if event is h11.NEED_DATA:
+            protocol.receive_data(connection.recv(_CHUNK))  # b"" at the end of the connection
+        elif isinstance(event, h11.Response):
+            response = event
+        elif isinstance(event, h11.Data):
+            parts.append(bytes(event.data))
+            size += len(event.data)
+            if body_limit is not None and size >= body_limit:
+                break
+        elif isinstance(event, h11.EndOfMessage):
+            break
+        elif isinstance(event, h11.ConnectionClosed):
+            raise ReplyError("the connection ended before a reply")
+        # an InformationalResponse (1xx) is followed by the real reply: read on
+    if response is None:  # pragma: no cover - h11 gives the Response before any Data or EndOfMessage
+        raise ReplyError("no reply")
+    names = {bytes(name).decode("latin-1"): bytes(value).decode("latin-1") for name, value in response.headers}
+    body = b"".join(parts)
+    return Reply(response.status_code, names, body if body_limit is None else body[:body_limit])

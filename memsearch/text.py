@@ -3,6 +3,7 @@ weight BM25 gives a word (FTS5's idf)."""
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import unicodedata
@@ -74,19 +75,26 @@ class LexicalQuery:
 # Scripts written without spaces between words (Chinese, Japanese; Korean joins particles to
 # words): a run of them is one "word" to the full-text tokenizer, so a word inside it is found
 # only through its overlapping pairs of characters (CJK bigrams, as Lucene's CJK analyzer does).
-_CJK_RUN = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af\U00020000-\U0002ffff]+")
+# The patterns below are compiled on first use (a few milliseconds): a search for plain English
+# words, and any command that embeds nothing, never needs them.
+_CJK_CHARS = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af\U00020000-\U0002ffff"
+
+
+@functools.cache
+def _cjk_run() -> re.Pattern[str]:
+    return re.compile(f"[{_CJK_CHARS}]+")
 
 
 def gram_terms(text: str) -> list[str]:
     """The terms the full-text `grams` column holds for `text`, in order: the bigrams of each CJK
     run (a lone character as itself), then each symbol (emoji, ©, ✓: Unicode category So, which
     the word tokenizer drops) as `u<hex code point>`. Plain English text has none."""
+    if text.isascii():  # no CJK character, no symbol
+        return []
     terms: list[str] = []
-    for run in _CJK_RUN.findall(text):
+    for run in _cjk_run().findall(text):
         terms += [run] if len(run) == 1 else [run[i : i + 2] for i in range(len(run) - 1)]
-    if not text.isascii():
-        terms += [f"u{ord(char):x}" for char in text if unicodedata.category(char) == "So"]
-    return terms
+    return terms + [f"u{ord(char):x}" for char in text if unicodedata.category(char) == "So"]
 
 
 def query_grams(query: str) -> list[str]:
@@ -106,8 +114,12 @@ def symbols(text: str) -> list[str]:
 # a CJK character or a punctuation mark is one piece, a word one piece per 5 characters begun.
 CHUNK_PIECES = 180  # measured on the README and DESIGN.md: at most 224 real pieces, 176 on average
 CHUNK_OVERLAP = 24  # pieces each chunk repeats of the one before, so no sentence is only ever cut
-_CJK_CHARS = _CJK_RUN.pattern[1:-2]  # the character class's ranges
-_UNIT = re.compile(f"[{_CJK_CHARS}]|[^\\W{_CJK_CHARS}]+|[^\\w\\s]")
+
+
+@functools.cache
+def unit_pattern() -> re.Pattern[str]:
+    """A unit of text for the estimate: a CJK character, a run of other word characters, or a mark."""
+    return re.compile(f"[{_CJK_CHARS}]|[^\\W{_CJK_CHARS}]+|[^\\w\\s]")
 
 
 def word_pieces(unit: str) -> int:
@@ -117,7 +129,7 @@ def word_pieces(unit: str) -> int:
 
 def chunk_spans(text: str, pieces: int = CHUNK_PIECES, overlap: int = CHUNK_OVERLAP) -> list[tuple[int, int]]:
     """(start, end) of each chunk of `text` (see embedding_chunks); one span of the whole text when short."""
-    units = [(m.start(), m.end(), word_pieces(m.group())) for m in _UNIT.finditer(text)]
+    units = [(m.start(), m.end(), word_pieces(m.group())) for m in unit_pattern().finditer(text)]
     if sum(cost for _, _, cost in units) <= pieces:
         return [(0, len(text))]
     spans: list[tuple[int, int]] = []

@@ -26,3 +26,26 @@ def modules_imported_by(*args: str, check: bool = False) -> set[str]:
     lines = done.stdout.strip().splitlines()
     assert lines, done.stderr
     return set(json.loads(lines[-1]))
+
+
+_AFTER = """
+import sys
+from memsearch.cli.app import command_app
+code, sys.argv = sys.argv[1], ["memsearch", *sys.argv[2:]]
+try:
+    command_app(sys.argv[1:])()
+except SystemExit:
+    pass
+print()
+exec(code)  # prints its finding as the last line
+"""
+
+
+def run_then(code: str, *args: str) -> str:
+    """Run `memsearch ARGS` in a fresh interpreter, then `code` in it: the last line `code` printed."""
+    done = subprocess.run(
+        [sys.executable, "-c", _AFTER, code, *args], capture_output=True, text=True, check=True, timeout=120
+    )
+    lines = done.stdout.strip().splitlines()
+    assert lines, done.stderr
+    return lines[-1]

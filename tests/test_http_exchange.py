@@ -1,5 +1,5 @@
 """memsearch.http_exchange: the one request and reply the client and discovery send a server
-(issue 32: a CLI call through a warm server no longer imports http.client)."""
+(issue 32: a CLI call through a warm server no longer imports http.client; h11 does the protocol)."""
 
 from __future__ import annotations
 
@@ -69,6 +69,13 @@ def test_replies_of_each_framing_are_read(raw: bytes, body: bytes) -> None:
         b"HTTP/1.1 200 OK\r\nno colon here\r\n\r\n",
         b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
         b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n",
+        # Two lengths that disagree, a space before the colon: a proxy and the client would frame
+        # the reply differently (the smuggling shapes h11 refuses; the hand parser took the last).
+        b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 5\r\n\r\nhello",
+        b"HTTP/1.1 200 OK\r\nContent-Length : 2\r\n\r\nhi",
+        # A head over the 64 KiB limit (checked after each read of up to 64 KiB), a chunk-size line too.
+        b"HTTP/1.1 200 OK\r\nX-Big: " + b"a" * 140000 + b"\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + b"1" * 140000 + b"\r\n",
     ],
 )
 def test_a_reply_that_is_not_http_or_is_cut_short_is_a_reply_error(raw: bytes) -> None:
@@ -76,15 +83,46 @@ def test_a_reply_that_is_not_http_or_is_cut_short_is_a_reply_error(raw: bytes) -
     assert isinstance(reply, ReplyError), reply
 
 
-@pytest.mark.parametrize("headers", [{"Authorization": "Bearer t\r\nX-Evil: 1"}, {"X\nY": "v"}, {"A": "b\0"}])
+@pytest.mark.parametrize(
+    "headers", [{"Authorization": "Bearer t\r\nX-Evil: 1"}, {"X\nY": "v"}, {"A": "b\0"}, {"A": "b\r"}, {"X Y": "v"}]
+)
 def test_a_header_that_would_split_the_request_is_refused_before_anything_is_sent(headers: dict[str, str]) -> None:
     sent, reply = _ask(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", headers=headers)
     assert isinstance(reply, ValueError) and sent == b""
 
 
-def test_a_body_limit_cuts_the_body() -> None:
-    _, reply = _ask(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n0123456789", body_limit=4)
+def test_a_target_that_would_split_the_request_is_refused_before_anything_is_sent() -> None:
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        for target in ("/search HTTP/1.1\r\nX-Evil: 1", "/a b", "/a\nb"):
+            with pytest.raises(ValueError):
+                exchange(ours, "GET", target, host="127.0.0.1:8765", timeout=10)
+        ours.close()
+        theirs.settimeout(10)
+        assert theirs.recv(100) == b""
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n0123456789",
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\n012\r\n7\r\n3456789\r\n0\r\n\r\n",
+        b"HTTP/1.0 200 OK\r\n\r\n0123456789",
+    ],
+)
+def test_a_body_limit_cuts_the_body(raw: bytes) -> None:
+    _, reply = _ask(raw, body_limit=4)
     assert getattr(reply, "body", None) == b"0123"
+
+
+def test_an_interim_reply_is_passed_over_for_the_final_one() -> None:
+    _, reply = _ask(b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
+    assert getattr(reply, "status", None) == 200 and getattr(reply, "body", None) == b"{}", reply
+
+
+def test_header_names_are_lower_case_and_a_repeated_one_keeps_its_last_value() -> None:
+    _, reply = _ask(b"HTTP/1.1 200 OK\r\nX-A: 1\r\nx-a: 2\r\nContent-Length: 0\r\n\r\n")
+    assert getattr(reply, "headers", None) == {"x-a": "2", "content-length": "0"}
 
 
 def test_the_host_header_brackets_an_ipv6_address() -> None:

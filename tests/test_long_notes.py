@@ -16,7 +16,7 @@ from memsearch.errors import ImportLineError, TextTooLongError
 from memsearch.models import NewMemory
 from memsearch.operations import MAX_TEXT_CHARS
 from memsearch.retrieval.request import SearchRequest
-from memsearch.text import _UNIT, CHUNK_PIECES, chunk_spans, embedding_chunks, word_pieces
+from memsearch.text import CHUNK_PIECES, chunk_spans, embedding_chunks, unit_pattern, word_pieces
 
 TOPICS = ("marketing budget", "slide deck", "hiring plan", "office chairs", "quarterly review", "travel policy")
 FACT = "The spare generator fuel is kept in shed number nine, behind the greenhouse."
@@ -79,7 +79,7 @@ def test_chunks_cover_the_text_within_the_budget(parts: list[str]) -> None:
     spans = chunk_spans(text, pieces=40, overlap=8)
     if len(spans) == 1:
         return
-    units = [(m.start(), m.end(), word_pieces(m.group())) for m in _UNIT.finditer(text)]
+    units = [(m.start(), m.end(), word_pieces(m.group())) for m in unit_pattern().finditer(text)]
     assert spans[0][0] == units[0][0] and spans[-1][1] == units[-1][1]
     for (start, end), (next_start, _) in itertools.pairwise(spans):
         assert start < next_start <= end, "chunks overlap and move on"

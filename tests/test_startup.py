@@ -25,7 +25,7 @@ from memsearch.embedding.onnx import OPTIMIZED_PREFIX, export_dir, load_session
 from memsearch.errors import EmbeddingError
 from memsearch.models import NewMemory
 from memsearch.retrieval.request import SearchRequest
-from tests.cli_probe import modules_imported_by
+from tests.cli_probe import modules_imported_by, run_then
 from tests.serving import start_server
 
 COMMANDS = [_name(info) for info in app.registered_commands]
@@ -134,6 +134,32 @@ def test_a_lexical_search_imports_no_numpy_ann_library_or_model_runtime(
         assert heavy not in modules, heavy
 
 
+# Patterns compiled on first use: what a search for plain English words never needs.
+LAZY_PATTERNS = """
+import json
+from memsearch import text
+from memsearch.retrieval import dates
+lazy = {"cjk": text._cjk_run, "chunk units": text.unit_pattern, "says when": dates._says_when,
+        "bare month": dates._bare_month}
+print(json.dumps(sorted(name for name, made in lazy.items() if made.cache_info().currsize)))
+"""
+
+
+def test_a_lexical_search_for_english_words_compiles_no_cjk_chunk_or_date_pattern(
+    tmp_path: Path, encoder: Encoder
+) -> None:
+    """Issue 32: the CJK, chunking and date patterns (a few ms to compile) wait for a text that needs
+    them; a lexical search for plain words made none of them."""
+    db = tmp_path / "m.db"
+    with Memsearch(db, encoder=encoder) as ms:
+        ms.add(NewMemory("the deploy key is in the vault"))
+    args = ("search", "deploy key", "--mode", "lexical", "-f", "json", "--no-server", "--db", str(db))
+    assert run_then(LAZY_PATTERNS, *args) == "[]"
+    # A query in CJK text does compile the CJK pattern (and still finds nothing here).
+    cjk = ("search", "密钥", "--mode", "lexical", "-f", "json", "--no-server", "--db", str(db))
+    assert run_then(LAZY_PATTERNS, *cjk) == '["cjk"]'
+
+
 def test_a_search_through_the_server_imports_no_numpy_encoder_or_store(tmp_path: Path, encoder: Encoder) -> None:
     db = tmp_path / "m.db"
     with Memsearch(db, encoder=encoder) as ms:
@@ -144,6 +170,7 @@ def test_a_search_through_the_server_imports_no_numpy_encoder_or_store(tmp_path:
     finally:
         assert server.stop() == 0
     assert "memsearch.http_exchange" in modules  # it did go through the server
+    assert "h11" in modules  # h11 does the protocol: no hand-written HTTP parser
     # http.client (email's parser, ssl) is not needed for one request on one loopback connection.
     for heavy in ("numpy", "onnxruntime", "tokenizers", "sqlite3", "memsearch.api", "memsearch.store.sqlite",
                   "rich", "pydantic", "tomllib", "http.client", "email", "ssl"):  # fmt: skip

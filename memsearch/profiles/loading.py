@@ -224,10 +224,22 @@ def _described(hint: Any) -> str:
     return names.get(hint, "a table")
 
 
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    """A schema class's field types, resolved once (the schema's classes do not change; a profile
+    holds several adjustments)."""
+    hints = _HINTS.get(cls)
+    if hints is None:
+        hints = _HINTS[cls] = get_type_hints(cls)
+    return hints
+
+
 def check_types(instance: Any, where: str = "") -> None:
     """Every field of a profile (and of its parts) has its declared type, or ValueError names it:
     `fusion.rrf_k must be a number, not 'ten'`."""
-    hints = get_type_hints(type(instance))
+    hints = _hints(type(instance))
     for spec in fields(instance):
         value, hint = getattr(instance, spec.name), hints[spec.name]
         if not _conforms(value, hint):

@@ -46,10 +46,12 @@ def _date_patterns() -> tuple[tuple[str, re.Pattern[str]], ...]:
 
 
 # A month without a year ("camping in June") is the latest such month up to today.
-_BARE_MONTH = re.compile(
-    rf"\b(?:in|during|of|since|early|late|mid|end of|beginning of|start of)\s+(?:the\s+)?{_MONTH}(?!\w)",
-    re.IGNORECASE,
-)
+@cache
+def _bare_month() -> re.Pattern[str]:
+    return re.compile(
+        rf"\b(?:in|during|of|since|early|late|mid|end of|beginning of|start of)\s+(?:the\s+)?{_MONTH}(?!\w)",
+        re.IGNORECASE,
+    )
 
 
 def _day_range(day: date) -> tuple[date, date]:
@@ -126,7 +128,7 @@ def named_dates(text: str) -> NamedDates:
             taken.append(match.span())
     months = [
         _MONTHS[match.group(1).lower()]
-        for match in _BARE_MONTH.finditer(text)
+        for match in _bare_month().finditer(text)
         if not any(start < match.end() and match.start() < end for start, end in taken)
     ]
     return NamedDates(tuple(ranges), tuple(months))
@@ -161,15 +163,20 @@ _WEEKDAY = "(?:" + "|".join(WEEKDAYS) + ")"
 # Seasons by their first and last month (winter runs into the next year).
 _SEASONS = {"spring": (3, 5), "summer": (6, 8), "fall": (9, 11), "autumn": (9, 11), "winter": (12, 14)}
 _SEASON = "(?:" + "|".join(_SEASONS) + ")"
-_SAYS_WHEN = re.compile(
-    r"\b(?:yesterday|today|tonight|tomorrow|recently|the other day"
-    rf"|(?:last|this|next|past|coming) (?:{_UNIT}|{_WEEKDAY}|{_SEASON}|morning|evening|night)"
-    rf"|{_COUNT} {_UNIT} (?:ago|back|before|later|earlier)"
-    rf"|(?:for|since|in) (?:the (?:last|past) )?{_COUNT} {_UNIT}"
-    rf"|on {_WEEKDAY}|on the \d{{1,2}}(?:st|nd|rd|th)|(?:19|20)\d\d"
-    rf"|(?:in|since|early|late|mid|last|this|next) {_MONTH})(?!\w)",
-    re.IGNORECASE,
-)
+
+
+# Compiled on first use (by the `when` adjustment, for a query that asks when): most searches do not.
+@cache
+def _says_when() -> re.Pattern[str]:
+    return re.compile(
+        r"\b(?:yesterday|today|tonight|tomorrow|recently|the other day"
+        rf"|(?:last|this|next|past|coming) (?:{_UNIT}|{_WEEKDAY}|{_SEASON}|morning|evening|night)"
+        rf"|{_COUNT} {_UNIT} (?:ago|back|before|later|earlier)"
+        rf"|(?:for|since|in) (?:the (?:last|past) )?{_COUNT} {_UNIT}"
+        rf"|on {_WEEKDAY}|on the \d{{1,2}}(?:st|nd|rd|th)|(?:19|20)\d\d"
+        rf"|(?:in|since|early|late|mid|last|this|next) {_MONTH})(?!\w)",
+        re.IGNORECASE,
+    )
 
 
 def asks_when(query: str) -> bool:
@@ -179,7 +186,7 @@ def asks_when(query: str) -> bool:
 
 def says_when(text: str) -> bool:
     """Whether the text dates something: a date, a month, a weekday, "last week", "two days ago"."""
-    return _SAYS_WHEN.search(text) is not None
+    return _says_when().search(text) is not None
 
 
 # What a memory's own words date, resolved against the day it was said ("yesterday" in a session
