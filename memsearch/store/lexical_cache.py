@@ -39,8 +39,8 @@ log = logging.getLogger(__name__)
 # 30k, 41 → 10 ms at 100k, 480 → 27 ms at 1M; its file takes 2 s to make at 30k, 12 s at 100k.
 DEFAULT_THRESHOLD = 50_000
 # In a process that has numpy loaded already (a hybrid or vector search, a server, a library
-# user), from this size under the default threshold: the index's query costs 0.6–0.9 ms CPU at 10k
-# against FTS5's 2.2–2.6 (the same answers, scores to the bit; its two files take 0.4–0.6 s to
+# user), from this size under the default threshold: the index's query costs 0.6–1.1 ms CPU at 10k
+# against FTS5's 2.2–2.6 (the same answers, scores to the bit; its two files take 0.47–0.65 s to
 # make), 0.6–1.0 against 1.0–1.5 ms at 5k, no gain at 2k (bench/fixed_cost.py, issue 32). A
 # lexical search from a fresh shell never imports numpy below DEFAULT_THRESHOLD: that import
 # (~0.1–0.3 s) would cost it more than the index saves.
