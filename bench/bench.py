@@ -780,6 +780,13 @@ def embeddings(texts: Sequence[str], folder: Path, encoder: Any) -> np.ndarray:
     return np.concatenate(parts) if parts else np.zeros((0, encoder.info.dim), np.float32)
 
 
+def corpus_embeddings(texts: Sequence[str], seed: int, out: Path, encoder: Any) -> np.ndarray:
+    """The vectors of the seed's corpus texts (a prefix of it), cached under `out` by generator,
+    seed and model: those of the stores build_store builds (bench/peers.py gives them to the peers)."""
+    model = re.sub(r"[^\w.-]+", "_", encoder.info.name.rsplit("/", 1)[-1])
+    return embeddings(texts, out / f"embeddings-g{GENERATOR_VERSION}-s{seed}-{model}", encoder)
+
+
 def schema_key() -> str:
     """Changes whenever memsearch's migrations do, so a cached store always has the current schema."""
     try:
@@ -814,8 +821,7 @@ def build_store(size: int, seed: int, out: Path, now: datetime) -> tuple[Path, f
     records = corpus(size, seed, now)
     texts = [r["text"] for r in records]
     encoder = load_encoder(resolve_model())
-    model = re.sub(r"[^\w.-]+", "_", encoder.info.name.rsplit("/", 1)[-1])
-    vectors = embeddings(texts, out / f"embeddings-g{GENERATOR_VERSION}-s{seed}-{model}", encoder)
+    vectors = corpus_embeddings(texts, seed, out, encoder)
     staging = path.with_suffix(".building.db")
     for leftover in (staging, Path(f"{staging}-wal"), Path(f"{staging}-shm")):
         leftover.unlink(missing_ok=True)
@@ -1410,7 +1416,9 @@ def fmt_value(value: float, unit: str) -> str:
 def render_table(figures: Sequence[Figure], header: dict[str, Any]) -> str:
     lines = [
         "memsearch benchmark — "
-        + ", ".join(f"{k}: {v}" for k, v in header.items() if k in ("date", "git", "cpus", "python", "seed", "mode")),
+        + ", ".join(
+            f"{k}: {v}" for k, v in header.items() if k in ("date", "git", "machine", "python", "seed", "mode")
+        ),
         "",
     ]
     columns = ("figure", "runs", "median", "min", "max", "target", "result", "bg CPUs")
@@ -1515,7 +1523,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--skip",
         default="",
-        help="parts to skip (comma-separated): help, cli-search, startup, phases, api-search, import, "
+        help="parts to skip (comma-separated): help, cli-search, startup, phases, api-search, peers, import, "
         "conversation-import",
     )
     parser.add_argument(
@@ -1568,8 +1576,26 @@ def git_state() -> str | None:
     return head.stdout.strip() + (" + uncommitted changes in memsearch/" if dirty.stdout.strip() else "")
 
 
+def machine() -> str:
+    """The CPU model and the memory, as /proc tells them (empty where it does not)."""
+    try:
+        cpuinfo = Path("/proc/cpuinfo").read_text()
+        memory = int(Path("/proc/meminfo").read_text().split()[1]) / 2**20
+    except (OSError, ValueError, IndexError):
+        return ""
+    model = next((line.split(":", 1)[1].strip() for line in cpuinfo.splitlines() if line.startswith("model name")), "")
+    return f"{model}, {os.cpu_count()} CPUs, {memory:.0f} GB"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    # bench/peers.py imports this module as `bench`: the same module when it runs as a script.
+    sys.modules.setdefault("bench", sys.modules[__name__])
+    if str(HERE) not in sys.path:
+        sys.path.insert(0, str(HERE))
+    import peers
+
+    peers.quiet_peers()
     out: Path = args.out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     cache = args.cache_dir.resolve()
@@ -1598,6 +1624,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "generator_version": GENERATOR_VERSION,
         "env": {k: v for k, v in os.environ.items() if k.startswith(("MEMSEARCH_", "OMP_", "OPENBLAS_"))},
         "loadavg_start": [round(x, 2) for x in os.getloadavg()],
+        "proc_loadavg_start": Path("/proc/loadavg").read_text().strip(),
+        "machine": machine(),
     }
     figures: list[Figure] = []
     total_started = time.perf_counter()
@@ -1637,7 +1665,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         figures += measured("`memsearch --help`", take_help)
 
     stores: dict[int, Path] = {}
-    if {"cli-search", "startup", "phases", "api-search"} - args.skip or args.build_only:
+    peer_notes: list[str] = []
+    if {"cli-search", "startup", "phases", "api-search", "peers"} - args.skip or args.build_only:
         for size in sorted(args.sizes):
             path, built = build_store(size, args.seed, out, now)
             stores[size] = path
@@ -1702,15 +1731,31 @@ def main(argv: Sequence[str] | None = None) -> int:
             lambda: [bench_conversation_import(args.locomo, args.import_runs, out)],
         )
 
+    # Last: the peers' stores (Chroma's and LanceDB's threads, their memory) must not disturb the figures above.
+    for size in stores if "peers" not in args.skip else ():
+
+        def take_peers(size: int = size) -> list[Figure]:
+            taken, skipped = peers.bench_peers(size, stores[size], api_queries, args.seed, out, now)
+            peer_notes.extend(note for note in skipped if note not in peer_notes)
+            return taken
+
+        figures += measured(f"memsearch beside its floor and peers on the {size} store", take_peers)
+
     floor_ratios(figures)
+    goals = peers.goal_rows(figures)
     header["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
+    header["proc_loadavg_end"] = Path("/proc/loadavg").read_text().strip()
+    header["peers_skipped"] = peer_notes
     header["total_seconds"] = round(time.perf_counter() - total_started, 1)
-    document = {"meta": header, "figures": [f.to_dict() for f in figures]}
+    document = {"meta": header, "figures": [f.to_dict() for f in figures], "goals": peers.goals_json(goals)}
     (out / "last-results.json").write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
     if args.json:
         print(json.dumps(document, indent=2))
     else:
         print(render_table(figures, header))
+        print("\n" + peers.render_goals(goals))
+        for note in peer_notes:
+            print(f"  peer {note}")
         print(f"\ntotal {header['total_seconds']} s; JSON in {out / 'last-results.json'}")
     return 0 if all(f.passed is not False for f in figures) else 1
 

@@ -188,6 +188,21 @@ def test_roles_follow_writes_of_another_process(store: SQLiteStore, db_path: Pat
     assert store.roles(Scope()) == ["Ana", "Ben"]
 
 
+def test_the_cache_identity_another_process_made_during_a_search_is_read(store: SQLiteStore, db_path: Path) -> None:
+    """A store last written without a cache identity gets one from its first reader; when another
+    process records it first (its rows win: INSERT OR IGNORE), the search that began before must
+    read the rows that are there, not the state it began with (it raised ValueError: fromhex)."""
+    store.insert([NewMemory("first")], vectors(1), MODEL, T0)
+    store._db.execute("DELETE FROM meta WHERE key IN ('store_id', 'cache_key')")
+    with store.one_search():
+        assert store._meta("store_id") is None  # the search's state: no identity yet
+        other = sqlite3.connect(db_path)
+        other.execute("INSERT INTO meta (key, value) VALUES ('store_id', 'abcd'), ('cache_key', 'ff00')")
+        other.commit()
+        other.close()
+        assert store._cache_identity() == ("abcd", bytes.fromhex("ff00"))
+
+
 def test_a_search_reads_the_stores_state_once(store: SQLiteStore, db_path: Path) -> None:
     """A search asks for the generation, the model and the pending count many times: inside
     one_search they are read by one statement, then again only after a write by this connection

@@ -517,9 +517,10 @@ class SQLiteStore(ImpactLexical, InProcessVectors, SQLiteReads, SQLiteCopy, SQLS
             try:
                 with self.transaction(ACCESS_TIMEOUT_MS):
                     _new_cache_identity(self._db)
+                    # read in the transaction: another process's identity, recorded first, wins
+                    store_id, key = self._meta("store_id"), self._meta("cache_key")
             except StoreUnavailableError:
                 return None
-            store_id, key = self._meta("store_id"), self._meta("cache_key")
         return str(store_id), bytes.fromhex(str(key))
 
     def prepare_search_indexes(self, progress: Callable[[int, int], None] | None = None) -> int:
