@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import random
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -249,6 +250,59 @@ def test_the_index_is_on_from_a_size(monkeypatch: pytest.MonkeyPatch) -> None:
     assert lexical_threshold() == 200_000
     monkeypatch.setenv("MEMSEARCH_LEXICAL_THRESHOLD", "0")
     assert lexical_threshold() == 0
+
+
+def test_a_process_with_numpy_loaded_uses_the_index_from_a_smaller_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under the default threshold, from WARM_THRESHOLD rows once numpy is loaded (a hybrid
+    search, a server): the index's import is paid. A fresh shell's lexical search, numpy not
+    loaded, keeps FTS5 below the default; a threshold named by hand (or 0) is kept as named."""
+    from memsearch.store.lexical_cache import DEFAULT_THRESHOLD, WARM_THRESHOLD, index_wanted
+
+    assert WARM_THRESHOLD == 10_000
+    assert index_wanted(WARM_THRESHOLD, DEFAULT_THRESHOLD)  # numpy: loaded by this module
+    assert not index_wanted(WARM_THRESHOLD - 1, DEFAULT_THRESHOLD)
+    assert index_wanted(DEFAULT_THRESHOLD, DEFAULT_THRESHOLD)
+    assert not index_wanted(WARM_THRESHOLD, 0)
+    assert not index_wanted(DEFAULT_THRESHOLD * 10, 0)
+    assert not index_wanted(WARM_THRESHOLD, 20_000)  # a size named: that size
+    assert index_wanted(20_000, 20_000)
+    monkeypatch.delitem(sys.modules, "numpy")  # only looked up, never imported again here
+    assert not index_wanted(WARM_THRESHOLD, DEFAULT_THRESHOLD)
+    assert index_wanted(DEFAULT_THRESHOLD, DEFAULT_THRESHOLD)
+
+
+def test_a_store_over_the_warm_size_searches_through_the_index(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The store's own default threshold, with WARM_THRESHOLD lowered to this store's size: its
+    lexical legs go through the index (and its bulk write's end makes the file), FTS5's answers."""
+    monkeypatch.setattr(lexical_cache, "WARM_THRESHOLD", 300)
+    store = filled(db_path)
+    store.lexical_threshold = lexical_cache.DEFAULT_THRESHOLD
+    assert store.prepare_impact_indexes() >= 1
+    for query in QUERIES:
+        hits = store.lexical_search(LexicalQuery.of(query), Scope(), 10)
+        assert same_answer(list(hits), fts5(store, query)), query
+    assert store._impact[None][1] is not None  # answered by the index
+
+
+def test_a_search_tokenizes_the_query_once(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The query's phrases are FTS5's tokens, found by a statement on the tokenizer's own table:
+    once a search through the index (they were found twice: to pick the parts, then to answer)."""
+    from memsearch.store.fts import FTS_TOKENIZER
+
+    store = filled(db_path)
+    store.lexical_search(LexicalQuery.of("deploy config"), Scope(), 10)  # the file made
+    calls: list[object] = []
+    phrases = FTS_TOKENIZER.phrases
+
+    def counted(texts: list[str]) -> list[tuple[str, ...]]:
+        calls.append(texts)
+        return phrases(texts)
+
+    monkeypatch.setattr(FTS_TOKENIZER, "phrases", counted)
+    hits = store.lexical_search(LexicalQuery.of("retry worker"), Scope(), 10)
+    assert same_answer(list(hits), fts5(store, "retry worker"))
+    assert store._impact[None][1] is not None  # answered by the index
+    assert len(calls) == 1
 
 
 # -- the rows changed since the file: searched beside it, never disagreeing with FTS5 ----------------

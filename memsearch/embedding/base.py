@@ -55,8 +55,11 @@ class QueryEncoder(Encoder, Protocol):
 
 def encode_queries(encoder: Encoder, texts: Sequence[str]) -> np.ndarray:
     """The vectors of search queries: with the model's query prefix where it has one."""
-    if isinstance(encoder, QueryEncoder):
-        return encoder.encode_query(texts)
+    # What isinstance(encoder, QueryEncoder) tells, without a runtime protocol check (~30 µs a search).
+    encode_query = getattr(encoder, "encode_query", None)
+    if callable(encode_query):
+        result: np.ndarray = encode_query(texts)
+        return result
     return encoder.encode(texts)
 
 

@@ -22,6 +22,7 @@ import mmap
 import os
 import re
 import sqlite3
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -37,6 +38,13 @@ log = logging.getLogger(__name__)
 # index 8.6 → 2.6 ms p50 at 10k (a new file each time: more than 5 % changed), 8.9 → 6.3 ms at
 # 30k, 41 → 10 ms at 100k, 480 → 27 ms at 1M; its file takes 2 s to make at 30k, 12 s at 100k.
 DEFAULT_THRESHOLD = 50_000
+# In a process that has numpy loaded already (a hybrid or vector search, a server, a library
+# user), from this size under the default threshold: the index's query costs 0.6–1.1 ms CPU at 10k
+# against FTS5's 2.2–2.6 (the same answers, scores to the bit; its two files take 0.47–0.65 s to
+# make), 0.6–1.0 against 1.0–1.5 ms at 5k, no gain at 2k (bench/fixed_cost.py, issue 32). A
+# lexical search from a fresh shell never imports numpy below DEFAULT_THRESHOLD: that import
+# (~0.1–0.3 s) would cost it more than the index saves.
+WARM_THRESHOLD = 10_000
 # The share of the store's rows changed since its file was made above which a bulk write's end
 # (prepare_search_indexes) makes a new file, and above which a search does (the changed rows are
 # searched beside the file: their cost grows with them).
@@ -52,6 +60,17 @@ def lexical_threshold() -> int:
     MEMSEARCH_LEXICAL_THRESHOLD, else DEFAULT_THRESHOLD (0: never)."""
     value = os.environ.get("MEMSEARCH_LEXICAL_THRESHOLD", "").strip()
     return int(value) if value.isascii() and value.isdigit() else DEFAULT_THRESHOLD
+
+
+def index_wanted(rows: int, threshold: int) -> bool:
+    """Whether a store of `rows` rows searches by words through the impact index: from
+    `threshold` rows (0: never), and, while the threshold is the default, from WARM_THRESHOLD
+    rows in a process that has numpy loaded (see WARM_THRESHOLD)."""
+    if threshold <= 0:
+        return False
+    if rows >= threshold:
+        return True
+    return threshold == DEFAULT_THRESHOLD and rows >= WARM_THRESHOLD and "numpy" in sys.modules
 
 
 def rebuild_after(rows: int, *, searching: bool) -> int:

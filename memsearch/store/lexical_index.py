@@ -338,6 +338,7 @@ def answer_parts(
     columns: Sequence[str],
     rows: int,
     total_tokens: int,
+    phrases_tokens: list[tuple[str, ...]] | None = None,
 ) -> list[tuple[int, float]] | None:
     """The top `k` of `query` over the full-text `columns`, as the store's FTS5 query ranks them
     (its scores), from parts that together hold the table's `rows` rows of `total_tokens` tokens
@@ -345,12 +346,13 @@ def answer_parts(
     scope (None: all). Each part is searched with the table's current statistics, and the best
     `k` of their answers kept. None when the parts cannot answer it (see `query_phrases`; or a
     row FTS5 matches that no part holds live). A phrase of several tokens is scored by FTS5 (a
-    query of that phrase alone: positions are FTS5's), on `db`."""
+    query of that phrase alone: positions are FTS5's), on `db`. `phrases_tokens`: the query's
+    query_phrases, when the caller has them already (tokenizing is a statement: once a search)."""
     import numpy as np
 
     from memsearch.store.fts import FTS_COLUMNS
 
-    tokens = query_phrases(query)
+    tokens = query_phrases(query) if phrases_tokens is None else phrases_tokens
     if tokens is None:
         return None
     if rows <= 0:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from memsearch.errors import MemsearchError
 from memsearch.models import LEXICAL_VIEWS
 from memsearch.store.base import Hits, Scope
-from memsearch.store.lexical_cache import LexicalCache, rebuild_after
+from memsearch.store.lexical_cache import LexicalCache, index_wanted, rebuild_after
 from memsearch.store.lexical_delta import CHANGES_FROM, ChangedRows, fts5_totals
 from memsearch.store.lexical_index import TEXT_COLUMNS, ImpactIndex, answer_parts, query_phrases
 from memsearch.store.sqlite_errors import ACCESS_TIMEOUT_MS
@@ -82,7 +82,7 @@ class ImpactLexical:
             return None  # a small store (or one without a place for the file): as before
         files: VectorCache | bool | None = False  # False: not looked for (the index is known)
         if known is None or known[0] != generation:
-            if fts5_totals(db)[0] < self.lexical_threshold:
+            if not index_wanted(fts5_totals(db)[0], self.lexical_threshold):
                 self._impact[view] = (generation, None)
                 return None
             files = self._files()  # before the snapshot: an older store's id is written on first need
@@ -100,7 +100,7 @@ class ImpactLexical:
                 rows, tokens = current.totals()
                 parts = current.parts(columns, {phrase[0] for phrase in phrases if len(phrase) == 1})
                 masks = [self._impact_mask(part.index, scope) for part in parts]
-                return answer_parts(parts, masks, db, query, limit, columns, rows, tokens)
+                return answer_parts(parts, masks, db, query, limit, columns, rows, tokens, phrases)
             finally:
                 db.execute("COMMIT")
                 self._cache_records.flush()
@@ -121,7 +121,7 @@ class ImpactLexical:
         if isinstance(files, bool):  # a write came between: FTS5 answers, the next search looks
             return None
         rows, _ = fts5_totals(self._db)
-        if files is None or rows < self.lexical_threshold:
+        if files is None or not index_wanted(rows, self.lexical_threshold):
             self._impact[view] = (generation, None)
             return None
         current = self._brought_up(known[1] if known else None, generation, columns, files, rows)
@@ -187,7 +187,7 @@ class ImpactLexical:
             return 0
         rows, _ = fts5_totals(self._db)
         files = self._files()
-        if self.lexical_threshold <= 0 or rows < self.lexical_threshold or files is None:
+        if not index_wanted(rows, self.lexical_threshold) or files is None:
             # No file wanted here: the log is kept short all the same (another process may want one).
             (logged,) = self._db.execute("SELECT count(*) FROM lexical_changes").fetchone()
             if logged > rebuild_after(rows, searching=True):
