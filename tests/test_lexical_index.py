@@ -69,14 +69,11 @@ def filled(path: Path, n: int = 300, seed: int = 1) -> SQLiteStore:
 
 
 def same_answer(got: list[tuple[int, float]], want: list[tuple[int, float]]) -> bool:
-    """The same scores in order, to the last bits; the same ids, but for rows of equal score."""
-    if [round(s, 9) for _, s in got] != [round(s, 9) for _, s in want]:
-        return False
-    by_score: dict[float, set[int]] = {}
-    for memory_id, score in want:
-        by_score.setdefault(round(score, 9), set()).add(memory_id)
-    cut = round(want[-1][1], 9) if want else None
-    return all(memory_id in by_score[round(s, 9)] or round(s, 9) == cut for memory_id, s in got)
+    """The same ids in the same order, equal scores by id as FTS5's query orders them, and the
+    same scores to the last bits."""
+    return [memory_id for memory_id, _ in got] == [memory_id for memory_id, _ in want] and all(
+        a == b for (_, a), (_, b) in zip(got, want, strict=True)
+    )
 
 
 def fts5(
@@ -354,7 +351,7 @@ def test_after_any_writes_the_answers_are_fts5s(
     """Random adds (some long: the average length moves), deletes (one, or many: the row count and
     every token's idf move), rewrites, retags and remakes of the file, by another store object:
     after each, the searcher's answers over its first file and the rows changed since are FTS5's
-    (scores to the last bits; ids but for ties), for every query, k and scope."""
+    (scores to the last bits, ids in the same order), for every query, k and scope."""
     path = tmp_path_factory.mktemp("writes") / "store" / "memsearch.db"
     store = filled(path, 80, seed)
     store.lexical_search(LexicalQuery.of("deploy"), Scope(), 10)  # the file of the first generation

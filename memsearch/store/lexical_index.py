@@ -15,8 +15,8 @@ score is above all that the tokens left could add, no row that has none of the t
 reach the top k, so only the rows seen whose partial score plus that bound reaches the k-th are
 scored for the remaining tokens (by binary search in their postings). The last step scores
 every candidate again, phrase by phrase in the query's order, as fts5_aux.c's bm25 does (its
-k1, b, idf and sums), so scores are FTS5's to the last bit; rows of equal score may come in
-another order than FTS5's (FTS5 does not define it).
+k1, b, idf and sums), so scores are FTS5's to the last bit; rows of equal score come by id, as
+the store's FTS5 query orders them.
 
 What it does not answer (the caller asks FTS5): queries with gram terms (CJK, symbols) or with a
 phrase of several tokens (a quoted phrase, or a word FTS5 splits, like `auth_service`), which

@@ -161,15 +161,15 @@ class Fts5Index:
         ]
         expression = " OR ".join(part for part in parts if part)
         weights = ", ".join("1.0" if name in (*columns, GRAM_COLUMNS[view]) else "0.0" for name in FTS_COLUMNS)
-        rank = f"bm25(memories_fts, {weights})"
+        rank = f"bm25(memories_fts, {weights})"  # equal scores by id, as the impact index and PostgreSQL order them
         if scope.is_everything:
-            sql = f"SELECT rowid, -{rank} FROM memories_fts WHERE memories_fts MATCH ? ORDER BY {rank} LIMIT ?"
+            sql = f"SELECT rowid, -{rank} FROM memories_fts WHERE memories_fts MATCH ? ORDER BY {rank}, rowid LIMIT ?"
             params: builtins.list[Any] = [expression, limit]
         else:
             where, scope_params = SQLITE.where(scope)
             sql = (
                 f"SELECT f.rowid, -{rank} FROM memories_fts f JOIN memories m ON m.id = f.rowid "
-                f"WHERE memories_fts MATCH ? AND {where} ORDER BY {rank} LIMIT ?"
+                f"WHERE memories_fts MATCH ? AND {where} ORDER BY {rank}, f.rowid LIMIT ?"
             )
             params = [expression, *scope_params, limit]
         return [(int(row[0]), float(row[1])) for row in self._file._db.execute(sql, params)]
