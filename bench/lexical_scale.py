@@ -36,7 +36,8 @@ import sqlite3
 import statistics
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -61,11 +62,29 @@ def store_path(size: int, out: Path) -> Path:
     return out / "stores" / f"lexical-v{STORE_VERSION}-s42-n{size}.db"
 
 
-def build_lexical_store(size: int, out: Path) -> Path:
-    """The cached full-text store of `size` memories (see the module's doc)."""
+def varied_records(size: int) -> Iterator[dict[str, Any]]:
+    """The memories of both stores, in order: bench.py's 10k corpus repeated, every copy past the
+    first with about a tenth of its words dropped, each text ending in its serial number (a key
+    too, so keys stay unique)."""
     from shared_store import NOW
 
     import bench
+
+    base = bench.corpus(10_000, 42, NOW)
+    rng = random.Random(5)
+    for i in range(size):
+        record = dict(base[i % len(base)])
+        words = record["text"].split(" ")
+        if i >= len(base):
+            words = [w for w in words if rng.random() >= 0.1] or words[:1]
+        record["text"] = f"{' '.join(words)} (#{i})"
+        if record.get("key"):
+            record["key"] = f"{record['key']}-{i}"
+        yield record
+
+
+def build_lexical_store(size: int, out: Path) -> Path:
+    """The cached full-text store of `size` memories (see the module's doc)."""
     from memsearch.store.fts import FTS_COLUMNS, TOKENIZER, fts_row
 
     path = store_path(size, out)
@@ -76,8 +95,7 @@ def build_lexical_store(size: int, out: Path) -> Path:
     staging.unlink(missing_ok=True)
     log(f"building {path.name}")
     started = time.perf_counter()
-    base = bench.corpus(10_000, 42, NOW)
-    rng = random.Random(5)
+    records = varied_records(size)
     db = sqlite3.connect(staging, isolation_level=None)
     db.execute("PRAGMA journal_mode = OFF")
     db.execute("PRAGMA synchronous = OFF")
@@ -86,14 +104,10 @@ def build_lexical_store(size: int, out: Path) -> Path:
     insert = f"INSERT INTO memories_fts (rowid, {', '.join(FTS_COLUMNS)}) VALUES ({marks})"
     batch = 20_000
     for start in range(0, size, batch):
-        rows = []
-        for i in range(start, min(size, start + batch)):
-            record = base[i % len(base)]
-            words = record["text"].split(" ")
-            if i >= len(base):
-                words = [w for w in words if rng.random() >= 0.1] or words[:1]
-            text = f"{' '.join(words)} (#{i})"
-            rows.append((i + 1, *fts_row(text, record.get("tags", []), "note", {})))
+        rows = [
+            (i + 1, *fts_row(record["text"], record.get("tags", []), "note", {}))
+            for i, record in enumerate(islice(records, batch), start)
+        ]
         db.execute("BEGIN")
         db.executemany(insert, rows)
         db.execute("COMMIT")
@@ -116,7 +130,6 @@ def build_api_store(size: int, out: Path) -> Path:
     """A memsearch store of the same memories (no vectors: lexical search needs none), cached."""
     from shared_store import NOW
 
-    import bench
     from memsearch.models import NewMemory
     from memsearch.store.sqlite import SQLiteStore
 
@@ -128,21 +141,11 @@ def build_api_store(size: int, out: Path) -> Path:
         leftover.unlink(missing_ok=True)
     log(f"building {path.name}")
     started = time.perf_counter()
-    base = bench.corpus(10_000, 42, NOW)
-    rng = random.Random(5)
+    records = varied_records(size)
     store = SQLiteStore.open(staging, create=True)
     batch = 20_000
     for start in range(0, size, batch):
-        memories = []
-        for i in range(start, min(size, start + batch)):
-            record = dict(base[i % len(base)])
-            words = record["text"].split(" ")
-            if i >= len(base):
-                words = [w for w in words if rng.random() >= 0.1] or words[:1]
-            record["text"] = f"{' '.join(words)} (#{i})"
-            if record.get("key"):
-                record["key"] = f"{record['key']}-{i}"
-            memories.append(NewMemory.from_json(record))
+        memories = [NewMemory.from_json(record) for record in islice(records, batch)]
         store.insert(memories, None, None, NOW)
         if (start // batch) % 10 == 9:
             log(f"  {start + batch}/{size}")
