@@ -35,6 +35,19 @@ sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
 
+def loadavg() -> list[str]:
+    """The load averages over 1, 5 and 15 minutes."""
+    return Path("/proc/loadavg").read_text().split()[:3]
+
+
+def finish(report: dict[str, object]) -> int:
+    """Print the load after a `--text` run and its whole report as JSON."""
+    report["load_after"] = loadavg()
+    print(f"load after: {report['load_after']}", flush=True)
+    print(json.dumps(report))
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size", type=int, default=100_000)
@@ -65,7 +78,7 @@ def main() -> int:
     store.close()
     qs = bench.queries(args.queries, 42, bench.corpus(10_000, 42, NOW))
     queries = encoder.encode(qs)
-    print(f"load before: {Path('/proc/loadavg').read_text().split()[:3]}", flush=True)
+    print(f"load before: {loadavg()}", flush=True)
     exact_ms, truth = [], []
     with threadpool_limits(1):
         for q in queries:
@@ -100,7 +113,7 @@ def main() -> int:
                 "exact_over_ann": statistics.median(exact_ms) / statistics.median(ann_ms),
             }
             print(key, json.dumps(report[key]), flush=True)
-    print(f"load after: {Path('/proc/loadavg').read_text().split()[:3]}", flush=True)
+    print(f"load after: {loadavg()}", flush=True)
     print(json.dumps(report))
     return 0
 
@@ -125,7 +138,7 @@ def text_sizes(sizes: list[int], args: argparse.Namespace) -> int:
         [r["text"] for r in records], args.out / f"embeddings-g{bench.GENERATOR_VERSION}-s42-{model}", encoder
     )
     queries = encoder.encode(bench.queries(args.queries, 42, records[:10_000]))
-    report: dict[str, object] = {"load_before": Path("/proc/loadavg").read_text().split()[:3]}
+    report: dict[str, object] = {"load_before": loadavg()}
     report["graph"] = {"connectivity": ann.CONNECTIVITY, "expansion_add": ann.EXPANSION_ADD}
     print(f"load before: {report['load_before']}; graph {report['graph']}", flush=True)
     for size in sizes:
@@ -164,10 +177,7 @@ def text_sizes(sizes: list[int], args: argparse.Namespace) -> int:
                 }
         report[str(size)] = row
         print(size, json.dumps(row), flush=True)
-    report["load_after"] = Path("/proc/loadavg").read_text().split()[:3]
-    print(f"load after: {report['load_after']}", flush=True)
-    print(json.dumps(report))
-    return 0
+    return finish(report)
 
 
 def text_searches(sizes: list[int], args: argparse.Namespace) -> int:
@@ -186,7 +196,7 @@ def text_searches(sizes: list[int], args: argparse.Namespace) -> int:
     encoder = load_encoder(resolve_model())
     texts = bench.queries(args.queries, 42, bench.corpus(10_000, 42, NOW))
     precomputed = bench.Precomputed(encoder, texts, encoder.encode(texts))
-    report: dict[str, object] = {"load_before": Path("/proc/loadavg").read_text().split()[:3]}
+    report: dict[str, object] = {"load_before": loadavg()}
     print(f"load before: {report['load_before']}", flush=True)
     for size in sizes:
         path, _ = bench.build_store(size, 42, args.out, NOW)
@@ -215,10 +225,7 @@ def text_searches(sizes: list[int], args: argparse.Namespace) -> int:
         }
         report[str(size)] = row
         print(size, json.dumps(row), flush=True)
-    report["load_after"] = Path("/proc/loadavg").read_text().split()[:3]
-    print(f"load after: {report['load_after']}", flush=True)
-    print(json.dumps(report))
-    return 0
+    return finish(report)
 
 
 if __name__ == "__main__":
