@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol
 
 from memsearch.models import EmbeddingModelInfo
 
@@ -46,16 +46,10 @@ class Encoder(Protocol):
         ...
 
 
-@runtime_checkable
-class QueryEncoder(Encoder, Protocol):
-    """An encoder whose model embeds a query unlike a document (`encode` embeds documents)."""
-
-    def encode_query(self, texts: Sequence[str]) -> np.ndarray: ...
-
-
 def encode_queries(encoder: Encoder, texts: Sequence[str]) -> np.ndarray:
-    """The vectors of search queries: with the model's query prefix where it has one."""
-    # What isinstance(encoder, QueryEncoder) tells, without a runtime protocol check (~30 µs a search).
+    """The vectors of search queries: with the model's query prefix where it has one (an encoder
+    whose model embeds a query unlike a document has `encode_query(texts)`; `encode` embeds
+    documents). Looked up by name: a runtime protocol check cost ~30 µs a search."""
     encode_query = getattr(encoder, "encode_query", None)
     if callable(encode_query):
         result: np.ndarray = encode_query(texts)
