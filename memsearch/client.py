@@ -320,41 +320,38 @@ class Client:
 
     def request(self, method: str, target: str, body: bytes | None = None, content_type: str | None = None) -> Any:
         """One HTTP request: the reply's JSON document, or the typed error it carries."""
-        from memsearch.http_exchange import ReplyError, connect, exchange, host_header
+        from memsearch.http_exchange import NotConnected, ReplyError, ask
 
         headers = {"Content-Type": content_type} if content_type else {}
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"
         try:
-            connection = connect(self.host, self.port, self.connect_timeout)
-        except OSError as error:
+            reply = ask(
+                self.host,
+                self.port,
+                method,
+                target,
+                connect_timeout=self.connect_timeout,
+                timeout=self.timeout,
+                headers=headers,
+                body=body,
+            )
+        except NotConnected as error:
             reason = f"the server at {self.url} does not answer ({error.strerror or error})"
             raise ServerUnavailableError(reason) from None
-        try:
-            with connection:
-                reply = exchange(
-                    connection,
-                    method,
-                    target,
-                    host=host_header(self.host, self.port),
-                    headers=headers,
-                    body=body,
-                    timeout=self.timeout,
-                )
         except (OSError, ReplyError) as error:
             raise ServerError(f"the server at {self.url} did not reply ({error or type(error).__name__})") from None
-        response, payload = reply, reply.body
         _log.debug("%s %s through the server at %s", method, target, self.url)
-        if response.status == 401:
+        if reply.status == 401:
             raise UnauthorizedError(
                 f"the server at {self.url} wants a bearer token it was not given: set MEMSEARCH_API_KEY"
             )
         try:
-            document = json.loads(payload)
+            document = json.loads(reply.body)
         except ValueError:
-            raise ServerError(f"the server at {self.url} answered {response.status} without JSON") from None
-        if response.status >= 400:
-            raise error_from(document, response.status)
+            raise ServerError(f"the server at {self.url} answered {reply.status} without JSON") from None
+        if reply.status >= 400:
+            raise error_from(document, reply.status)
         return document
 
 

@@ -179,33 +179,23 @@ def read_advertised(path: Path) -> Advertised:
 
 def health(url: str, token: str | None, timeout: float = HEALTH_TIMEOUT_S) -> dict[str, Any]:
     """The server's `/health` document, asked with the token when there is one."""
-    from memsearch.http_exchange import ReplyError, connect, exchange, host_header
+    from memsearch.http_exchange import NotConnected, ReplyError, ask
 
     parts = urlsplit(url)
     host, port = parts.hostname or "", parts.port or 80
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     try:
-        connection = connect(host, port, timeout)
-    except OSError as error:
+        response = ask(
+            host, port, "GET", "/health", connect_timeout=timeout, timeout=timeout, headers=headers, body_limit=65536
+        )
+    except NotConnected as error:
         raise NotAnswering(f"the server at {url} does not answer ({error.strerror or error})") from None
-    try:
-        with connection:
-            response = exchange(
-                connection,
-                "GET",
-                "/health",
-                host=host_header(host, port),
-                headers=headers,
-                timeout=timeout,
-                body_limit=65536,
-            )
     except (OSError, ReplyError) as error:
         raise NotAnswering(f"the server at {url} does not answer /health ({error})") from None
-    body = response.body
     if response.status == 401:
         raise WantsToken(f"the server at {url} wants a bearer token that MEMSEARCH_API_KEY does not give")
     try:
-        document = json.loads(body)
+        document = json.loads(response.body)
     except ValueError:
         document = None
     if response.status != 200 or not isinstance(document, dict):

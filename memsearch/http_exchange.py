@@ -30,6 +30,10 @@ class ReplyError(Exception):
     """The reply could not be read as HTTP: malformed, cut short, or over a limit."""
 
 
+class NotConnected(OSError):
+    """No connection could be made to the server (the OSError's errno, strerror and text kept)."""
+
+
 @dataclass(frozen=True)
 class Reply:
     status: int
@@ -37,9 +41,36 @@ class Reply:
     body: bytes
 
 
-def connect(host: str, port: int, timeout: float) -> socket.socket:
-    """A connection to `host`:`port`, made within `timeout` seconds (OSError when it is not)."""
-    return socket.create_connection((host, port), timeout=timeout)
+def ask(
+    host: str,
+    port: int,
+    method: str,
+    target: str,
+    *,
+    connect_timeout: float,
+    timeout: float | None = None,
+    headers: dict[str, str] | None = None,
+    body: bytes | None = None,
+    body_limit: int | None = None,
+) -> Reply:
+    """Connect to `host`:`port` within `connect_timeout` seconds, send one request (its Host header
+    made from the same `host` and `port`) and read its reply, as `exchange` does. NotConnected when
+    the connection is not made; otherwise the errors of `exchange`."""
+    try:
+        connection = socket.create_connection((host, port), timeout=connect_timeout)
+    except OSError as error:
+        raise NotConnected(*error.args) from error
+    with connection:
+        return exchange(
+            connection,
+            method,
+            target,
+            host=host_header(host, port),
+            headers=headers,
+            body=body,
+            timeout=timeout,
+            body_limit=body_limit,
+        )
 
 
 def host_header(host: str, port: int) -> str:

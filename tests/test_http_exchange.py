@@ -4,10 +4,11 @@
 from __future__ import annotations
 
 import socket
+import threading
 
 import pytest
 
-from memsearch.http_exchange import ReplyError, exchange, host_header
+from memsearch.http_exchange import NotConnected, ReplyError, ask, exchange, host_header
 
 
 def _ask(reply: bytes, **options: object) -> tuple[bytes, object]:
@@ -127,3 +128,32 @@ def test_header_names_are_lower_case_and_a_repeated_one_keeps_its_last_value() -
 
 def test_the_host_header_brackets_an_ipv6_address() -> None:
     assert host_header("::1", 80) == "[::1]:80" and host_header("127.0.0.1", 80) == "127.0.0.1:80"
+
+
+def test_ask_connects_and_sends_the_host_header_of_the_address_it_connected_to() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        server.settimeout(10)
+        port = server.getsockname()[1]
+        received: list[bytes] = []
+
+        def answer() -> None:
+            connection, _ = server.accept()
+            with connection:
+                connection.settimeout(10)
+                received.append(connection.recv(65536))
+                connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
+
+        thread = threading.Thread(target=answer)
+        thread.start()
+        reply = ask("127.0.0.1", port, "GET", "/health", connect_timeout=10, timeout=10)
+        thread.join(10)
+    assert reply.status == 200 and reply.body == b"{}"
+    assert received and received[0].startswith(f"GET /health HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n".encode())
+
+
+def test_ask_raises_not_connected_with_the_reason_when_nothing_listens() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        port = server.getsockname()[1]  # closed below: nothing listens there
+    with pytest.raises(NotConnected) as caught:
+        ask("127.0.0.1", port, "GET", "/health", connect_timeout=10, timeout=10)
+    assert isinstance(caught.value, OSError) and caught.value.strerror  # the callers quote it
