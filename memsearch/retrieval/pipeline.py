@@ -498,7 +498,7 @@ def run_searches(
         asked = llm() if llm_stages(request, chosen) else None
         with store.one_search():  # one reading of the store's state for both
             pending = store.pending_count()  # memories the vector legs cannot find yet
-            outcome = run_search(store, request, embed, chosen, asked, embed_with)
+            outcome = _run_search(store, request, embed, chosen, asked, embed_with)
         if pending:
             outcome = replace(outcome, vectors_pending=pending)
         if request.records_access:
