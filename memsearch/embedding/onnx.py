@@ -413,9 +413,7 @@ def load_session(model_file: Path) -> Any:
             except Exception as error:  # a copy onnxruntime cannot read: made again below
                 problem = f"onnxruntime cannot load it ({error})"
         log.info("not using the optimised copy %s: %s; making it again", folder, problem)
-        with contextlib.suppress(OSError):
-            if tree_problem(folder) is None:  # only what is ours is removed; a planted copy is left (unused)
-                shutil.rmtree(folder)
+        _remove_if_ours(folder)
     try:
         remove_stale_staging(model_file.parent)  # a copy a killed process left half-written
         staging = Path(tempfile.mkdtemp(prefix=STAGING_PREFIX, dir=model_file.parent))
@@ -439,7 +437,7 @@ def load_session(model_file: Path) -> Any:
             make_private_tree(staging)
             _write_copy_record(staging)
             os.replace(staging, folder)
-            _remove_older_copies(model_file, keep=folder)
+            _remove_older_copies(folder)
         return loaded
     finally:
         shutil.rmtree(staging, ignore_errors=True)
@@ -484,14 +482,19 @@ def _copy_problem(folder: Path) -> str | None:
     return None
 
 
-def _remove_older_copies(model_file: Path, *, keep: Path) -> None:
-    """Remove the optimised copies of `model_file` an earlier memsearch saved for this onnxruntime
-    (without the packed weights): 90 MB each, never loaded again."""
-    import onnxruntime
+def _remove_older_copies(folder: Path) -> None:
+    """Remove the optimised copy an earlier memsearch saved for this onnxruntime beside the copy in
+    `folder` (the same name without the packed weights' suffix): 90 MB, never loaded again."""
+    older = folder.with_name(folder.name.removesuffix(_COPY_SUFFIX))
+    if older.is_dir():
+        _remove_if_ours(older)
 
-    older = model_file.parent / f"{OPTIMIZED_PREFIX}{model_file.stem}-{onnxruntime.__version__}"
-    if older != keep and older.is_dir() and tree_problem(older) is None:
-        shutil.rmtree(older, ignore_errors=True)
+
+def _remove_if_ours(folder: Path) -> None:
+    """Remove `folder` if no other user could have written it; a planted folder is left (unused)."""
+    with contextlib.suppress(OSError):
+        if tree_problem(folder) is None:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def _head(text: str, limit: int) -> str:
