@@ -15,25 +15,17 @@ from memsearch.errors import InvalidInputError
 if TYPE_CHECKING:
     import threading
 
-    from memsearch.embedding import Encoder, Progress
+    from memsearch.embedding import Progress
+    from memsearch.ingest import Library as _Facade  # what Memsearch provides: its store, encoders and path
     from memsearch.ingest.indexing import IndexOutcome
     from memsearch.ingest.progress import OnProgress
     from memsearch.ingest.roots import Forgotten, RootInfo
-    from memsearch.models import EmbeddingModelInfo
-    from memsearch.store import Store
+else:
+    _Facade = object
 
 
-class NoteFolders:
+class NoteFolders(_Facade):
     """Memsearch's use cases over folders of notes (it is a NoteFolders: one facade)."""
-
-    if TYPE_CHECKING:  # what Memsearch provides (memsearch.ingest.Library)
-        path: Path | str
-
-        def store(self, *, create: bool = False) -> Store: ...
-
-        def encoder(self) -> Encoder: ...
-
-        def model_encoder(self, model: EmbeddingModelInfo) -> Encoder: ...
 
     def index(
         self,
