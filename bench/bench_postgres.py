@@ -104,6 +104,7 @@ def locomo_shared(server_url: str, dataset: Path, limit: int | None) -> None:
     from memsearch.api import Memsearch
     from memsearch.embedding import load_encoder, resolve_model
     from memsearch.eval import runner
+    from memsearch.eval.scoring import gold_keys
     from memsearch.ingest.conversations import with_facets
     from memsearch.store.copy import copy_store
 
@@ -114,7 +115,7 @@ def locomo_shared(server_url: str, dataset: Path, limit: int | None) -> None:
     data = runner._load(dataset, "locomo")[:limit]
     same = total = 0
     for number, (conversation, questions) in enumerate(data):
-        golds = {(q.id, "turn"): runner.gold_keys(q, conversation, "locomo", "turn") for q in questions}
+        golds = {(q.id, "turn"): gold_keys(q, conversation, "locomo", "turn") for q in questions}
         scored = [q for q in questions if golds[q.id, "turn"]]
         memories = runner._memories_of(conversation, "locomo")
         if facets and memories:

@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from memsearch.api import Memsearch
 from memsearch.embedding import Encoder, load_encoder, resolve_model
 from memsearch.eval.datasets import load_locomo
-from memsearch.eval.runner import last_date
+from memsearch.eval.scoring import last_date
 from memsearch.ingest.conversations import conversation_memories
 from memsearch.ingest.readers import parse_locomo_date
 from memsearch.models import NewMemory
