@@ -300,7 +300,16 @@ class SQLiteStore(ImpactLexical, InProcessVectors, SQLiteReads, SQLiteCopy, SQLS
             raise self._write_refusal
         if getattr(self._local, "batched", False):
             return contextlib.nullcontext()
-        return Transaction(connection, self.path, busy_timeout_ms)
+        return self._counted(Transaction(connection, self.path, busy_timeout_ms))
+
+    @contextlib.contextmanager
+    def _counted(self, transaction: Transaction) -> Iterator[None]:
+        """`transaction`, counted when it ends (see _writes_stamp)."""
+        try:
+            with transaction:
+                yield
+        finally:
+            self._local.writes = getattr(self._local, "writes", 0) + 1
 
     @contextlib.contextmanager
     def batch(self) -> Iterator[None]:
@@ -335,7 +344,9 @@ class SQLiteStore(ImpactLexical, InProcessVectors, SQLiteReads, SQLiteCopy, SQLS
         return self._db.in_transaction
 
     def _writes_stamp(self) -> object:
-        return self._db.total_changes
+        # A write transaction that changed nothing here (an INSERT OR IGNORE another process beat)
+        # moves no total_changes, yet what it read may be newer than the search's state: count both.
+        return self._db.total_changes, getattr(self._local, "writes", 0)
 
     def _set_meta(self, key: str, value: str) -> None:
         self._db.execute(
@@ -517,10 +528,9 @@ class SQLiteStore(ImpactLexical, InProcessVectors, SQLiteReads, SQLiteCopy, SQLS
             try:
                 with self.transaction(ACCESS_TIMEOUT_MS):
                     _new_cache_identity(self._db)
-                    # read in the transaction: another process's identity, recorded first, wins
-                    store_id, key = self._meta("store_id"), self._meta("cache_key")
             except StoreUnavailableError:
                 return None
+            store_id, key = self._meta("store_id"), self._meta("cache_key")
         return str(store_id), bytes.fromhex(str(key))
 
     def prepare_search_indexes(self, progress: Callable[[int, int], None] | None = None) -> int:
