@@ -75,9 +75,6 @@ def _new_cache_identity(db: sqlite3.Connection) -> None:
     db.execute(_NEW_CACHE_IDENTITY, (secrets.token_hex(8), secrets.token_hex(32)))
 
 
-_row_to_memory = SQLITE.row_to_memory
-
-
 log = logging.getLogger(__name__)
 
 
@@ -119,6 +116,7 @@ class SQLiteStore(ImpactLexical, InProcessVectors, SQLiteReads, SQLiteCopy, SQLS
         self._cache_records = CacheRecords(self)  # the vector cache files' digests (meta rows)
         self._cache_place: Path | bool | None = False  # where the cache files go; False: not looked yet
         self._roles_memo: dict[Scope, tuple[int, builtins.list[str]]] = {}  # scope → (generation, roles)
+        self._pending_memo: tuple[int, int] | None = None  # (generation, memories waiting for vectors)
         self._vector_memo: tuple[tuple[Any, ...], VectorIndex, VectorHits] | None = None  # the last vector search
         # Scopes of at least this many memories are searched through the approximate index.
         self.ann_threshold = ann_threshold()
