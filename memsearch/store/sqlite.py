@@ -42,7 +42,8 @@ from memsearch.store.fts import fts_row, gram_text
 from memsearch.store.lexical_cache import lexical_threshold
 from memsearch.store.lexical_delta import ChangedRows
 from memsearch.store.migrations import MIGRATIONS, SCHEMA_VERSION, split_statements
-from memsearch.store.sql import META_STATE_SQL, NewBatch, SQLStore
+from memsearch.store.sql import NewBatch, SQLStore
+from memsearch.store.sql_search_state import META_STATE_SQL
 from memsearch.store.sqlite_copy import SQLiteCopy
 from memsearch.store.sqlite_errors import (
     ACCESS_TIMEOUT_MS,
@@ -307,7 +308,7 @@ class SQLiteStore(ImpactLexical, InProcessVectors, SQLiteReads, SQLiteCopy, SQLS
             with transaction:
                 yield
         finally:
-            self._local.writes = getattr(self._local, "writes", 0) + 1
+            self._count_write()
 
     @contextlib.contextmanager
     def batch(self) -> Iterator[None]:
@@ -342,9 +343,7 @@ class SQLiteStore(ImpactLexical, InProcessVectors, SQLiteReads, SQLiteCopy, SQLS
         return self._db.in_transaction
 
     def _writes_stamp(self) -> object:
-        # A write transaction that changed nothing here (an INSERT OR IGNORE another process beat)
-        # moves no total_changes, yet what it read may be newer than the search's state: count both.
-        return self._db.total_changes, getattr(self._local, "writes", 0)
+        return self._db.total_changes, super()._writes_stamp()  # a write outside transaction() too
 
     def _set_meta(self, key: str, value: str) -> None:
         self._db.execute(
