@@ -99,7 +99,8 @@ class ImpactLexical:
                     return None
                 rows, tokens = current.totals()
                 parts = current.parts(columns, {phrase[0] for phrase in phrases if len(phrase) == 1})
-                masks = [self._impact_mask(part.index, scope) for part in parts]
+                named = self._scope_named(scope)  # the scope's SQL, once a search
+                masks = [self._impact_mask(part.index, named) for part in parts]
                 return answer_parts(parts, masks, db, query, limit, columns, rows, tokens, phrases)
             finally:
                 db.execute("COMMIT")
@@ -224,26 +225,30 @@ class ImpactLexical:
         known = self._impact.get(view)
         return None if known is None else known[1]
 
-    def _impact_mask(self, index: ImpactIndex, scope: Scope) -> np.ndarray | None:
-        """Which rows of the index are in scope; None for all."""
+    def _scope_named(self, scope: Scope) -> tuple[np.ndarray, bool] | None:
+        """The ids a scope names and whether they are the rows out of it (the other
+        kinds', for a kinds-only scope) rather than those in it; None for all rows."""
         import numpy as np
 
         if scope.is_everything:
             return None
         if scope.only_kinds:
-            mask = np.ones(index.ids.size, bool)
-            others = np.asarray(self._ids_of_other_kinds(scope.kinds), np.int64)
-            rows = np.searchsorted(index.ids, others)
-            found = rows < index.ids.size
-            rows = rows[found]
-            mask[rows[index.ids[rows] == others[found]]] = False
-            return mask
-        scoped = np.asarray(self._scoped_ids(scope), np.int64)
-        rows = np.searchsorted(index.ids, scoped)
+            return np.asarray(self._ids_of_other_kinds(scope.kinds), np.int64), True
+        return np.asarray(self._scoped_ids(scope), np.int64), False
+
+    @staticmethod
+    def _impact_mask(index: ImpactIndex, named: tuple[np.ndarray, bool] | None) -> np.ndarray | None:
+        """Which rows of the index are in scope (`named`: see `_scope_named`); None for all."""
+        import numpy as np
+
+        if named is None:
+            return None
+        ids, excluded = named
+        rows = np.searchsorted(index.ids, ids)
         found = rows < index.ids.size
         rows = rows[found]
-        mask = np.zeros(index.ids.size, bool)
-        mask[rows[index.ids[rows] == scoped[found]]] = True
+        mask = np.full(index.ids.size, excluded, bool)
+        mask[rows[index.ids[rows] == ids[found]]] = not excluded
         return mask
 
 
