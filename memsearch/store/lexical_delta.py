@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from memsearch.store.fts import FTS_COLUMNS, TOKENIZER
 from memsearch.store.lexical_index import ImpactIndex, Part
+from memsearch.store.vectors import locate
 
 if TYPE_CHECKING:
     import numpy as np
@@ -128,10 +129,8 @@ class ChangedRows:
         self._lengths = np.concatenate([self._lengths[kept], new_lengths])[order]
         self._tokens = int(self._lengths.sum())
         self.changed = np.union1d(self.changed, named)
-        where = np.searchsorted(self.base.ids, self.changed)
-        held = where < self.base.ids.size
-        where = where[held]
-        self._dead = where[self.base.ids[where] == self.changed[held]]
+        where, held = locate(self.base.ids, self.changed)
+        self._dead = where[held]
         self._base_tokens = self.base.total_tokens - int(self.base.lengths[self._dead].sum(dtype="int64"))
         self._live = None
         if self._dead.size:

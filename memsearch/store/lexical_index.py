@@ -34,6 +34,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from memsearch.store.vectors import locate
+
 if TYPE_CHECKING:
     import numpy as np
 
@@ -273,9 +275,7 @@ class Part:
         start, end = int(self.index.starts[term]), int(self.index.starts[term + 1])
         found = end - start
         if self.dead.size and found:
-            postings = self.index.rows[start:end]
-            where = np.minimum(np.searchsorted(postings, self.dead), found - 1)
-            found -= int(np.count_nonzero(postings[where] == self.dead))
+            found -= int(np.count_nonzero(locate(self.index.rows[start:end], self.dead)[1]))
         return found
 
 
@@ -374,9 +374,7 @@ def answer_parts(
         scores = np.fromiter((row[1] for row in found), np.float64, len(found))
         placed = np.zeros(ids.size, bool)
         for part, each in zip(parts, phrases, strict=True):
-            held = part.index.ids
-            where = np.minimum(np.searchsorted(held, ids), max(held.size - 1, 0))
-            mine = held[where] == ids if held.size else np.zeros(ids.size, bool)
+            where, mine = locate(part.index.ids, ids)
             if part.live is not None:
                 mine &= part.live[where]
             placed |= mine

@@ -28,6 +28,7 @@ from memsearch.store.lexical_delta import CHANGES_FROM, ChangedRows, fts5_totals
 from memsearch.store.lexical_index import TEXT_COLUMNS, ImpactIndex, answer_parts, query_phrases
 from memsearch.store.sqlite_errors import ACCESS_TIMEOUT_MS
 from memsearch.store.vector_cache import VectorCache
+from memsearch.store.vectors import locate
 
 if TYPE_CHECKING:
     import numpy as np
@@ -244,11 +245,9 @@ class ImpactLexical:
         if named is None:
             return None
         ids, excluded = named
-        rows = np.searchsorted(index.ids, ids)
-        found = rows < index.ids.size
-        rows = rows[found]
+        rows, found = locate(index.ids, ids)
         mask = np.full(index.ids.size, excluded, bool)
-        mask[rows[index.ids[rows] == ids[found]]] = not excluded
+        mask[rows[found]] = not excluded
         return mask
 
 
