@@ -19,7 +19,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from memsearch.store.fts import FTS_COLUMNS, TOKENIZER
-from memsearch.store.lexical_index import ImpactIndex, Part
+from memsearch.store.lexical_index import ImpactIndex, Part, _varint_sum, read_varints
 from memsearch.store.vectors import locate
 
 if TYPE_CHECKING:
@@ -30,23 +30,6 @@ if TYPE_CHECKING:
 CHANGES_FROM = "lexical_changes_from"
 _BATCH = 500  # ids a query (SQLite's bound parameters)
 _TABLE = "changed"
-
-
-def read_varints(blob: bytes) -> list[int]:
-    """SQLite's varints (big-endian, 7 bits a byte, a ninth byte of 8 bits) in `blob`."""
-    values: list[int] = []
-    value = length = 0
-    for byte in blob:
-        length += 1
-        if length == 9:
-            values.append((value << 8) | byte)
-            value = length = 0
-        elif byte & 0x80:
-            value = (value << 7) | (byte & 0x7F)
-        else:
-            values.append((value << 7) | byte)
-            value = length = 0
-    return values
 
 
 def fts5_totals(db: sqlite3.Connection, table: str = "memories_fts") -> tuple[int, int]:
@@ -122,7 +105,7 @@ class ChangedRows:
             found = dict(db.execute(
                 f"SELECT id, sz FROM {_TABLE}_docsize WHERE id IN ({', '.join('?' * len(batch))})", batch
             ).fetchall())  # fmt: skip
-            new_lengths[start : start + len(batch)] = [sum(read_varints(found[i])) for i in batch]
+            new_lengths[start : start + len(batch)] = [_varint_sum(found[i]) for i in batch]
         ids_now = np.concatenate([self._ids[kept], new_ids])
         order = np.argsort(ids_now, kind="stable")
         self._ids = ids_now[order]
@@ -201,4 +184,4 @@ class ChangedRows:
             self._db = None
 
 
-__all__ = ["CHANGES_FROM", "ChangedRows", "fts5_totals", "read_varints"]
+__all__ = ["CHANGES_FROM", "ChangedRows", "fts5_totals"]

@@ -395,6 +395,23 @@ _ARRAYS = (
 )  # fmt: skip
 
 
+def read_varints(blob: bytes) -> list[int]:
+    """SQLite's varints (big-endian, 7 bits a byte, a ninth byte of 8 bits) in `blob`."""
+    values: list[int] = []
+    value = length = 0
+    for byte in blob:
+        length += 1
+        if length == 9:
+            values.append((value << 8) | byte)
+            value = length = 0
+        elif byte & 0x80:
+            value = (value << 7) | (byte & 0x7F)
+        else:
+            values.append((value << 7) | byte)
+            value = length = 0
+    return values
+
+
 def _varint_sum(blob: bytes) -> int:
     """The sum of the SQLite varints (big-endian, 7 bits a byte) in `blob`: FTS5's docsize record,
     a row's token count in each column."""
@@ -569,5 +586,6 @@ __all__ = [
     "build_from_connection",
     "query_phrases",
     "read",
+    "read_varints",
     "write",
 ]
