@@ -178,10 +178,5 @@ class ChangedRows:
             self._db.execute(f"CREATE VIRTUAL TABLE {_TABLE} USING fts5 ({names}, tokenize = '{TOKENIZER}')")
         return self._db
 
-    def close(self) -> None:
-        if self._db is not None:
-            self._db.close()
-            self._db = None
-
 
 __all__ = ["CHANGES_FROM", "ChangedRows", "fts5_totals"]
