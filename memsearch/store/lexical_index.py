@@ -97,23 +97,23 @@ class ImpactIndex:
         self,
         phrases: Sequence[str | Scored],
         k: int,
-        mask: np.ndarray | None = None,
-        stats: Stats | None = None,
+        mask: np.ndarray | None,
+        stats: Stats,
     ) -> list[tuple[int, float]]:
         """The top `k` rows for a query's phrases, in the query's order (repeats kept: FTS5 scores
         each phrase): a single-token phrase as its token, a longer one as its Scored rows (what
         FTS5 answers for that phrase alone). As (memory id, score) best first, higher better.
         `mask`: which rows may be returned (None: all). `stats`: the full-text table's row count,
-        average length and each token's row count as they are now, when the table has changed
-        since the index was made (None: the index's own). Every bound is derived from them, so
+        average length and each token's row count as they are now (the table may have changed
+        since the index was made). Every bound is derived from them, so
         the early stop stays safe: a token's largest count and shortest row over the rows the
         index holds bound what it adds to any of them that is still there unchanged."""
         import numpy as np
 
         if self.ids.size == 0 or k <= 0 or not phrases:
             return []
-        rows_count = int(self.ids.size) if stats is None else stats.rows
-        average = float(self.total_tokens) / float(rows_count) if stats is None else stats.average
+        rows_count = stats.rows
+        average = stats.average
         units: dict[int | str, float] = {}  # a term's index, or a Scored phrase's position: summed idf
         keys: list[int | str | None] = []
         idf: list[float] = []
@@ -123,10 +123,7 @@ class ImpactIndex:
                 weight = 1.0
             else:
                 key = self.term(phrase)
-                if stats is not None:
-                    hits = stats.hits[phrase]
-                else:
-                    hits = 0 if key is None else int(self.starts[key + 1] - self.starts[key])
+                hits = stats.hits[phrase]
                 # FTS5's idf: log((N - n + 0.5) / (n + 0.5)), at least 1e-6.
                 value = math.log((rows_count - hits + 0.5) / (hits + 0.5))
                 weight = value if value > 0.0 else 1e-6
