@@ -136,9 +136,6 @@ class ChangedRows:
         if not self._ids.size:
             return parts
         db = self._table()
-        db.execute(
-            f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{_TABLE}_instances USING fts5vocab(main, {_TABLE}, instance)"
-        )
         named = ", ".join("?" * len(columns))
         vocabulary = sorted(set(tokens), key=lambda token: token.encode("utf-8"))
         rows: list[np.ndarray] = []
@@ -176,6 +173,8 @@ class ChangedRows:
             self._db = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
             names = ", ".join(FTS_COLUMNS)
             self._db.execute(f"CREATE VIRTUAL TABLE {_TABLE} USING fts5 ({names}, tokenize = '{TOKENIZER}')")
+            # Its instances (token, row, column), which `parts` reads.
+            self._db.execute(f"CREATE VIRTUAL TABLE temp.{_TABLE}_instances USING fts5vocab(main, {_TABLE}, instance)")
         return self._db
 
 
