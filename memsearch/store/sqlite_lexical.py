@@ -122,11 +122,12 @@ class ImpactLexical:
             return known[1]
         if isinstance(files, bool):  # a write came between: FTS5 answers, the next search looks
             return None
-        rows, _ = fts5_totals(self._db)
+        totals = fts5_totals(self._db)
+        rows = totals[0]
         if files is None or not index_wanted(rows, self.lexical_threshold):
             self._impact[view] = (generation, None)
             return None
-        current = self._brought_up(known[1] if known else None, generation, columns, files, rows)
+        current = self._brought_up(known[1] if known else None, generation, columns, files, rows, totals)
         if current is None:
             current = self._built(generation, columns, files, rows)
             if current is not None:
@@ -135,11 +136,18 @@ class ImpactLexical:
         return current
 
     def _brought_up(
-        self, current: ChangedRows | None, generation: int, columns: Sequence[str], files: VectorCache, rows: int
+        self,
+        current: ChangedRows | None,
+        generation: int,
+        columns: Sequence[str],
+        files: VectorCache,
+        rows: int,
+        totals: tuple[int, int],
     ) -> ChangedRows | None:
         """`current` (or the latest file the log reaches back to) with the log read up to
         `generation`; None when there is none, the log does not reach back, the changed rows are
-        over the share, or the counts do not add up (a write the log missed: never used)."""
+        over the share of `rows`, or the counts do not add up to `totals` (FTS5's, read in the
+        caller's snapshot: a write the log missed, never used)."""
         start = self._meta(CHANGES_FROM)
         oldest = generation if start is None else int(start)
         if current is None or current.base_generation < oldest:
@@ -150,7 +158,7 @@ class ImpactLexical:
         changed = current.update(self._db, generation)
         if changed > rebuild_after(rows, searching=True):
             return None
-        if current.totals() != fts5_totals(self._db):
+        if current.totals() != totals:
             log.warning("the full-text change log does not account for every row: rebuilding the impact index")
             return None
         return current
@@ -205,7 +213,8 @@ class ImpactLexical:
                 db.execute("BEGIN")
                 try:
                     generation = self.generation()
-                    current = self._brought_up(self._known(view), generation, columns, files, rows)
+                    totals = fts5_totals(db)
+                    current = self._brought_up(self._known(view), generation, columns, files, rows, totals)
                     if current is None or current.changed.size > rebuild_after(rows, searching=False):
                         if progress is not None:
                             progress(0, rows)
