@@ -6,11 +6,9 @@ store keeps what its engine does differently: connections, transactions, full-te
 from __future__ import annotations
 
 import builtins
-import contextlib
 import logging
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
 
@@ -29,6 +27,7 @@ from memsearch.models import (
 from memsearch.store.base import EVERYTHING, INDEX_STATE_KEY, FilledVectors, Rewrite, Scope, StoreHealth
 from memsearch.store.dialects import Dialect
 from memsearch.store.model_vectors import SqlModelVectors, extra_fields
+from memsearch.store.sql_search_state import SearchStateReads
 from memsearch.timeutil import to_iso
 
 if TYPE_CHECKING:
@@ -77,21 +76,7 @@ class NewBatch:
         self.replaced = False  # a memory was rewritten in place: its old text is to be forgotten
 
 
-# One search's store state in one statement: the meta rows but the notes index's state, and the
-# count of memories that wait for vectors (under the key NULL). Both dialects read it as it is.
-META_STATE_SQL = f"SELECT key, value FROM meta WHERE key <> '{INDEX_STATE_KEY}'"
-SEARCH_STATE_SQL = f"{META_STATE_SQL} UNION ALL SELECT NULL, CAST(count(*) AS TEXT) FROM pending_vectors"
-
-
-@dataclass
-class _SearchState:
-    """What one_search read (None: not yet, or to be read again) and the writes stamp then."""
-
-    values: dict[str | None, str | None] | None = None
-    stamp: object = None
-
-
-class SQLStore:
+class SQLStore(SearchStateReads):
     """The store methods both SQL engines run alike. A store supplies its connection (`_db`, one
     per thread, whose `execute` returns a cursor), its dialect, its write transaction (`_write`)
     and the hooks below where its engine differs."""
@@ -102,8 +87,6 @@ class SQLStore:
     # A memory's row (MEMORY_COLUMNS) from the memories table under the alias m; a store that keeps
     # part of a memory elsewhere joins it here (SQLite's access record: sqlite_access).
     memory_select: ClassVar[str] = f"SELECT {MEMORY_COLUMNS} FROM memories m"
-    # What one_search reads (a store that keeps the pending count otherwise reads the meta rows only).
-    search_state_sql: ClassVar[str] = SEARCH_STATE_SQL
     location: str
     read_only: bool
     _access_skipped: bool  # the note that access was not recorded is given once
@@ -118,10 +101,6 @@ class SQLStore:
         self.extra_models, self.add_model_vectors = self.models.extra_models, self.models.add_model_vectors
         self.drop_model_vectors, self.all_model_vectors = self.models.drop_model_vectors, self.models.all_model_vectors
         self.model_vector_counts = self.models.model_vector_counts
-
-    @property
-    def _db(self) -> Any:
-        raise NotImplementedError
 
     def _write(self, work: Callable[[Any], T]) -> T:
         """Run `work(connection)` in one write transaction and return what it returns."""
@@ -172,52 +151,6 @@ class SQLStore:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
-
-    # -- the store's own state, read once a search ---------------------------------------
-
-    @contextlib.contextmanager
-    def one_search(self) -> Iterator[None]:
-        """See SearchBackend.one_search: inside it (on this thread), the meta rows and the count
-        of memories that wait for vectors are read by one statement on the first ask, and again
-        only after a write of this store's (or when a transaction finds them moved on)."""
-        if getattr(self._local, "search_state", None) is not None:  # inside one already
-            yield
-            return
-        self._local.search_state = _SearchState()
-        try:
-            yield
-        finally:
-            self._local.search_state = None
-
-    def _in_transaction(self) -> bool:
-        """Whether this thread's connection is inside a transaction (its reads are its own)."""
-        raise NotImplementedError
-
-    def _writes_stamp(self) -> object:
-        """What moves when this thread's connection writes."""
-        raise NotImplementedError
-
-    def _search_state(self) -> dict[str | None, str | None] | None:
-        """Inside one_search, outside a transaction: the meta values by key (the notes index's
-        state left out: it can be large and no search reads it) and, under the key None, the
-        pending count (with SEARCH_STATE_SQL); else None."""
-        state: _SearchState | None = getattr(self._local, "search_state", None)
-        if state is None or self._in_transaction():
-            return None
-        stamp = self._writes_stamp()
-        if state.values is None or state.stamp != stamp:
-            state.values, state.stamp = dict(self._db.execute(self.search_state_sql).fetchall()), stamp
-        return state.values
-
-    def _meta(self, key: str) -> str | None:
-        if key != INDEX_STATE_KEY and (values := self._search_state()) is not None:
-            return values.get(key)
-        row = self._db.execute(f"SELECT value FROM meta WHERE key = {self.dialect.mark}", (key,)).fetchone()
-        value: str | None = row[0] if row else None
-        state: _SearchState | None = getattr(self._local, "search_state", None)
-        if state is not None and state.values is not None and state.values.get(key) != value:
-            state.values = None  # a transaction saw the store moved on: read again on the next ask
-        return value
 
     def check_model(self, model: EmbeddingModelInfo) -> None:
         """Refuse to mix vectors of two models in one store."""

@@ -42,7 +42,8 @@ from memsearch.store.fts import fts_row, gram_text
 from memsearch.store.lexical_cache import lexical_threshold
 from memsearch.store.lexical_delta import ChangedRows
 from memsearch.store.migrations import MIGRATIONS, SCHEMA_VERSION, split_statements
-from memsearch.store.sql import META_STATE_SQL, NewBatch, SQLStore
+from memsearch.store.sql import NewBatch, SQLStore
+from memsearch.store.sql_search_state import META_STATE_SQL
 from memsearch.store.sqlite_copy import SQLiteCopy
 from memsearch.store.sqlite_errors import (
     ACCESS_TIMEOUT_MS,
@@ -73,9 +74,6 @@ _NEW_CACHE_IDENTITY = "INSERT OR IGNORE INTO meta (key, value) VALUES ('store_id
 
 def _new_cache_identity(db: sqlite3.Connection) -> None:
     db.execute(_NEW_CACHE_IDENTITY, (secrets.token_hex(8), secrets.token_hex(32)))
-
-
-_row_to_memory = SQLITE.row_to_memory
 
 
 log = logging.getLogger(__name__)
@@ -119,6 +117,7 @@ class SQLiteStore(ImpactLexical, InProcessVectors, SQLiteReads, SQLiteCopy, SQLS
         self._cache_records = CacheRecords(self)  # the vector cache files' digests (meta rows)
         self._cache_place: Path | bool | None = False  # where the cache files go; False: not looked yet
         self._roles_memo: dict[Scope, tuple[int, builtins.list[str]]] = {}  # scope → (generation, roles)
+        self._pending_memo: tuple[int, int] | None = None  # (generation, memories waiting for vectors)
         self._vector_memo: tuple[tuple[Any, ...], VectorIndex, VectorHits] | None = None  # the last vector search
         # Scopes of at least this many memories are searched through the approximate index.
         self.ann_threshold = ann_threshold()
@@ -300,7 +299,16 @@ class SQLiteStore(ImpactLexical, InProcessVectors, SQLiteReads, SQLiteCopy, SQLS
             raise self._write_refusal
         if getattr(self._local, "batched", False):
             return contextlib.nullcontext()
-        return Transaction(connection, self.path, busy_timeout_ms)
+        return self._counted(Transaction(connection, self.path, busy_timeout_ms))
+
+    @contextlib.contextmanager
+    def _counted(self, transaction: Transaction) -> Iterator[None]:
+        """`transaction`, counted when it ends (see _writes_stamp)."""
+        try:
+            with transaction:
+                yield
+        finally:
+            self._count_write()
 
     @contextlib.contextmanager
     def batch(self) -> Iterator[None]:
@@ -335,7 +343,7 @@ class SQLiteStore(ImpactLexical, InProcessVectors, SQLiteReads, SQLiteCopy, SQLS
         return self._db.in_transaction
 
     def _writes_stamp(self) -> object:
-        return self._db.total_changes
+        return self._db.total_changes, super()._writes_stamp()  # a write outside transaction() too
 
     def _set_meta(self, key: str, value: str) -> None:
         self._db.execute(
@@ -517,10 +525,9 @@ class SQLiteStore(ImpactLexical, InProcessVectors, SQLiteReads, SQLiteCopy, SQLS
             try:
                 with self.transaction(ACCESS_TIMEOUT_MS):
                     _new_cache_identity(self._db)
-                    # read in the transaction: another process's identity, recorded first, wins
-                    store_id, key = self._meta("store_id"), self._meta("cache_key")
             except StoreUnavailableError:
                 return None
+            store_id, key = self._meta("store_id"), self._meta("cache_key")
         return str(store_id), bytes.fromhex(str(key))
 
     def prepare_search_indexes(self, progress: Callable[[int, int], None] | None = None) -> int:

@@ -107,9 +107,9 @@ class Fts5Index:
                         "INSERT OR IGNORE INTO meta (key, value) VALUES (?, ?)",
                         (LEXICAL_VIEWS_STATE, "differ" if found else "same"),
                     )
-                    state = self._file._meta(LEXICAL_VIEWS_STATE)  # in the transaction: another's answer wins
             except StoreUnavailableError:
                 return False
+            state = self._file._meta(LEXICAL_VIEWS_STATE)
         return state == "same"
 
     def rewrite(self, memory_id: int, text: str, tags: Sequence[str] | None, views: Mapping[str, str | None]) -> None:

@@ -25,6 +25,7 @@ class SQLiteReads(SQLStore):
     """The SQLite store's reads of memories (a part of SQLiteStore)."""
 
     _roles_memo: dict[Scope, tuple[int, builtins.list[str]]]  # scope → (generation, roles)
+    _pending_memo: tuple[int, int] | None  # (generation, memories waiting for vectors)
 
     if TYPE_CHECKING:  # what the store provides
 
@@ -39,7 +40,7 @@ class SQLiteReads(SQLStore):
         if self._db.in_transaction:  # inside a write: not yet a generation's
             return super().pending_count()
         generation = self.generation()
-        known: tuple[int, int] | None = getattr(self, "_pending_memo", None)
+        known = self._pending_memo
         if known is None or known[0] != generation:
             known = (generation, super().pending_count())
             self._pending_memo = known

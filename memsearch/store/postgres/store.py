@@ -183,7 +183,7 @@ class PostgresStore(SQLStore):
                     "MEMSEARCH_READ_ONLY is set); nothing was changed"
                 ) from None
             finally:
-                self._local.writes = getattr(self._local, "writes", 0) + 1  # see _writes_stamp
+                self._count_write()
         raise AssertionError("unreachable")
 
     @contextlib.contextmanager
@@ -192,7 +192,7 @@ class PostgresStore(SQLStore):
         try:
             with self._db.transaction():
                 yield
-            self._local.writes = getattr(self._local, "writes", 0) + 1  # see _writes_stamp
+            self._count_write()
         except pg_errors.ReadOnlySqlTransaction:
             raise StoreUnavailableError(
                 f"{self.location} is read-only here (a read-only server, role or database, or "
@@ -205,9 +205,6 @@ class PostgresStore(SQLStore):
 
     def _in_transaction(self) -> bool:
         return self._db.info.transaction_status != TransactionStatus.IDLE
-
-    def _writes_stamp(self) -> object:
-        return getattr(self._local, "writes", 0)  # moved on by each write transaction of this thread's
 
     def save_index_state(self, document: str) -> None:
         self._write(lambda db: self._set_meta(db, INDEX_STATE_KEY, document))
