@@ -96,29 +96,29 @@ class LexicalCache:
     def kept(files: VectorCache) -> dict[tuple[str, ...], int]:
         """The files of the store's in the folder: their columns, and the oldest generation of each."""
         kept: dict[tuple[str, ...], int] = {}
+        for match in LexicalCache._own_files(files):
+            columns = tuple(match["columns"].split("-"))
+            kept[columns] = min(kept.get(columns, int(match["generation"])), int(match["generation"]))
+        return kept
+
+    @staticmethod
+    def _own_files(files: VectorCache) -> list[re.Match[str]]:
+        """The names of the store's files in the folder, matched (none when it cannot be listed)."""
         try:
             names = os.listdir(files.folder)
         except OSError:
-            names = []
-        for name in names:
-            match = _NAME.match(name)
-            if match is not None and match["store"] == files.store_id:
-                columns = tuple(match["columns"].split("-"))
-                kept[columns] = min(kept.get(columns, int(match["generation"])), int(match["generation"]))
-        return kept
+            return []
+        return [
+            match for name in names if (match := _NAME.match(name)) is not None and match["store"] == files.store_id
+        ]
 
     def newest(self, oldest: int, newest: int) -> tuple[int, ImpactIndex] | None:
         """The file of the latest generation from `oldest` to `newest` that is there as recorded
         (memory-mapped), with its generation; None when there is none."""
-        try:
-            names = os.listdir(self._files.folder)
-        except OSError:
-            return None
         found = sorted(
-            (int(match["generation"]) for name in names if (match := _NAME.match(name)) is not None
-             and match["store"] == self._files.store_id and match["columns"] == self._key),
+            (int(match["generation"]) for match in self._own_files(self._files) if match["columns"] == self._key),
             reverse=True,
-        )  # fmt: skip
+        )
         for generation in found:
             if oldest <= generation <= newest:
                 index = self.load(generation)

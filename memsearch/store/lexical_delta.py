@@ -19,7 +19,8 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from memsearch.store.fts import FTS_COLUMNS, TOKENIZER
-from memsearch.store.lexical_index import ImpactIndex, Part
+from memsearch.store.lexical_index import ImpactIndex, Part, _varint_sum, read_varints
+from memsearch.store.vectors import locate
 
 if TYPE_CHECKING:
     import numpy as np
@@ -29,23 +30,6 @@ if TYPE_CHECKING:
 CHANGES_FROM = "lexical_changes_from"
 _BATCH = 500  # ids a query (SQLite's bound parameters)
 _TABLE = "changed"
-
-
-def read_varints(blob: bytes) -> list[int]:
-    """SQLite's varints (big-endian, 7 bits a byte, a ninth byte of 8 bits) in `blob`."""
-    values: list[int] = []
-    value = length = 0
-    for byte in blob:
-        length += 1
-        if length == 9:
-            values.append((value << 8) | byte)
-            value = length = 0
-        elif byte & 0x80:
-            value = (value << 7) | (byte & 0x7F)
-        else:
-            values.append((value << 7) | byte)
-            value = length = 0
-    return values
 
 
 def fts5_totals(db: sqlite3.Connection, table: str = "memories_fts") -> tuple[int, int]:
@@ -121,17 +105,15 @@ class ChangedRows:
             found = dict(db.execute(
                 f"SELECT id, sz FROM {_TABLE}_docsize WHERE id IN ({', '.join('?' * len(batch))})", batch
             ).fetchall())  # fmt: skip
-            new_lengths[start : start + len(batch)] = [sum(read_varints(found[i])) for i in batch]
+            new_lengths[start : start + len(batch)] = [_varint_sum(found[i]) for i in batch]
         ids_now = np.concatenate([self._ids[kept], new_ids])
         order = np.argsort(ids_now, kind="stable")
         self._ids = ids_now[order]
         self._lengths = np.concatenate([self._lengths[kept], new_lengths])[order]
         self._tokens = int(self._lengths.sum())
         self.changed = np.union1d(self.changed, named)
-        where = np.searchsorted(self.base.ids, self.changed)
-        held = where < self.base.ids.size
-        where = where[held]
-        self._dead = where[self.base.ids[where] == self.changed[held]]
+        where, held = locate(self.base.ids, self.changed)
+        self._dead = where[held]
         self._base_tokens = self.base.total_tokens - int(self.base.lengths[self._dead].sum(dtype="int64"))
         self._live = None
         if self._dead.size:
@@ -154,9 +136,6 @@ class ChangedRows:
         if not self._ids.size:
             return parts
         db = self._table()
-        db.execute(
-            f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{_TABLE}_instances USING fts5vocab(main, {_TABLE}, instance)"
-        )
         named = ", ".join("?" * len(columns))
         vocabulary = sorted(set(tokens), key=lambda token: token.encode("utf-8"))
         rows: list[np.ndarray] = []
@@ -194,12 +173,9 @@ class ChangedRows:
             self._db = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
             names = ", ".join(FTS_COLUMNS)
             self._db.execute(f"CREATE VIRTUAL TABLE {_TABLE} USING fts5 ({names}, tokenize = '{TOKENIZER}')")
+            # Its instances (token, row, column), which `parts` reads.
+            self._db.execute(f"CREATE VIRTUAL TABLE temp.{_TABLE}_instances USING fts5vocab(main, {_TABLE}, instance)")
         return self._db
 
-    def close(self) -> None:
-        if self._db is not None:
-            self._db.close()
-            self._db = None
 
-
-__all__ = ["CHANGES_FROM", "ChangedRows", "fts5_totals", "read_varints"]
+__all__ = ["CHANGES_FROM", "ChangedRows", "fts5_totals"]

@@ -34,6 +34,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from memsearch.store.vectors import locate
+
 if TYPE_CHECKING:
     import numpy as np
 
@@ -95,23 +97,23 @@ class ImpactIndex:
         self,
         phrases: Sequence[str | Scored],
         k: int,
-        mask: np.ndarray | None = None,
-        stats: Stats | None = None,
+        mask: np.ndarray | None,
+        stats: Stats,
     ) -> list[tuple[int, float]]:
         """The top `k` rows for a query's phrases, in the query's order (repeats kept: FTS5 scores
         each phrase): a single-token phrase as its token, a longer one as its Scored rows (what
         FTS5 answers for that phrase alone). As (memory id, score) best first, higher better.
         `mask`: which rows may be returned (None: all). `stats`: the full-text table's row count,
-        average length and each token's row count as they are now, when the table has changed
-        since the index was made (None: the index's own). Every bound is derived from them, so
+        average length and each token's row count as they are now (the table may have changed
+        since the index was made). Every bound is derived from them, so
         the early stop stays safe: a token's largest count and shortest row over the rows the
         index holds bound what it adds to any of them that is still there unchanged."""
         import numpy as np
 
         if self.ids.size == 0 or k <= 0 or not phrases:
             return []
-        rows_count = int(self.ids.size) if stats is None else stats.rows
-        average = float(self.total_tokens) / float(rows_count) if stats is None else stats.average
+        rows_count = stats.rows
+        average = stats.average
         units: dict[int | str, float] = {}  # a term's index, or a Scored phrase's position: summed idf
         keys: list[int | str | None] = []
         idf: list[float] = []
@@ -121,10 +123,7 @@ class ImpactIndex:
                 weight = 1.0
             else:
                 key = self.term(phrase)
-                if stats is not None:
-                    hits = stats.hits[phrase]
-                else:
-                    hits = 0 if key is None else int(self.starts[key + 1] - self.starts[key])
+                hits = stats.hits[phrase]
                 # FTS5's idf: log((N - n + 0.5) / (n + 0.5)), at least 1e-6.
                 value = math.log((rows_count - hits + 0.5) / (hits + 0.5))
                 weight = value if value > 0.0 else 1e-6
@@ -273,9 +272,7 @@ class Part:
         start, end = int(self.index.starts[term]), int(self.index.starts[term + 1])
         found = end - start
         if self.dead.size and found:
-            postings = self.index.rows[start:end]
-            where = np.minimum(np.searchsorted(postings, self.dead), found - 1)
-            found -= int(np.count_nonzero(postings[where] == self.dead))
+            found -= int(np.count_nonzero(locate(self.index.rows[start:end], self.dead)[1]))
         return found
 
 
@@ -374,9 +371,7 @@ def answer_parts(
         scores = np.fromiter((row[1] for row in found), np.float64, len(found))
         placed = np.zeros(ids.size, bool)
         for part, each in zip(parts, phrases, strict=True):
-            held = part.index.ids
-            where = np.minimum(np.searchsorted(held, ids), max(held.size - 1, 0))
-            mine = held[where] == ids if held.size else np.zeros(ids.size, bool)
+            where, mine = locate(part.index.ids, ids)
             if part.live is not None:
                 mine &= part.live[where]
             placed |= mine
@@ -395,6 +390,23 @@ def answer_parts(
 _ARRAYS = (
     "ids", "lengths", "starts", "max_counts", "min_lengths", "rows", "counts", "vocabulary", "vocabulary_starts",
 )  # fmt: skip
+
+
+def read_varints(blob: bytes) -> list[int]:
+    """SQLite's varints (big-endian, 7 bits a byte, a ninth byte of 8 bits) in `blob`."""
+    values: list[int] = []
+    value = length = 0
+    for byte in blob:
+        length += 1
+        if length == 9:
+            values.append((value << 8) | byte)
+            value = length = 0
+        elif byte & 0x80:
+            value = (value << 7) | (byte & 0x7F)
+        else:
+            values.append((value << 7) | byte)
+            value = length = 0
+    return values
 
 
 def _varint_sum(blob: bytes) -> int:
@@ -571,5 +583,6 @@ __all__ = [
     "build_from_connection",
     "query_phrases",
     "read",
+    "read_varints",
     "write",
 ]

@@ -28,6 +28,7 @@ from memsearch.store.lexical_delta import CHANGES_FROM, ChangedRows, fts5_totals
 from memsearch.store.lexical_index import TEXT_COLUMNS, ImpactIndex, answer_parts, query_phrases
 from memsearch.store.sqlite_errors import ACCESS_TIMEOUT_MS
 from memsearch.store.vector_cache import VectorCache
+from memsearch.store.vectors import locate
 
 if TYPE_CHECKING:
     import numpy as np
@@ -99,7 +100,8 @@ class ImpactLexical:
                     return None
                 rows, tokens = current.totals()
                 parts = current.parts(columns, {phrase[0] for phrase in phrases if len(phrase) == 1})
-                masks = [self._impact_mask(part.index, scope) for part in parts]
+                named = self._scope_named(scope)  # the scope's SQL, once a search
+                masks = [self._impact_mask(part.index, named) for part in parts]
                 return answer_parts(parts, masks, db, query, limit, columns, rows, tokens, phrases)
             finally:
                 db.execute("COMMIT")
@@ -120,11 +122,12 @@ class ImpactLexical:
             return known[1]
         if isinstance(files, bool):  # a write came between: FTS5 answers, the next search looks
             return None
-        rows, _ = fts5_totals(self._db)
+        totals = fts5_totals(self._db)
+        rows = totals[0]
         if files is None or not index_wanted(rows, self.lexical_threshold):
             self._impact[view] = (generation, None)
             return None
-        current = self._brought_up(known[1] if known else None, generation, columns, files, rows)
+        current = self._brought_up(known[1] if known else None, generation, columns, files, rows, totals)
         if current is None:
             current = self._built(generation, columns, files, rows)
             if current is not None:
@@ -133,11 +136,18 @@ class ImpactLexical:
         return current
 
     def _brought_up(
-        self, current: ChangedRows | None, generation: int, columns: Sequence[str], files: VectorCache, rows: int
+        self,
+        current: ChangedRows | None,
+        generation: int,
+        columns: Sequence[str],
+        files: VectorCache,
+        rows: int,
+        totals: tuple[int, int],
     ) -> ChangedRows | None:
         """`current` (or the latest file the log reaches back to) with the log read up to
         `generation`; None when there is none, the log does not reach back, the changed rows are
-        over the share, or the counts do not add up (a write the log missed: never used)."""
+        over the share of `rows`, or the counts do not add up to `totals` (FTS5's, read in the
+        caller's snapshot: a write the log missed, never used)."""
         start = self._meta(CHANGES_FROM)
         oldest = generation if start is None else int(start)
         if current is None or current.base_generation < oldest:
@@ -148,7 +158,7 @@ class ImpactLexical:
         changed = current.update(self._db, generation)
         if changed > rebuild_after(rows, searching=True):
             return None
-        if current.totals() != fts5_totals(self._db):
+        if current.totals() != totals:
             log.warning("the full-text change log does not account for every row: rebuilding the impact index")
             return None
         return current
@@ -203,7 +213,8 @@ class ImpactLexical:
                 db.execute("BEGIN")
                 try:
                     generation = self.generation()
-                    current = self._brought_up(self._known(view), generation, columns, files, rows)
+                    totals = fts5_totals(db)
+                    current = self._brought_up(self._known(view), generation, columns, files, rows, totals)
                     if current is None or current.changed.size > rebuild_after(rows, searching=False):
                         if progress is not None:
                             progress(0, rows)
@@ -224,26 +235,28 @@ class ImpactLexical:
         known = self._impact.get(view)
         return None if known is None else known[1]
 
-    def _impact_mask(self, index: ImpactIndex, scope: Scope) -> np.ndarray | None:
-        """Which rows of the index are in scope; None for all."""
+    def _scope_named(self, scope: Scope) -> tuple[np.ndarray, bool] | None:
+        """The ids a scope names and whether they are the rows out of it (the other
+        kinds', for a kinds-only scope) rather than those in it; None for all rows."""
         import numpy as np
 
         if scope.is_everything:
             return None
         if scope.only_kinds:
-            mask = np.ones(index.ids.size, bool)
-            others = np.asarray(self._ids_of_other_kinds(scope.kinds), np.int64)
-            rows = np.searchsorted(index.ids, others)
-            found = rows < index.ids.size
-            rows = rows[found]
-            mask[rows[index.ids[rows] == others[found]]] = False
-            return mask
-        scoped = np.asarray(self._scoped_ids(scope), np.int64)
-        rows = np.searchsorted(index.ids, scoped)
-        found = rows < index.ids.size
-        rows = rows[found]
-        mask = np.zeros(index.ids.size, bool)
-        mask[rows[index.ids[rows] == scoped[found]]] = True
+            return np.asarray(self._ids_of_other_kinds(scope.kinds), np.int64), True
+        return np.asarray(self._scoped_ids(scope), np.int64), False
+
+    @staticmethod
+    def _impact_mask(index: ImpactIndex, named: tuple[np.ndarray, bool] | None) -> np.ndarray | None:
+        """Which rows of the index are in scope (`named`: see `_scope_named`); None for all."""
+        import numpy as np
+
+        if named is None:
+            return None
+        ids, excluded = named
+        rows, found = locate(index.ids, ids)
+        mask = np.full(index.ids.size, excluded, bool)
+        mask[rows[found]] = not excluded
         return mask
 
 

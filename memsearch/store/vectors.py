@@ -51,12 +51,18 @@ class VectorIndex:
 
     def locate(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Each id's row here (meaningless where absent) and whether it is present."""
-        import numpy as np
+        return locate(self.ids, ids)  # no vector yet: none present (they wait: see Store.pending_count)
 
-        if self.ids.size == 0 or ids.size == 0:  # no vector yet (they wait: see Store.pending_count)
-            return np.zeros(ids.size, np.int64), np.zeros(ids.size, bool)
-        rows = np.minimum(np.searchsorted(self.ids, ids), self.ids.size - 1)
-        return rows, self.ids[rows] == ids
+
+def locate(sorted_ids: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each of `ids`'s position in `sorted_ids` (ascending; meaningless where absent) and whether
+    it is there."""
+    import numpy as np
+
+    if sorted_ids.size == 0 or ids.size == 0:
+        return np.zeros(ids.size, np.int64), np.zeros(ids.size, bool)
+    rows = np.minimum(np.searchsorted(sorted_ids, ids), sorted_ids.size - 1)
+    return rows, sorted_ids[rows] == ids
 
 
 def row_scores(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:
