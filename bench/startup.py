@@ -138,10 +138,13 @@ def start_server(ms: list[str], db: Path, env: dict[str, str]) -> subprocess.Pop
     )
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
-        if discovery.exists():
-            return process
-        if process.poll() is not None:
+        if process.poll() is not None:  # (a server of this store already running: stop it first)
             raise SystemExit(f"serve exited with {process.returncode}")
+        try:
+            if json.loads(discovery.read_text())["pid"] == process.pid:  # this server's, not another's
+                return process
+        except (OSError, ValueError, KeyError):
+            pass
         time.sleep(0.05)
     process.kill()
     raise SystemExit("serve did not start")
