@@ -115,10 +115,14 @@ def run(command: list[str]) -> None:
 
 
 def environment(home: Path, bytecode: bool) -> dict[str, str]:
-    """No user config changes what is measured; Python's bytecode is cached (as an installed
-    package has it) unless --no-bytecode: then memsearch's modules compile on every call."""
+    """No user config changes what is measured, and memsearch finds its folders as a user's does
+    (no MEMSEARCH_HOME, which spares platformdirs' import: the config and profile folders are
+    XDG folders under `home`; the model cache is the user's). Python's bytecode is cached (as an
+    installed package has it) unless --no-bytecode: then memsearch's modules compile on every call."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMSEARCH_")}
-    env["MEMSEARCH_HOME"] = str(home)
+    env["XDG_CONFIG_HOME"], env["XDG_DATA_HOME"] = str(home / "config"), str(home / "data")
+    for folder in ("config", "data"):
+        (home / folder).mkdir(parents=True, exist_ok=True)
     if bytecode:
         env.pop("PYTHONDONTWRITEBYTECODE", None)
     else:
@@ -155,8 +159,8 @@ def timed(command: list[str], env: dict[str, str]) -> tuple[float, float]:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     done = subprocess.run(
-        command, env=env, cwd=env["MEMSEARCH_HOME"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=120
-    )  # in a folder of no package: `python -c` puts the working folder first on sys.path
+        command, env=env, cwd=env["XDG_CONFIG_HOME"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=120
+    )  # in a folder of no package (`python -c` puts the working folder first on sys.path)
     elapsed = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:

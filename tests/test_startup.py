@@ -202,8 +202,9 @@ def test_a_search_through_the_server_imports_no_numpy_encoder_or_store(tmp_path:
 # What a search through a server never needs (issue 32): it checks its request, sends it and
 # renders the JSON that comes back. No store (memsearch.scope holds the request's Scope), no
 # memory model (memsearch.checks holds the text check), no ranking, profiles or config parser,
-# and, with the server's file beside its store, neither platformdirs nor OpenSSL's hashes (the
-# runtime dir's place is worked out only when that file is passed over).
+# and, with the server's file beside its store, neither OpenSSL's hashes nor, under MEMSEARCH_HOME,
+# platformdirs (the runtime dir's place is worked out only when that file is passed over; without
+# MEMSEARCH_HOME the config's folder is platformdirs').
 CLIENT_SEARCH_IMPORTS_NONE_OF = (
     "memsearch.store", "memsearch.store.base", "memsearch.models", "memsearch.text", "memsearch.retrieval.pipeline",
     "memsearch.retrieval.ranking", "memsearch.profiles", "memsearch.embedding", "memsearch.outcomes", "csv",
