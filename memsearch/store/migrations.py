@@ -165,13 +165,14 @@ def split_statements(script: str) -> builtins.list[str]:
 # 'rebuild' included ("invalid fts5 file format (found 5, expected 4) - run 'rebuild'"); the other
 # tables stay readable. Not a numbered migration: the schema version only goes up, and the format
 # follows the SQLite of whoever opens the store to write. On each such open, `fts_format` says
-# what suits this SQLite: a new one turns secure-delete on; an older one puts the table back to
-# format 4 and rebuilds the index from the text the table keeps (its content table, an ordinary
-# table any SQLite reads): nothing stored is lost, and deletes merge the index again.
+# what suits this SQLite: a new one turns secure-delete on; an older one, if the table is at format
+# 5, puts it back to format 4 and rebuilds the index from the text the table keeps (its content
+# table, an ordinary table any SQLite reads): nothing stored is lost. An older SQLite reads and
+# writes a format-4 table that has the option set (it ignores it; its deletes merge the index), so
+# the option stays: the next newer SQLite deletes in place again without a write of its own.
 FTS_FORMAT = "SELECT k, v FROM memories_fts_config WHERE k IN ('version', 'secure-delete')"
 SECURE_DELETE_ON = "INSERT INTO memories_fts (memories_fts, rank) VALUES ('secure-delete', 1)"
 BACK_TO_FORMAT_4 = (
-    "DELETE FROM memories_fts_config WHERE k = 'secure-delete'",
     "UPDATE memories_fts_config SET v = 4 WHERE k = 'version'",
     "INSERT INTO memories_fts (memories_fts) VALUES ('rebuild')",
 )
@@ -187,6 +188,6 @@ def fts_format(config: Mapping[str, object], secure_delete: bool) -> tuple[str, 
     FTS5's secure-delete (`secure_delete`) or not; none when it suits it already."""
     if secure_delete:
         return () if secure_delete_on(config) else (SECURE_DELETE_ON,)
-    if secure_delete_on(config) or int(str(config.get("version", 4))) > 4:
+    if int(str(config.get("version", 4))) > 4:
         return BACK_TO_FORMAT_4
     return ()
