@@ -5,11 +5,12 @@ index does) imports `sqlite3` from here.
 sqlean.py where it is installed (a dependency on the platforms it has wheels for): Python's
 `sqlite3` module built with SQLite 3.50, a drop-in with the same API. It brings FTS5's
 `secure-delete` (SQLite 3.42): a delete removes a memory's words from the full-text index in
-place (~10 ms at 100k memories) where an older SQLite has to merge the whole index (2-3 s) for
-them to leave the file. Elsewhere, or with MEMSEARCH_SQLITE=sqlite3, Python's own `sqlite3`: the
-store works the same on it, deletes by the merge when its SQLite is older than 3.42
-(SECURE_DELETE), and rebuilds a full-text table that a newer SQLite wrote (see
-`migrations.fts_format`). README, "Deleting", says why sqlean.py.
+place (a delete took 16 ms at 100k memories, most of it the WAL checkpoint's fsync) where an
+older SQLite has to merge the whole index (0.6-1.3 s) for them to leave the file. Elsewhere,
+or with MEMSEARCH_SQLITE=sqlite3, Python's own `sqlite3`: the store works the same on it,
+deletes by the merge when its SQLite is older than 3.42 (SECURE_DELETE), and rebuilds a
+full-text table that a newer SQLite wrote (see `migrations.fts_format`). README, "Deleting",
+says why sqlean.py.
 
 sqlean.py's bundled extensions (fileio, define's eval, crypto, …) are off unless its own
 variables (SQLEAN_ENABLE…) turn them on, and loading extensions is off as in Python's module; the
