@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memsearch.errors import StoreUnavailableError
+from memsearch.errors import StoreCorruptError, StoreUnavailableError
 from memsearch.models import EmbeddingModelInfo, NewMemory
 from memsearch.store import Scope
 from memsearch.store.migrations import BACK_TO_FORMAT_4, SECURE_DELETE_ON, fts_format
@@ -137,6 +137,23 @@ def test_an_older_stores_table_gets_secure_delete_on_open(db_path: Path) -> None
     with SQLiteStore.open(db_path) as store:
         config = dict(store._db.execute("SELECT k, v FROM memories_fts_config").fetchall())
     assert config["secure-delete"] == 1
+
+
+@needs_secure_delete
+def test_a_memsearch_from_before_format_5_says_upgrade_not_damaged(
+    db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store whose full-text table is at FTS5's format 5 carries schema 10 or later, so a
+    memsearch of schema 9 (which knows no format 5) refuses it by its version before any query
+    would take the table for a damaged one."""
+    store = SQLiteStore.open(db_path, create=True)
+    ids = add(store, "a note", "another note")
+    store.delete(ids[:1])  # the first delete with secure-delete moves the table to format 5
+    assert store._db.execute("SELECT v FROM memories_fts_config WHERE k = 'version'").fetchone()[0] == 5
+    store.close()
+    monkeypatch.setattr("memsearch.store.sqlite.SCHEMA_VERSION", 9)
+    with pytest.raises(StoreCorruptError, match="newer than this memsearch's 9; upgrade memsearch"):
+        SQLiteStore.open(db_path)
 
 
 @needs_old_stdlib

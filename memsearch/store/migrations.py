@@ -146,6 +146,13 @@ MIGRATIONS: tuple[str, ...] = (
     INSERT OR REPLACE INTO meta (key, value)
         SELECT 'lexical_changes_from', coalesce((SELECT value FROM meta WHERE key = 'generation'), '0');
     """,
+    # 10: the full-text table may now be in FTS5's file format 5 (its secure-delete option, which an
+    # SQLite 3.42 or newer sets on open: `fts_format` below). Nothing changes in the file; the version
+    # is for a memsearch from before, which would take such a table for a damaged one and now says
+    # "upgrade memsearch" instead.
+    """
+    SELECT 1;
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
