@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import builtins
 import logging
-import sqlite3
 import threading
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
@@ -26,6 +25,7 @@ from memsearch.store.base import Hits, Scope
 from memsearch.store.lexical_cache import LexicalCache, index_wanted, rebuild_after
 from memsearch.store.lexical_delta import CHANGES_FROM, ChangedRows, fts5_totals
 from memsearch.store.lexical_index import TEXT_COLUMNS, ImpactIndex, answer_parts, query_phrases
+from memsearch.store.sqlite_driver import sqlite3
 from memsearch.store.sqlite_errors import ACCESS_TIMEOUT_MS
 from memsearch.store.vector_cache import VectorCache
 from memsearch.store.vectors import locate
