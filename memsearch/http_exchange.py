@@ -34,7 +34,7 @@ class NotConnected(OSError):
     """No connection could be made to the server (the OSError's errno, strerror and text kept)."""
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)  # internal: no eq, hash or frozen methods to make at import (test_startup)
 class Reply:
     status: int
     headers: dict[str, str]  # names in lower case; a repeated header keeps its last value

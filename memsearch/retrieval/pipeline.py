@@ -138,7 +138,7 @@ def _run_search(
     return search.outcome(ranked)
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)  # internal: no eq, hash or frozen methods to make at import (test_startup)
 class SearchRun:
     """One search's fixed inputs; `ranked` and `sessions` run it at turn or session level."""
 

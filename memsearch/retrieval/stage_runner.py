@@ -26,7 +26,7 @@ STAGE_GROUP = {"intent": "expansion", "synthesis": "expansion", "hyde": "hyde", 
 MAX_TOKENS = {"intent": 120, "synthesis": 200, "hyde": 200, "rerank": 300}
 
 
-@dataclass
+@dataclass(eq=False)  # internal: no eq, hash or frozen methods to make at import (test_startup)
 class StageTrace:
     stage: str  # intent | synthesis | hyde | rerank | diverse
     status: str  # ran | cached | skipped
@@ -45,7 +45,7 @@ class StageTrace:
         return f"{self.stage}: {timing}" + (f" ({self.reason})" if self.reason else "")
 
 
-@dataclass
+@dataclass(eq=False)  # internal: no eq, hash or frozen methods to make at import (test_startup)
 class StageRunner:
     llm: LLM | None
     stages: Sequence[str]  # the LLM stages the profile and request want, in order
