@@ -102,6 +102,8 @@ class Setting:
 
 @dataclass(eq=False)  # internal: no eq, hash or frozen methods to make at import (test_startup)
 class Config:
+    """The effective settings and the config file they were read from."""
+
     path: Path  # the config file, whether it exists or not
     exists: bool
     settings: Mapping[str, Setting]

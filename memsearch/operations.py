@@ -258,6 +258,8 @@ SEARCH = Operation(
 
 @dataclass(eq=False)  # internal: no eq, hash or frozen methods to make at import (test_startup)
 class AddRequest:
+    """An add as a front end asks it: the memory, whether it replaces one, the profile for dedup."""
+
     memory: NewMemory
     replace: bool = False
     profile: str | None = None

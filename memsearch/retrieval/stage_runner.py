@@ -28,6 +28,8 @@ MAX_TOKENS = {"intent": 120, "synthesis": 200, "hyde": 200, "rerank": 300}
 
 @dataclass(eq=False)  # internal: no eq, hash or frozen methods to make at import (test_startup)
 class StageTrace:
+    """What one LLM stage did in a search (the trace --explain shows)."""
+
     stage: str  # intent | synthesis | hyde | rerank | diverse
     status: str  # ran | cached | skipped
     reason: str | None = None
@@ -47,6 +49,8 @@ class StageTrace:
 
 @dataclass(eq=False)  # internal: no eq, hash or frozen methods to make at import (test_startup)
 class StageRunner:
+    """Runs a search's LLM stages against the time budget, recording each one's trace."""
+
     llm: LLM | None
     stages: Sequence[str]  # the LLM stages the profile and request want, in order
     max_ms: int | None = None
