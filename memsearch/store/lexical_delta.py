@@ -19,7 +19,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from memsearch.store.fts import FTS_COLUMNS, TOKENIZER
-from memsearch.store.lexical_index import ImpactIndex, Part, _varint_sum, read_varints
+from memsearch.store.lexical_index import ImpactIndex, Part, _varint_sum, assemble, read_varints
 from memsearch.store.vectors import locate
 
 if TYPE_CHECKING:
@@ -138,32 +138,21 @@ class ChangedRows:
         db = self._table()
         named = ", ".join("?" * len(columns))
         vocabulary = sorted(set(tokens), key=lambda token: token.encode("utf-8"))
-        rows: list[np.ndarray] = []
-        counts: list[np.ndarray] = []
-        for token in vocabulary:
-            found = db.execute(
+        terms: list[int] = []
+        docs: list[int] = []
+        counts: list[int] = []
+        for term, token in enumerate(vocabulary):
+            for doc, count in db.execute(
                 f"SELECT doc, count(*) FROM temp.{_TABLE}_instances WHERE term = ? AND col IN ({named}) "
                 "GROUP BY doc ORDER BY doc",
                 (token, *columns),
-            ).fetchall()
-            rows.append(np.searchsorted(self._ids, np.fromiter((row[0] for row in found), np.int64, len(found))))
-            counts.append(np.fromiter((row[1] for row in found), np.int64, len(found)))
-        sizes = np.asarray([r.size for r in rows], np.int64)
-        starts = np.zeros(len(vocabulary) + 1, np.int64)
-        np.cumsum(sizes, out=starts[1:])
-        encoded = [token.encode("utf-8") for token in vocabulary]
-        vocabulary_starts = np.zeros(len(vocabulary) + 1, np.int64)
-        np.cumsum([len(term) for term in encoded], out=vocabulary_starts[1:])
-        index = ImpactIndex(
-            ids=self._ids,
-            lengths=self._lengths,
-            starts=starts,
-            max_counts=np.asarray([int(c.max()) if c.size else 0 for c in counts], np.int64),
-            min_lengths=np.asarray([int(self._lengths[r].min()) if r.size else 0 for r in rows], np.int64),
-            rows=np.concatenate(rows) if rows else np.zeros(0, np.int64),
-            counts=np.concatenate(counts) if counts else np.zeros(0, np.int64),
-            vocabulary=np.frombuffer(b"".join(encoded), np.uint8),
-            vocabulary_starts=vocabulary_starts,
+            ):
+                terms.append(term)
+                docs.append(doc)
+                counts.append(count)
+        rows = np.searchsorted(self._ids, np.asarray(docs, np.int64))
+        index = assemble(
+            self._ids, self._lengths, vocabulary, np.asarray(terms, np.int64), rows, np.asarray(counts, np.int64)
         )
         parts.append(Part(index, np.zeros(0, np.int64)))
         return parts
