@@ -50,6 +50,10 @@ WARM_THRESHOLD = 10_000
 # searched beside the file: their cost grows with them).
 REBUILD_SHARE = 0.01
 SEARCH_REBUILD_SHARE = 0.05
+# In a long-lived process, while a new file is made in the background, searches answer from the
+# file and the rows changed since up to this share of the store (the changed rows are copied into
+# memory once, as they come); past it FTS5 answers until the new file is swapped in.
+HOLD_SHARE = 0.2
 _FEWEST_CHANGES = 1_000  # changed rows a store of any size may keep before a new file is made
 
 _NAME = re.compile(r"^(?P<store>[0-9a-f]+)-g(?P<generation>\d+)-fts-(?P<columns>[\w-]+)\.impact$")
@@ -78,6 +82,12 @@ def rebuild_after(rows: int, *, searching: bool) -> int:
     at a bulk write's end (`searching` False) or by a search."""
     share = SEARCH_REBUILD_SHARE if searching else REBUILD_SHARE
     return max(_FEWEST_CHANGES, int(share * rows))
+
+
+def hold_after(rows: int) -> int:
+    """How many changed rows a search of a long-lived process reads beside the file while a new
+    one is made (HOLD_SHARE)."""
+    return max(4 * _FEWEST_CHANGES, int(HOLD_SHARE * rows))
 
 
 class LexicalCache:
@@ -122,7 +132,8 @@ class LexicalCache:
         for generation in found:
             if oldest <= generation <= newest:
                 index = self.load(generation)
-                return None if index is None else (generation, index)
+                if index is not None:  # (a newer one not recorded: a process killed while making it)
+                    return generation, index
         return None
 
     def load(self, generation: int) -> ImpactIndex | None:

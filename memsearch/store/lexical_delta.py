@@ -62,19 +62,25 @@ class ChangedRows:
         self._live: np.ndarray | None = None
         self._base_tokens = base.total_tokens
 
-    def update(self, store: sqlite3.Connection, generation: int) -> int:
+    def update(self, store: sqlite3.Connection, generation: int, most: int | None = None) -> int:
         """Read the log's entries since the last update, in the caller's snapshot of the store at
         `generation`, and copy the rows they name as they are now (the cost grows with the
         entries read, not with the rows changed before). Returns how many rows have changed
-        since the base was made."""
+        since the base was made; when that is over `most`, nothing is copied (and this object
+        is no longer to be used)."""
         import numpy as np
 
         ids = [row[0] for row in store.execute(
             "SELECT memory_id FROM lexical_changes WHERE generation >= ? ORDER BY memory_id", (self.seen,)
         )]  # fmt: skip
-        self.seen = generation
         if not ids:
+            self.seen = generation
             return int(self.changed.size)
+        if most is not None and int(self.changed.size) + len(ids) > most:
+            changed = int(np.union1d(self.changed, np.asarray(ids, np.int64)).size)
+            if changed > most:
+                return changed
+        self.seen = generation
         db = self._table()
         columns = ", ".join(FTS_COLUMNS)
         copied: list[int] = []
