@@ -123,6 +123,7 @@ def test_the_lexical_views_legs_are_answered_too(db_path: Path, differ: bool) ->
         for query in QUERIES:
             hits = store.lexical_search(LexicalQuery.of(query), Scope(), 10, view)
             assert same_answer(list(hits), fts5(store, query, view=view if differ else "context")), (view, query)
+    assert store.wait_for_impact_builds(60)  # asked for by the first searches, made in the background
     assert len(impact_files(db_path)) == (2 if differ else 1)
 
 

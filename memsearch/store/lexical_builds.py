@@ -15,6 +15,7 @@ import contextlib
 import logging
 import sqlite3
 import threading
+import time
 from collections.abc import Callable
 
 log = logging.getLogger(__name__)
@@ -82,13 +83,17 @@ class ImpactBuilds:
         with self._lock:
             self._stopping = True
             self._wanted.clear()
-            thread, connection = self._thread, self._connection
+            thread = self._thread
         if thread is None:
             return
-        if connection is not None:
-            with contextlib.suppress(sqlite3.Error):
-                connection.interrupt()
-        thread.join(timeout)
+        deadline = time.monotonic() + timeout
+        while thread.is_alive() and time.monotonic() < deadline:
+            with self._lock:
+                connection = self._connection
+            if connection is not None:  # again and again: an interrupt between two statements is lost
+                with contextlib.suppress(sqlite3.Error):
+                    connection.interrupt()
+            thread.join(0.05)
 
 
 __all__ = ["ImpactBuilds"]

@@ -67,8 +67,6 @@ class ImpactLexical:
 
         def generation(self) -> int: ...
 
-        _local: threading.local
-
         def _meta(self, key: str) -> str | None: ...
 
         def _set_meta(self, key: str, value: str) -> None: ...
@@ -258,7 +256,7 @@ class ImpactLexical:
         """Before the store's connections close: the file being made in the background is given
         up (its statement interrupted); a one-shot process that wrote makes what its searches
         would otherwise have wanted (a write's end pays for it, not a search)."""
-        builds = self._impact_builds
+        builds, self._impact_builds = self._impact_builds, None
         if builds is not None:
             builds.stop()
         elif not self.impact_background and not self.read_only and self._impact_wrote():
@@ -268,7 +266,8 @@ class ImpactLexical:
                 log.debug("full-text impact index not made at the end (%s)", error)
 
     def _impact_wrote(self) -> bool:
-        return int(getattr(self._local, "writes", 0)) > 0
+        """Whether this store object wrote full-text rows (a search that records accesses does not)."""
+        return self.lexical.rows_written > 0
 
     def _forget_changes_before(self, generation: int, files: VectorCache | None) -> None:
         """After a file of `generation` was made: the log's entries older than it and every other
