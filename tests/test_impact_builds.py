@@ -120,16 +120,21 @@ def test_over_the_share_the_old_file_and_the_changed_rows_answer_until_the_new_f
     store.close()
 
 
-def test_past_the_hold_share_fts5_answers_while_the_file_is_made(
-    db_path: Path, held: HeldBuild, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("past", ["the hold share", "a search's step"])
+def test_past_the_hold_share_or_a_step_fts5_answers_while_the_file_is_made(
+    db_path: Path, held: HeldBuild, monkeypatch: pytest.MonkeyPatch, past: str
 ) -> None:
-    """More changed rows than a search copies beside the file (HOLD_SHARE): none copied, FTS5."""
+    """More changed rows than a search copies beside the file (HOLD_SHARE), or more written at
+    once since its last look than SEARCH_STEP once a new file is due: none copied, FTS5."""
     store = filled(db_path)
     held.release.set()
     searched_once(store)
     held.release.clear()
     held.entered.clear()
-    monkeypatch.setattr(lexical_cache, "HOLD_SHARE", 0.0)
+    if past == "the hold share":
+        monkeypatch.setattr(lexical_cache, "HOLD_SHARE", 0.0)
+    else:
+        monkeypatch.setattr(lexical_cache, "SEARCH_STEP", 2)
     monkeypatch.setattr(lexical_cache, "_FEWEST_CHANGES", 0)
     monkeypatch.setattr(lexical_cache, "SEARCH_REBUILD_SHARE", 0.0)
     store.delete([1, 2, 3])

@@ -62,12 +62,19 @@ class ChangedRows:
         self._live: np.ndarray | None = None
         self._base_tokens = base.total_tokens
 
-    def update(self, store: sqlite3.Connection, generation: int, most: int | None = None) -> int:
+    def update(
+        self,
+        store: sqlite3.Connection,
+        generation: int,
+        most: int | None = None,
+        step: tuple[int, int] | None = None,
+    ) -> tuple[int, bool]:
         """Read the log's entries since the last update, in the caller's snapshot of the store at
         `generation`, and copy the rows they name as they are now (the cost grows with the
         entries read, not with the rows changed before). Returns how many rows have changed
-        since the base was made; when that is over `most`, nothing is copied (and this object
-        is no longer to be used)."""
+        since the base was made, and whether they were copied: not when that is over `most`, nor
+        (`step`: changed rows, entries) over the first of `step` with more new entries than its
+        second (this object is then no longer to be used)."""
         import numpy as np
 
         ids = [row[0] for row in store.execute(
@@ -75,11 +82,14 @@ class ChangedRows:
         )]  # fmt: skip
         if not ids:
             self.seen = generation
-            return int(self.changed.size)
-        if most is not None and int(self.changed.size) + len(ids) > most:
+            return int(self.changed.size), True
+        limit = most
+        if step is not None and len(ids) > step[1]:
+            limit = step[0] if limit is None else min(limit, step[0])
+        if limit is not None and int(self.changed.size) + len(ids) > limit:
             changed = int(np.union1d(self.changed, np.asarray(ids, np.int64)).size)
-            if changed > most:
-                return changed
+            if changed > limit:
+                return changed, False
         self.seen = generation
         db = self._table()
         columns = ", ".join(FTS_COLUMNS)
@@ -125,7 +135,7 @@ class ChangedRows:
         if self._dead.size:
             self._live = np.ones(self.base.ids.size, bool)
             self._live[self._dead] = False
-        return int(self.changed.size)
+        return int(self.changed.size), True
 
     def totals(self) -> tuple[int, int]:
         """The table's row count and token count (all columns) as they are now: the base's less its

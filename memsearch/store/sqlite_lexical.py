@@ -24,7 +24,7 @@ from memsearch.errors import MemsearchError
 from memsearch.models import LEXICAL_VIEWS
 from memsearch.store.base import Hits, Scope
 from memsearch.store.lexical_builds import ImpactBuilds
-from memsearch.store.lexical_cache import LexicalCache, hold_after, index_wanted, rebuild_after
+from memsearch.store.lexical_cache import LexicalCache, hold_after, index_wanted, rebuild_after, search_step
 from memsearch.store.lexical_delta import CHANGES_FROM, ChangedRows, fts5_totals
 from memsearch.store.lexical_index import TEXT_COLUMNS, ImpactIndex, answer_parts, query_phrases
 from memsearch.store.sqlite_errors import ACCESS_TIMEOUT_MS
@@ -143,8 +143,9 @@ class ImpactLexical:
         end makes a new file here (`mode` "bulk"; "close": a one-shot process that wrote, over a
         search's share), `progress` told; a search never does — in a long-lived process
         (`impact_background`) it asks for one in the background and answers from the file and the
-        changed rows meanwhile (up to HOLD_SHARE of the store); past that, or without a file, FTS5
-        answers. None when FTS5 is to answer."""
+        changed rows meanwhile (up to HOLD_SHARE of the store, copying at most SEARCH_STEP rows
+        written since its last look); past that, or without a file, FTS5 answers (a one-shot
+        process: past the share). None when FTS5 is to answer."""
         generation = self.generation()
         known = self._impact.get(view)
         if mode == "search" and known is not None and known[0] == generation:
@@ -157,8 +158,11 @@ class ImpactLexical:
             self._impact[view] = (generation, None)
             return None
         due = rebuild_after(rows, searching=mode != "bulk")
-        most = hold_after(rows) if mode == "search" and self.impact_background else due
-        current, changed = self._brought_up(known[1] if known else None, generation, columns, files, totals, most)
+        if mode == "search" and self.impact_background:  # (past `due` a new file is asked for)
+            most, step = hold_after(rows), (due, search_step())
+        else:
+            most, step = due, None
+        current, changed = self._brought_up(known[1] if known else None, generation, columns, files, totals, most, step)
         if changed > due:
             if mode != "search":
                 if progress is not None:
@@ -179,11 +183,13 @@ class ImpactLexical:
         files: VectorCache,
         totals: tuple[int, int],
         most: int,
+        step: tuple[int, int] | None = None,
     ) -> tuple[ChangedRows | None, int]:
         """`current` (or the latest file the log reaches back to) with the log read up to
         `generation`, and how many rows have changed since its file (more than any share when
         there is no file). None with it when there is none, the log does not reach back, the
-        changed rows are more than `most` (not copied), or the counts do not add up to `totals`
+        changed rows are more than `most`, or a `step` too large (see ChangedRows.update: nothing
+        copied), or the counts do not add up to `totals`
         (FTS5's, read in the caller's snapshot: a write the log missed, never used)."""
         start = self._meta(CHANGES_FROM)
         oldest = generation if start is None else int(start)
@@ -192,8 +198,8 @@ class ImpactLexical:
             if found is None:
                 return None, _NO_FILE
             current = ChangedRows(found[1], found[0])
-        changed = current.update(self._db, generation, most)
-        if changed > most:
+        changed, copied = current.update(self._db, generation, most, step)
+        if not copied:
             return None, changed
         if current.totals() != totals:
             log.warning("the full-text change log does not account for every row: a new impact index is due")
