@@ -8,10 +8,12 @@ A file serves every later generation the store's change log reaches back to: the
 or deleted since are searched beside it (memsearch.store.lexical_delta), so a write never makes
 the lexical leg disagree with the store, and never makes the next search rebuild the file. A new
 file is made at a bulk write's end (index, import, reindex, copy: prepare_search_indexes) when
-the changed rows are over REBUILD_SHARE of the store, by a search when they are over
-SEARCH_REBUILD_SHARE, or when there is no file the log reaches back to (a store that just grew
-past the threshold). A search that cannot have one (a store only read here, no trusted place, a
-disk that refuses the file) asks FTS5, which gives the same answers more slowly.
+the changed rows are over REBUILD_SHARE of the store, or when there is no file the log reaches
+back to (a store that just grew past the threshold). A search never makes one: over
+SEARCH_REBUILD_SHARE (or without a file) it asks for one to be made in the background
+(memsearch.store.lexical_builds; a one-shot process makes it at the end of a command that
+wrote). A search that cannot have one (a store only read here, no trusted place, a disk that
+refuses the file) asks FTS5, which gives the same answers more slowly.
 """
 
 from __future__ import annotations
@@ -46,8 +48,8 @@ DEFAULT_THRESHOLD = 50_000
 # (~0.1–0.3 s) would cost it more than the index saves.
 WARM_THRESHOLD = 10_000
 # The share of the store's rows changed since its file was made above which a bulk write's end
-# (prepare_search_indexes) makes a new file, and above which a search does (the changed rows are
-# searched beside the file: their cost grows with them).
+# (prepare_search_indexes) makes a new file, and above which a search asks for one to be made in
+# the background (the changed rows are searched beside the file: their cost grows with them).
 REBUILD_SHARE = 0.01
 SEARCH_REBUILD_SHARE = 0.05
 # In a long-lived process, while a new file is made in the background, searches answer from the

@@ -6,8 +6,9 @@ match. A part of SQLiteStore; `Fts5Index.lexical_search` asks it first.
 Safety: every part is read in one snapshot of the store (its generation, the change log, the
 changed rows, FTS5's phrase scores); the row and token counts the parts add up to are checked
 against FTS5's own (its averages record) once a generation, so a write the log missed makes a
-new file instead of a wrong answer. Lexical searches of one store object take turns (a lock:
-the changed rows' in-memory table is shared by its threads).
+new file instead of a wrong answer (made off the search path: memsearch.store.lexical_builds).
+Lexical searches of one store object take turns (a lock: the changed rows' in-memory table is
+shared by its threads); a file made in the background is swapped in under the same lock.
 """
 
 from __future__ import annotations
