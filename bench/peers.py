@@ -570,7 +570,7 @@ def goal_rows(figures: Sequence[bench.Figure]) -> list[Goal]:
         )
     )
     goals.append(Goal("recording accesses never slows another connection", where="bench/shared_store.py"))
-    goals.append(Goal("a delete with secure removal ≤ 20 ms at 100k", where="bench/shared_store.py"))
+    goals.append(Goal("a delete with secure removal ≤ 20 ms at 100k", where="bench/sqlite_driver.py"))
     million = next(
         (fig for fig in figures if fig.name.startswith("API search hybrid k=10") and "generated" in fig.name), None
     )

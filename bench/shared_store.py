@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -173,23 +174,31 @@ def read_calls() -> int:
     return 0
 
 
-def delete_times(db: Path, runs: int) -> list[float]:
-    """Milliseconds of deleting one memory (each time another, from a copy of the store)."""
+def delete_times(db: Path, runs: int) -> tuple[list[float], dict[str, Any]]:
+    """Milliseconds of deleting one memory (each time another, from a copy of the store), and how:
+    the SQLite driver, and whether FTS5's secure-delete removed the words in place or the whole
+    index was merged (bench/sqlite_driver.py compares the drivers)."""
     from memsearch.store.sqlite import SQLiteStore
+    from memsearch.store.sqlite_driver import DRIVER, SECURE_DELETE, sqlite3
 
     copy = db.with_name(db.stem + "-deletes.db")
     shutil.copyfile(db, copy)
+    with copy.open("rb+") as file:  # written out first: else the first delete's checkpoint (fsync) pays for the copy
+        os.fsync(file.fileno())
     for suffix in ("-wal", "-shm", "-access"):
         Path(f"{copy}{suffix}").unlink(missing_ok=True)
     times = []
     with SQLiteStore.open(copy) as store:
+        in_place = store._db.execute("SELECT v FROM memories_fts_config WHERE k = 'secure-delete'").fetchone()
         for n in range(runs):  # the generated store's ids are 1..size
             started = time.perf_counter()
             store.delete([7 * n + 2])
             times.append((time.perf_counter() - started) * 1000)
     for suffix in ("", "-wal", "-shm", "-access"):
         Path(f"{copy}{suffix}").unlink(missing_ok=True)
-    return times
+    how = {"driver": f"{DRIVER} (SQLite {sqlite3.sqlite_version})",
+           "words_removed_by": "secure-delete" if in_place == (1,) and SECURE_DELETE else "merge"}  # fmt: skip
+    return times, how
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -250,8 +259,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             figures["interleaved"] = interleaved(work, queries_file, args.mode, 2)
             print(f"  {size}: interleaved {figures['interleaved']}", flush=True)
         if "delete" not in skip:
-            times = delete_times(work, args.deletes)
-            figures["delete_ms"] = {"median": statistics.median(times), "min": min(times), "max": max(times)}
+            times, how = delete_times(work, args.deletes)
+            figures["delete_ms"] = {"median": statistics.median(times), "min": min(times), "max": max(times), **how}
         report[str(size)] = figures
         print(json.dumps({size: figures}, indent=1), flush=True)
         for suffix in ("", "-wal", "-shm", "-access"):

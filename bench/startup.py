@@ -180,6 +180,11 @@ def main() -> None:
         help="A folder holding another memsearch package (e.g. `git archive main memsearch | tar -x -C DIR`): "
         "its searches, through PYTHONPATH, take turns with these.",
     )
+    parser.add_argument(
+        "--sqlite",
+        help="Also run the searches with MEMSEARCH_SQLITE=THIS (this memsearch on another SQLite driver: "
+        "sqlite3, sqlean, pysqlite3), taking turns with these.",
+    )
     args = parser.parse_args()
 
     if args.inside:  # before anything imports numpy
@@ -205,6 +210,11 @@ def main() -> None:
         for name in [n for n in commands if n.startswith("search")]:
             commands[f"{name} [baseline]"] = commands[name]
             environments[f"{name} [baseline]"] = base_env
+    if args.sqlite is not None:
+        driver_env = {**env, "MEMSEARCH_SQLITE": args.sqlite}
+        for name in [n for n in commands if n.startswith("search") and "[" not in n]:
+            commands[f"{name} [{args.sqlite}]"] = commands[name]
+            environments[f"{name} [{args.sqlite}]"] = driver_env
     server = start_server(db, env)
     walls: dict[str, list[float]] = {name: [] for name in commands}
     cpus: dict[str, list[float]] = {name: [] for name in commands}

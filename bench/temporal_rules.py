@@ -35,7 +35,7 @@ import temporal as T  # bench/ is on the path when a script of it runs
 from memsearch.api import Memsearch
 from memsearch.embedding import load_encoder, resolve_model
 from memsearch.eval.scoring import last_date
-from memsearch.eval.strata import question_strata
+from memsearch.eval.strata import question_shape, question_strata
 from memsearch.retrieval.dates import asks_when, mentioned_ranges, says_when
 from memsearch.retrieval.request import SearchRequest
 from memsearch.store import Scope
@@ -222,6 +222,33 @@ def when_rule(mode: str, factor: float = 1.2) -> Rule:
     return rule
 
 
+_DURATION = re.compile(
+    r"\b(?:(?:for|since) (?:about|around|almost|nearly|over|roughly|just|only) (?:\d+|a|an|one|two|three|four|five|six"
+    r"|seven|eight|nine|ten|a few|a couple of|several) (?:minutes?|hours?|days?|weeks?|months?|years?)"
+    r"|(?:\d+|one|two|three|four|five|six|seven|eight|nine|ten) (?:days?|weeks?|months?|years?) (?:now|already)"
+    r"|since I was \d+|ever since)\b",
+    re.I,
+)
+
+
+def duration_rule(factor: float, gate: str) -> Rule:
+    """The `when` factor also for turns that tell a duration the `when` lexicon does not read ("for
+    about four months", "seven years now", "since I was 17"); gate `when`: every question that asks
+    when, `long`: "how long" / "how many <unit>" questions only."""
+
+    def rule(item: Item) -> list[float]:
+        scores = finals(item)
+        question = item["text"]
+        if not asks_when(question) or (gate == "long" and question_shape(question) != "how long"):
+            return scores
+        return [
+            s * factor if not says_when(row["text"]) and _DURATION.search(row["text"]) else s
+            for s, row in zip(scores, item["rows"], strict=True)
+        ]
+
+    return rule
+
+
 def families() -> dict[str, dict[str, Rule]]:
     raw = json.loads(Path(T.DATA).read_text())
     turn_text: dict[tuple[str, str], str] = {}
@@ -252,6 +279,7 @@ def families() -> dict[str, dict[str, Rule]]:
             f"event_r{r}_s{s:g}": event_rule(s, r, turn_text, speakers) for r in (0, 1, 2) for s in (0.1, 0.2, 0.3, 0.5)
         },
         "when": {f"when_{m}": when_rule(m) for m in ("past", "noplan", "every")},
+        "duration": {f"duration_{g}_{f:g}": duration_rule(f, g) for g in ("when", "long") for f in (1.1, 1.2)},
     }
 
 

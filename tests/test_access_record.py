@@ -4,7 +4,6 @@ their page caches; every read sees the store's count plus the access file's, as 
 
 from __future__ import annotations
 
-import sqlite3
 import stat
 from datetime import timedelta
 from pathlib import Path
@@ -15,6 +14,7 @@ import pytest
 from memsearch.models import EmbeddingModelInfo, NewMemory
 from memsearch.store.sqlite import SQLiteStore
 from memsearch.store.sqlite_access import access_path
+from memsearch.store.sqlite_driver import sqlite3
 from memsearch.timeutil import to_iso
 from tests.conftest import T0
 

@@ -229,7 +229,9 @@ def test_the_readme_architecture_map_names_every_package_and_module() -> None:
 
 # What reads a query's text for a search: each is called once a query, by retrieval/query.py's
 # parse_query; every stage reads the ParsedQuery (and the stores its LexicalQuery) instead.
-QUERY_SCANNERS = {"route_features", "detect_intents", "exact_tokens", "asks_when", "asks_name", "named_dates"}
+QUERY_SCANNERS = {
+    "route_features", "detect_intents", "exact_tokens", "asks_when", "asks_name", "named_dates", "as_when",
+}  # fmt: skip
 
 
 def _calls(tree: ast.AST) -> set[str]:
@@ -253,6 +255,7 @@ def test_a_query_is_read_once_by_the_parse() -> None:
             readers[str(path.relative_to(PACKAGE))] = found
     assert readers.pop("retrieval/query.py") == {
         "route_features",
+        "as_when",
         "asks_when",
         "asks_name",
         "named_dates",

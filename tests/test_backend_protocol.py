@@ -256,7 +256,8 @@ def test_retrieval_imports_no_concrete_store() -> None:
             elif isinstance(node, ast.ImportFrom):
                 names = [node.module or ""]
             for name in names:
-                assert name != "sqlite3" and not name.startswith("memsearch.store.sqlite"), (path.name, name)
+                assert name not in ("sqlite3", "sqlean"), (path.name, name)
+                assert not name.startswith("memsearch.store.sqlite"), (path.name, name)
                 assert not name.startswith("memsearch.store.fts"), (path.name, name)
         assert "MATCH" not in path.read_text(encoding="utf-8"), path.name
 

@@ -4,7 +4,6 @@ schema before the `grams` column migrate."""
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 
 import pytest
@@ -16,6 +15,7 @@ from memsearch.retrieval.request import SearchRequest
 from memsearch.retrieval.routing import route_features, route_query
 from memsearch.store import EVERYTHING, open_store
 from memsearch.store.fts import FTS_COLUMNS, GRAM_COLUMNS
+from memsearch.store.sqlite_driver import sqlite3
 from memsearch.text import LexicalQuery, gram_terms
 from tests.conftest import T0
 

@@ -151,9 +151,8 @@ def test_a_store_path_that_is_no_file_says_what_to_give(db: str, words: list[str
 
 
 def test_a_store_held_by_another_writer_says_to_run_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import sqlite3
-
     import memsearch.store.sqlite as sqlite_store
+    from memsearch.store.sqlite_driver import sqlite3
 
     db = tmp_path / "m.db"
     run("add", "the first note", "--db", str(db))

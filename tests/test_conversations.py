@@ -4,7 +4,6 @@ dense-query cleaning, timeline, and the upgrade of older stores."""
 from __future__ import annotations
 
 import json
-import sqlite3
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -26,6 +25,7 @@ from memsearch.retrieval.sessions import session_support
 from memsearch.store import Scope
 from memsearch.store.migrations import MIGRATIONS, SCHEMA_VERSION
 from memsearch.store.sqlite import SQLiteStore
+from memsearch.store.sqlite_driver import sqlite3
 from memsearch.text import LexicalQuery
 from tests.conftest import T0
 from tests.test_cli import run

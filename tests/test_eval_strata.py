@@ -23,8 +23,13 @@ TINY = Path(__file__).parent / "data" / "locomo_tiny.json"
         ("when was the concert", "when"),
         ("How long has Nate had his first two turtles?", "how long"),
         ("How long ago was Caroline's 18th birthday?", "how long"),
-        ("How many weeks passed between adopting Coco and Shadow?", "how many"),
+        ("How many weeks passed between adopting Coco and Shadow?", "how long"),  # a span of time
+        ("How many weeks ago did Jon visit networking events?", "how long"),
+        ("how much time did the migration take", "how long"),
+        ("how many games has John won", "how many"),  # a count
         ("how often does she swim", "how many"),
+        ("What was the date when Maria went to the beach?", "which date"),
+        ("Around what time did Caroline have a picnic?", "which date"),
         ("What year did John start surfing?", "which date"),
         ("In which month's game did John score most?", "which date"),
         ("Which week did Tim visit the UK?", "which date"),

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import sqlite3
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memsearch.store.fts import match_expression
+from memsearch.store.sqlite_driver import sqlite3
 from memsearch.text import MAX_TERMS, LexicalQuery, query_terms
 
 NASTY = [

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import re
-import sqlite3
 import threading
 import time
 from collections.abc import Sequence
@@ -25,6 +24,7 @@ from memsearch.ingest.progress import IndexProgress
 from memsearch.models import NewMemory
 from memsearch.retrieval.request import request_from_fields
 from memsearch.store import open_store
+from memsearch.store.sqlite_driver import sqlite3
 from memsearch.timeutil import utc_now
 from tests.test_index import DEPLOY, GARDEN, RECIPES, write
 

@@ -181,7 +181,7 @@ def test_a_reindex_that_fails_leaves_the_store_as_it_was(
 
 def forget_version(location: Path | str, name: str | None = None) -> None:
     """Make the store's model record what memsearch wrote before versions: a name and a dimension."""
-    import sqlite3
+    from memsearch.store.sqlite_driver import sqlite3
 
     assert isinstance(location, Path)
     with sqlite3.connect(location) as db:

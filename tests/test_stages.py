@@ -255,8 +255,17 @@ def test_a_season_is_the_latest_one_over_by_the_day_said() -> None:
         ("When did Melanie paint a sunrise?", True),
         ("what year did we move the database", True),
         ("How long has Nate had his turtles?", True),
+        # every shape of asking when asks the same (issue 33)
+        ("How many weeks ago did Jon visit networking events?", True),
+        ("After how many days did the build go green?", True),
+        ("how much time did the migration take", True),
+        ("Which week did Tim visit the UK?", True),
+        ("In what season did we move the office?", True),
+        ("What was the date of the outage?", True),
         ("where is the deploy key?", False),
         ("what did Ana say about the kayak", False),
+        ("how many games has John won", False),  # a count, not a time
+        ("how much did the trip cost", False),
     ],
 )
 def test_asks_when(query: str, asks: bool) -> None:
@@ -304,6 +313,11 @@ def test_when_factor_applies_only_to_when_questions_and_dated_memories() -> None
         ("What did Ana say about the kayak?", False),
         ("When did Melanie paint a sunrise?", False),
         ("how many games has John won", False),
+        # which year, month, week …: a time (the `when` adjustment's), not a name
+        ("Which year did Melanie paint a sunrise?", False),
+        ("In which month's game did John score most?", False),
+        ("Which weekend did Ana go camping?", False),
+        ("Which country was Tim visiting in the second week of November?", True),
     ],
 )
 def test_asks_name(query: str, asks: bool) -> None:

@@ -172,7 +172,7 @@ def test_a_search_through_the_server_imports_no_numpy_encoder_or_store(tmp_path:
     assert "memsearch.http_exchange" in modules  # it did go through the server
     assert "h11" in modules  # h11 does the protocol: no hand-written HTTP parser
     # http.client (email's parser, ssl) is not needed for one request on one loopback connection.
-    for heavy in ("numpy", "onnxruntime", "tokenizers", "sqlite3", "memsearch.api", "memsearch.store.sqlite",
+    for heavy in ("numpy", "onnxruntime", "tokenizers", "sqlite3", "sqlean", "memsearch.api", "memsearch.store.sqlite",
                   "rich", "pydantic", "tomllib", "http.client", "email", "ssl"):  # fmt: skip
         assert heavy not in modules, heavy
 

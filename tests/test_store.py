@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sqlite3
 import stat
 from datetime import timedelta
 from pathlib import Path
@@ -21,6 +20,7 @@ from memsearch.models import EmbeddingModelInfo, NewMemory
 from memsearch.store import Scope
 from memsearch.store.migrations import SCHEMA_VERSION
 from memsearch.store.sqlite import SQLiteStore
+from memsearch.store.sqlite_driver import sqlite3
 from memsearch.text import LexicalQuery
 from tests.conftest import T0
 

@@ -6,9 +6,10 @@ dataset whose questions name their evidence turns can be split the same way.
   reads (memsearch.retrieval.dates.says_when: "yesterday", "last week", "two days ago", "in May",
   "on Friday", a year …), else `undated` (its date is only its session's). Rules that favour
   memories which date something pay on the first and not on the second.
-- `shape`: `how long` ("how long ago", "for how long"), `how many` (how many, how much, how
-  often), `which date` (which or what year, month, week, day, date, season or time), `when`, or
-  `other`, tried in that order.
+- `shape`: `how long` (a span of time: "how long ago", "for how long", "how many weeks ago", "how
+  many days passed", "how much time"), `how many` (a count: how many, how much, how often),
+  `which date` (which or what year, month, week, day, date, season or time; "what was the date"),
+  `when`, or `other`, tried in that order.
 """
 
 from __future__ import annotations
@@ -22,12 +23,17 @@ EVIDENCE_VALUES = ("dated", "undated")
 SHAPES = ("when", "how long", "how many", "which date", "other")
 STRATA = {"evidence": EVIDENCE_VALUES, "shape": SHAPES}  # each breakdown's values, in the order reports show them
 
+_UNIT = r"(?:minutes?|hours?|days?|nights?|weeks?|weekends?|months?|years?)"
 _SHAPE_PATTERNS = (
-    ("how long", re.compile(r"\bhow long\b", re.IGNORECASE)),
+    ("how long", re.compile(rf"\bhow (?:long|(?:many|much) {_UNIT}|much time)\b", re.IGNORECASE)),
     ("how many", re.compile(r"\bhow (?:many|much|often)\b", re.IGNORECASE)),
     (
         "which date",
-        re.compile(r"\b(?:which|what) (?:year|month|week|weekend|day|date|season|time)s?\b", re.IGNORECASE),
+        re.compile(
+            r"\b(?:(?:which|what) (?:year|month|week|weekend|day|date|season|time)s?"
+            r"|what (?:is|was) the (?:date|day|year|month|time))\b",
+            re.IGNORECASE,
+        ),
     ),
     ("when", re.compile(r"\bwhen\b", re.IGNORECASE)),
 )

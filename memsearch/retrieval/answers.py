@@ -8,8 +8,10 @@ from collections.abc import Collection
 
 from memsearch.timeutil import MONTHS, WEEKDAYS
 
+# "Which year", "in which month", "which week": a time, not a name (the `when` adjustment's).
 _ASKS_NAME = re.compile(
-    r"\b(?:who|whom|whose|where|which|what (?:\w+ )?(?:is|was|are|were) (?:the )?names?|name of|called)\b",
+    r"\b(?:who|whom|whose|where|which(?! (?:year|month|week|weekend|day|date|season|time)s?\b)"
+    r"|what (?:\w+ )?(?:is|was|are|were) (?:the )?names?|name of|called)\b",
     re.IGNORECASE,
 )
 # Each sentence's first word is capitalised whatever it is; so is a speaker's label ("Ana: …").

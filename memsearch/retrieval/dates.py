@@ -148,12 +148,18 @@ def as_datetimes(day_range: tuple[date, date]) -> tuple[datetime, datetime]:
     )
 
 
-# A question asks when; a memory says when (relative or absolute). Most memories that answer a
-# "when" question date the event themselves ("last Saturday", "two weeks ago", "in May").
-_ASKS_WHEN = re.compile(
-    r"\b(?:when|what (?:date|day|time|year|month)|which (?:year|month|day|date)|how long)\b", re.IGNORECASE
-)
 _UNIT = r"(?:days?|nights?|weeks?|weekends?|months?|years?|hours?)"
+# A question asks when; a memory says when (relative or absolute). Most memories that answer a
+# "when" question date the event themselves ("last Saturday", "two weeks ago", "in May"). Asking
+# when has many shapes, and each asks the same (issue 33: the held-out half of LoCoMo asks "how
+# long…", "which year…" more than "when…"): "when", "which/what year, month, week, weekend, day,
+# date, season, time" ("in which month", "around what time"), "what was the date", "how long
+# (ago)", "how many weeks (ago)", "how much time".
+_ASKS_WHEN = re.compile(
+    rf"\b(?:when|(?:what|which) (?:date|day|time|year|month|week|weekend|season)s?|how long"
+    rf"|how (?:many|much) {_UNIT}|how much time|what (?:is|was) the (?:date|day|time|year|month))\b",
+    re.IGNORECASE,
+)
 # Count words: how many units each means, at least and at most ("a few" days: 2 to 5).
 _NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
             "eight": 8, "nine": 9, "ten": 10}  # fmt: skip
@@ -182,6 +188,30 @@ def _says_when() -> re.Pattern[str]:
 def asks_when(query: str) -> bool:
     """Whether the query asks when something happened or how long it lasted."""
     return _ASKS_WHEN.search(query) is not None
+
+
+# A time frame opening a question ("Which year did …", "In which month was …", "Around what time
+# did …", "How long ago was …", "How many weeks ago did …", "What was the date when …") asks what
+# "When did …" asks: its words name the shape of the answer, not the event, and would otherwise
+# match memories that say "year", "time", "long" or "weeks" about something else. A duration
+# ("how long has …", "how many years was …") keeps its words: "for three years" answers it.
+@cache
+def _when_frame() -> re.Pattern[str]:
+    aux = r"(?=(?:did|was|were|is|are|does|do|will|has|have|had)\b)"
+    return re.compile(
+        r"^\s*(?:(?:in|on|at|around|during|by)\s+)?(?:which|what)\s+(?:exact\s+)?"
+        rf"(?:year|month|week|weekend|day|date|season|time)\s+{aux}"
+        rf"|^\s*how\s+(?:long|many\s+{_UNIT}|much\s+time)\s+ago\s+{aux}"
+        r"|^\s*what\s+(?:was|is)\s+the\s+(?:date|day|time|year|month)\s+(?:when|that|on\s+which)\s+",
+        re.IGNORECASE,
+    )
+
+
+def as_when(query: str) -> str:
+    """The query with a time frame at its start read as "When" ("Which year did Ana move?" → "When
+    did Ana move?", "What was the date when Ana moved?" → "When Ana moved?"), so that every shape
+    of asking when searches the event's words alone; any other query as it is."""
+    return _when_frame().sub("When ", query, count=1)
 
 
 def says_when(text: str) -> bool:

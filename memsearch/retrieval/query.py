@@ -17,7 +17,7 @@ from datetime import date
 from functools import cached_property
 
 from memsearch.retrieval.answers import asks_name
-from memsearch.retrieval.dates import NamedDates, asks_when, named_dates
+from memsearch.retrieval.dates import NamedDates, as_when, asks_when, named_dates
 from memsearch.retrieval.routing import ROUTE_CHARS, RouteFeatures, route_features
 from memsearch.text import MAX_TERMS, STOPWORDS, WORD, LexicalQuery, idf, word_counts
 
@@ -38,7 +38,7 @@ class WordSpan:
 class ParsedQuery:
     """A query's text and what the stages read of it (see parse_query)."""
 
-    text: str
+    text: str  # what the legs search: the query, a time frame opening it read as "When" (dates.as_when)
     route: RouteFeatures  # intents, exact tokens, distinctive words, symbols (routing)
     lexical: LexicalQuery  # words, quoted phrases, gram terms (the lexical legs, in the store)
     asks_when: bool  # the `when` adjustment
@@ -95,18 +95,23 @@ class ParsedQuery:
 
 
 def parse_query(text: str) -> ParsedQuery:
-    """Read the query's text once for every stage of a search."""
+    """Read the query's text once for every stage of a search. What it asks (its route, whether it
+    asks when or for a name) is read from the query as written; what the legs search, from the
+    query with a time frame opening it read as "When" (dates.as_when: "Which year did Ana move?"
+    searches as "When did Ana move?")."""
     head = text[:ROUTE_CHARS]
-    counts = word_counts(text)
+    searched = as_when(text)
+    searched_head = searched[:ROUTE_CHARS]
+    counts = word_counts(searched)
     return ParsedQuery(
-        text=text,
+        text=searched,
         route=route_features(head),
-        lexical=LexicalQuery.of(text, counts),
+        lexical=LexicalQuery.of(searched, counts),
         asks_when=asks_when(head),
         asks_name=asks_name(head),
-        content_words=frozenset(word for word in WORD.findall(text.lower()) if word not in STOPWORDS),
+        content_words=frozenset(word for word in WORD.findall(searched.lower()) if word not in STOPWORDS),
         word_spans=tuple(
-            WordSpan(m.start(), m.end(), m.group(1).lower()) for m in _WORD_WITH_POSSESSIVE.finditer(head)
+            WordSpan(m.start(), m.end(), m.group(1).lower()) for m in _WORD_WITH_POSSESSIVE.finditer(searched_head)
         ),
         word_counts=tuple(counts.items()),
     )

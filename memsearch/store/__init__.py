@@ -75,7 +75,7 @@ def open_store(location: Path | str, *, create: bool = False) -> Store:
 def describe_store_error(error: BaseException) -> MemsearchError | None:
     """A store's own exception met outside a write (a damaged file, a failing disk) as the typed
     error that says what to do; None for anything else."""
-    import sqlite3
+    from memsearch.store.sqlite_driver import sqlite3
 
     if isinstance(error, sqlite3.DatabaseError):
         from memsearch.store.sqlite_errors import store_error

@@ -13,13 +13,13 @@ table and read back through `fts5vocab` — no new dependency, and the same toke
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from memsearch.models import LEXICAL_VIEWS, default_view_text
+from memsearch.store.sqlite_driver import sqlite3
 from memsearch.text import LexicalQuery, gram_terms
 
 # The full-text tokenizer of both stores (SQLite's FTS5 table; the PostgreSQL store tokenizes with it too).

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import sqlite3
 import threading
 import time
 from collections.abc import Callable
+
+from memsearch.store.sqlite_driver import sqlite3
 
 log = logging.getLogger(__name__)
 

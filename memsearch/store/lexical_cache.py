@@ -23,13 +23,13 @@ import logging
 import mmap
 import os
 import re
-import sqlite3
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from memsearch.store.ann import private_temporary
 from memsearch.store.lexical_index import TEXT_COLUMNS, ImpactIndex, build_from_connection, read, write
+from memsearch.store.sqlite_driver import sqlite3
 from memsearch.store.vector_cache import VectorCache
 
 log = logging.getLogger(__name__)

@@ -14,12 +14,12 @@ write reads only the log entries since the last one it saw.
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from memsearch.store.fts import FTS_COLUMNS, TOKENIZER
 from memsearch.store.lexical_index import ImpactIndex, Part, _varint_sum, assemble, read_varints
+from memsearch.store.sqlite_driver import sqlite3
 from memsearch.store.vectors import locate
 
 if TYPE_CHECKING:

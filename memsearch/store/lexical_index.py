@@ -29,11 +29,11 @@ from __future__ import annotations
 import json
 import math
 import mmap
-import sqlite3
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from memsearch.store.sqlite_driver import sqlite3
 from memsearch.store.vectors import locate
 
 if TYPE_CHECKING:

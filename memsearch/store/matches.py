@@ -15,12 +15,12 @@ Offsets are [start, end) in Python `str` code points of the text (not bytes, not
 from __future__ import annotations
 
 import re
-import sqlite3
 import threading
 import unicodedata
 from collections.abc import Sequence
 
 from memsearch.store.fts import TOKENIZER, match_expression
+from memsearch.store.sqlite_driver import sqlite3
 from memsearch.text import LexicalQuery
 
 Span = tuple[int, int]

@@ -7,6 +7,7 @@ that also bumps the version, so a store is never left half-migrated.
 from __future__ import annotations
 
 import builtins
+from collections.abc import Mapping
 
 MIGRATIONS: tuple[str, ...] = (
     # 1: memories, their full-text index, their vectors, and store-level facts.
@@ -145,6 +146,13 @@ MIGRATIONS: tuple[str, ...] = (
     INSERT OR REPLACE INTO meta (key, value)
         SELECT 'lexical_changes_from', coalesce((SELECT value FROM meta WHERE key = 'generation'), '0');
     """,
+    # 10: the full-text table may now be in FTS5's file format 5 (its secure-delete option, which an
+    # SQLite 3.42 or newer sets on open: `fts_format` below). Nothing changes in the file; the version
+    # is for a memsearch from before, which would take such a table for a damaged one and now says
+    # "upgrade memsearch" instead.
+    """
+    SELECT 1;
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -153,3 +161,40 @@ SCHEMA_VERSION = len(MIGRATIONS)
 def split_statements(script: str) -> builtins.list[str]:
     """Split a migration into statements; migrations contain no semicolons inside literals."""
     return [part.strip() for part in script.split(";") if part.strip()]
+
+
+# -- the full-text table's format: it follows the SQLite that writes the store ---------------------
+#
+# FTS5's secure-delete option (SQLite 3.42) removes a deleted row's words from the index in place,
+# so a delete need not merge the whole index for them to leave the file (SQLiteStore's
+# _forget_deleted_text). It is kept in the table (`memories_fts_config`), and the table's next write
+# moves it to FTS5's file format 5, which SQLite before 3.42 refuses for every use of the table,
+# 'rebuild' included ("invalid fts5 file format (found 5, expected 4) - run 'rebuild'"); the other
+# tables stay readable. Not a numbered migration: the schema version only goes up, and the format
+# follows the SQLite of whoever opens the store to write. On each such open, `fts_format` says
+# what suits this SQLite: a new one turns secure-delete on; an older one, if the table is at format
+# 5, puts it back to format 4 and rebuilds the index from the text the table keeps (its content
+# table, an ordinary table any SQLite reads): nothing stored is lost. An older SQLite reads and
+# writes a format-4 table that has the option set (it ignores it; its deletes merge the index), so
+# the option stays: the next newer SQLite deletes in place again without a write of its own.
+FTS_FORMAT = "SELECT k, v FROM memories_fts_config WHERE k IN ('version', 'secure-delete')"
+SECURE_DELETE_ON = "INSERT INTO memories_fts (memories_fts, rank) VALUES ('secure-delete', 1)"
+BACK_TO_FORMAT_4 = (
+    "UPDATE memories_fts_config SET v = 4 WHERE k = 'version'",
+    "INSERT INTO memories_fts (memories_fts) VALUES ('rebuild')",
+)
+
+
+def secure_delete_on(config: Mapping[str, object]) -> bool:
+    """Whether the full-text table (its FTS_FORMAT rows) deletes with FTS5's secure-delete."""
+    return str(config.get("secure-delete", 0)) == "1"
+
+
+def fts_format(config: Mapping[str, object], secure_delete: bool) -> tuple[str, ...]:
+    """The statements that suit the full-text table (its FTS_FORMAT rows) to an SQLite that has
+    FTS5's secure-delete (`secure_delete`) or not; none when it suits it already."""
+    if secure_delete:
+        return () if secure_delete_on(config) else (SECURE_DELETE_ON,)
+    if int(str(config.get("version", 4))) > 4:
+        return BACK_TO_FORMAT_4
+    return ()

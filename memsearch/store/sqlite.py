@@ -8,7 +8,6 @@ import json
 import logging
 import os
 import secrets
-import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
@@ -41,15 +40,25 @@ from memsearch.store.dialects import SQLITE
 from memsearch.store.fts import fts_row, gram_text
 from memsearch.store.lexical_cache import lexical_threshold
 from memsearch.store.lexical_delta import ChangedRows
-from memsearch.store.migrations import MIGRATIONS, SCHEMA_VERSION, split_statements
+from memsearch.store.migrations import (
+    BACK_TO_FORMAT_4,
+    FTS_FORMAT,
+    MIGRATIONS,
+    SCHEMA_VERSION,
+    fts_format,
+    secure_delete_on,
+    split_statements,
+)
 from memsearch.store.sql import NewBatch, SQLStore
 from memsearch.store.sql_search_state import META_STATE_SQL
 from memsearch.store.sqlite_copy import SQLiteCopy
+from memsearch.store.sqlite_driver import SECURE_DELETE, sqlite3
 from memsearch.store.sqlite_errors import (
     ACCESS_TIMEOUT_MS,
     BUSY_TIMEOUT_MS,
     disk_full,
     full_disk,
+    newer_fts_error,
     os_reason,
     store_error,
 )
@@ -265,13 +274,17 @@ class SQLiteStore(ImpactLexical, InProcessVectors, SQLiteReads, SQLiteCopy, SQLS
         """Bring the schema up to date. The version is read inside the write transaction, so
         processes opening a new or old store at once migrate it exactly once between them."""
         (version,) = self._db.execute("PRAGMA user_version").fetchone()
-        if version == SCHEMA_VERSION:
+        rebuild = version > 0 and self._fts_format() == BACK_TO_FORMAT_4  # a newer SQLite's full-text table
+        if version == SCHEMA_VERSION and not rebuild:
+            self._suit_fts_format()
             return
         if self.read_only and 0 < version < SCHEMA_VERSION:
             raise StoreUnavailableError(
                 f"{self.path} has schema version {version} and this memsearch reads {SCHEMA_VERSION}: it is "
                 "read-only here, so it cannot be upgraded; open it once where it can be written"
             )
+        if self.read_only and rebuild:
+            raise newer_fts_error(self.path)
         with self.transaction():
             (app_id,) = self._db.execute("PRAGMA application_id").fetchone()
             (version,) = self._db.execute("PRAGMA user_version").fetchone()
@@ -285,13 +298,40 @@ class SQLiteStore(ImpactLexical, InProcessVectors, SQLiteReads, SQLiteCopy, SQLS
                     "upgrade memsearch"
                 )
             self._db.create_function("memsearch_grams", 2, gram_text, deterministic=True)
+            if version > 0:  # an older SQLite rebuilds a newer one's full-text table before a migration reads it
+                self._run(self._fts_format())
             for number in range(version + 1, SCHEMA_VERSION + 1):
-                for statement in split_statements(MIGRATIONS[number - 1]):
-                    self._db.execute(statement)
+                self._run(split_statements(MIGRATIONS[number - 1]))
                 self._db.execute(f"PRAGMA user_version = {number}")
+            self._run(self._fts_format())
             self._db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
             if version == 0:
                 self._set_meta(LEXICAL_VIEWS_STATE, "same")
+
+    def _run(self, statements: Sequence[str]) -> None:
+        for statement in statements:
+            self._db.execute(statement)
+
+    def _fts_format(self) -> tuple[str, ...]:
+        """What suits the full-text table to this SQLite (migrations.fts_format); nothing for a
+        file without the table (another program's: the migration says so)."""
+        try:
+            config = dict(self._db.execute(FTS_FORMAT).fetchall())
+        except sqlite3.OperationalError:
+            return ()
+        return fts_format(config, SECURE_DELETE)
+
+    def _suit_fts_format(self) -> None:
+        """Turn FTS5's secure-delete on where this SQLite has it and the table has not (a store
+        made or last opened by an older SQLite). Best effort: a store only read here, or held by
+        another writer, deletes by merging the index until an open that can do it."""
+        if not SECURE_DELETE or self.read_only or self._write_refusal is not None or not self._fts_format():
+            return
+        try:
+            with self.transaction(ACCESS_TIMEOUT_MS):
+                self._run(self._fts_format())
+        except StoreUnavailableError as error:
+            log.debug("full-text secure-delete not turned on for %s: %s", self.path, error)
 
     # -- transactions and store facts -----------------------------------------------------
 
@@ -422,15 +462,17 @@ class SQLiteStore(ImpactLexical, InProcessVectors, SQLiteReads, SQLiteCopy, SQLS
         self._checkpoint_if_due()
 
     def _forget_deleted_text(self) -> None:
-        """Merge the full-text index into one segment, which drops deleted rows' words: FTS5 keeps
-        them in older segments until a merge reaches them. The merge rewrites the index (0.2-0.4 s
-        at 10k memories, 2-3 s at 100k); FTS5's 'secure-delete' (~20 ms) needs SQLite 3.42 and a
-        table format older SQLite cannot read (README, Speed: why not yet). In a `batch`, once at
-        its end."""
+        """After a delete or a rewrite, see that the deleted words leave the full-text index: a
+        table with FTS5's secure-delete on (SQLite 3.42; migrations.fts_format) removed them in
+        place already. Otherwise merge the index into one segment, which drops them (FTS5 keeps them
+        in older segments until a merge reaches them): it rewrites the index (0.2-0.4 s at 10k
+        memories, 2-3 s at 100k). Either way the WAL is emptied after the commit. In a `batch`,
+        once at its end."""
         if getattr(self._local, "batched", False):
             self._local.forget = True
             return
-        self._db.execute("INSERT INTO memories_fts (memories_fts) VALUES ('optimize')")
+        if not (SECURE_DELETE and secure_delete_on(dict(self._db.execute(FTS_FORMAT).fetchall()))):
+            self._db.execute("INSERT INTO memories_fts (memories_fts) VALUES ('optimize')")
         self._wal_holds_deleted_text = True
 
     def _checkpoint_if_due(self) -> None:

@@ -23,13 +23,13 @@ from __future__ import annotations
 
 import contextlib
 import os
-import sqlite3
 import stat
 from collections.abc import Sequence
 from pathlib import Path
 
 from memsearch.errors import StoreUnavailableError
 from memsearch.models import MEMORY_FIELDS
+from memsearch.store.sqlite_driver import sqlite3
 from memsearch.store.sqlite_errors import ACCESS_TIMEOUT_MS, BUSY_TIMEOUT_MS, environment_error, is_busy
 
 SUFFIX = "-access"

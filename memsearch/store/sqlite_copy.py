@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import builtins
 import contextlib
-import sqlite3
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -16,6 +15,7 @@ from memsearch.store.base import ExportedMemory
 from memsearch.store.dialects import SQLITE
 from memsearch.store.fts import fts_row
 from memsearch.store.sql import MEMORY_COLUMNS, REFERS, SQLStore
+from memsearch.store.sqlite_driver import sqlite3
 
 if TYPE_CHECKING:
     from memsearch.store.sqlite_fts import Fts5Index

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import errno
 import os
-import sqlite3
 from pathlib import Path
 
 from memsearch.errors import MemsearchError, StoreCorruptError, StoreUnavailableError
+from memsearch.store.sqlite_driver import sqlite3
 
 BUSY_TIMEOUT_MS = 30_000  # a writer waits this long for another; better slow than failed
 # Recording access after a search waits no longer than this for another writer: it is best effort,
@@ -31,6 +31,16 @@ def os_reason(path: Path, error: OSError) -> str:
     if error.errno == errno.ENOENT:
         return "this file system does not allow creating files there; choose a folder you can write to"
     return f"{error.strerror or error}; choose another folder"
+
+
+def newer_fts_error(path: Path | str) -> StoreUnavailableError:
+    """A store whose full-text table a newer SQLite wrote (FTS5 secure-delete, SQLite 3.42 on) met
+    on an older one, where it cannot be rebuilt (migrations.fts_format)."""
+    return StoreUnavailableError(
+        f"{path}'s full-text index was written by SQLite 3.42 or newer and this memsearch runs on SQLite "
+        f"{sqlite3.sqlite_version}: install sqlean.py (pip install sqlean.py), or open the store once where "
+        "it can be written (its index is then rebuilt from its text)"
+    )
 
 
 def store_error(path: Path | str, error: sqlite3.Error) -> MemsearchError:
@@ -60,6 +70,8 @@ def environment_error(path: Path | str, error: sqlite3.Error) -> MemsearchError 
     """The typed error for an SQLite failure caused by the store's file or disk, None for others."""
     code = getattr(error, "sqlite_errorcode", None)
     primary = code & 0xFF if isinstance(code, int) else None
+    if "invalid fts5 file format" in str(error):  # another process's newer SQLite wrote the table since this one opened
+        return newer_fts_error(path)
     if primary == sqlite3.SQLITE_FULL:
         return full_disk(path)
     if primary in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):

@@ -4,7 +4,6 @@ gram columns, see fts), and FTS5's BM25 search over it."""
 from __future__ import annotations
 
 import builtins
-import sqlite3
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
@@ -21,6 +20,7 @@ from memsearch.store.fts import (
     gram_expression,
     match_expression,
 )
+from memsearch.store.sqlite_driver import sqlite3
 from memsearch.store.sqlite_errors import ACCESS_TIMEOUT_MS
 from memsearch.text import LexicalQuery
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import builtins
 import logging
-import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -28,6 +27,7 @@ from memsearch.store.lexical_builds import ImpactBuilds
 from memsearch.store.lexical_cache import LexicalCache, hold_after, index_wanted, rebuild_after, search_step
 from memsearch.store.lexical_delta import CHANGES_FROM, ChangedRows, fts5_totals
 from memsearch.store.lexical_index import TEXT_COLUMNS, ImpactIndex, answer_parts, query_phrases
+from memsearch.store.sqlite_driver import sqlite3
 from memsearch.store.sqlite_errors import ACCESS_TIMEOUT_MS
 from memsearch.store.sqlite_vectors import CacheRecords
 from memsearch.store.vector_cache import VectorCache

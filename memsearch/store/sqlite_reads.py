@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import builtins
-import sqlite3
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -12,6 +11,7 @@ from memsearch.models import FIELDS_BY_NAME, Memory
 from memsearch.store.base import EVERYTHING, Scope
 from memsearch.store.dialects import SQLITE, SQLITE_INT_MAX
 from memsearch.store.sql import SQLStore
+from memsearch.store.sqlite_driver import sqlite3
 
 _row_to_memory = SQLITE.row_to_memory
 

@@ -4,10 +4,10 @@ leaves nothing, with SQLite's errors said as memsearch's (sqlite_errors)."""
 from __future__ import annotations
 
 import contextlib
-import sqlite3
 from pathlib import Path
 
 from memsearch.errors import StoreUnavailableError
+from memsearch.store.sqlite_driver import sqlite3
 from memsearch.store.sqlite_errors import BUSY_TIMEOUT_MS, environment_error, is_busy
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import builtins
 import contextlib
 import logging
-import sqlite3
 from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -17,6 +16,7 @@ from memsearch.models import CHUNK_VIEW_PREFIX, OWN_TEXT_VIEWS, EmbeddingModelIn
 from memsearch.store.ann import AnnIndex, index_library_available
 from memsearch.store.base import Scope, VectorHits
 from memsearch.store.model_vectors import SqlModelVectors
+from memsearch.store.sqlite_driver import sqlite3
 from memsearch.store.sqlite_errors import ACCESS_TIMEOUT_MS
 from memsearch.store.vector_cache import VectorCache, WrongDimension, batches, cache_place
 from memsearch.store.vectors import VectorIndex, approximate_top, row_scores, vector_top

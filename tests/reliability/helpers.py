@@ -48,7 +48,7 @@ def check_consistent(db: Path, acknowledged: set[str] | frozenset[str] = frozens
     """The store's invariants: SQLite's integrity check passes, every memory has one FTS row and
     one vector and nothing else has, and every acknowledged key is stored once. Returns the
     number of memories."""
-    import sqlite3
+    from memsearch.store.sqlite_driver import sqlite3
 
     connection = sqlite3.connect(db)
     try:

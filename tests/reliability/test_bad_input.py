@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-import sqlite3
 import subprocess
 from datetime import UTC, datetime
 from pathlib import Path
@@ -17,6 +16,7 @@ from memsearch.embedding import Encoder
 from memsearch.errors import InvalidInputError, MemoryNotFoundError
 from memsearch.models import NewMemory
 from memsearch.retrieval.request import SearchRequest
+from memsearch.store.sqlite_driver import sqlite3
 from memsearch.timeutil import parse_time
 from tests.reliability.helpers import check_consistent, run_cli
 

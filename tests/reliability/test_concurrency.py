@@ -4,7 +4,6 @@ lost or duplicated writes and for a consistent index."""
 
 from __future__ import annotations
 
-import sqlite3
 import subprocess
 import sys
 import time
@@ -14,6 +13,7 @@ import pytest
 
 from memsearch.embedding import Encoder
 from memsearch.store.migrations import MIGRATIONS, SCHEMA_VERSION
+from memsearch.store.sqlite_driver import sqlite3
 from tests.reliability.helpers import check_consistent, child_env
 
 pytestmark = pytest.mark.timeout(600)  # each test starts six to eight interpreters at once on 2 cores

@@ -10,7 +10,6 @@ import json
 import os
 import re
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -22,6 +21,7 @@ import pytest
 from memsearch.api import Memsearch
 from memsearch.embedding import Encoder
 from memsearch.retrieval.request import request_from_fields
+from memsearch.store.sqlite_driver import sqlite3
 
 FILES = 120
 DEADLINE = 120.0  # seconds: every wait is bounded

@@ -1,0 +1,243 @@
+"""The store's SQLite (memsearch.store.sqlite_driver): one module picks it; FTS5's secure-delete
+removes a deleted memory's words in place where that SQLite has it (no merge of the whole index),
+and the words still leave the database and its WAL; a full-text table a newer SQLite wrote is
+rebuilt by an older one from the stored text, or refused in one line where it cannot be written;
+sqlean.py's bundled extensions stay off, and a store file cannot call them."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import sqlite3 as python_sqlite3  # the standard module itself: what the fallback runs on
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from memsearch.errors import StoreCorruptError, StoreUnavailableError
+from memsearch.models import EmbeddingModelInfo, NewMemory
+from memsearch.store import Scope
+from memsearch.store.migrations import BACK_TO_FORMAT_4, SECURE_DELETE_ON, fts_format
+from memsearch.store.sqlite import SQLiteStore
+from memsearch.store.sqlite_driver import DRIVER, SECURE_DELETE, sqlite3
+from memsearch.store.sqlite_errors import store_error
+from memsearch.text import LexicalQuery
+from tests.conftest import T0
+
+MODEL = EmbeddingModelInfo("test-model", 3)
+SECRET = "Hunter2Zebra99"
+ROOT = Path(__file__).resolve().parent.parent
+SEGMENTS = "SELECT count(DISTINCT segid) FROM memories_fts_idx"
+needs_secure_delete = pytest.mark.skipif(not SECURE_DELETE, reason=f"SQLite {sqlite3.sqlite_version} < 3.42")
+# Python's own sqlite3 is older than 3.42 here: the fallback path a platform without sqlean.py takes.
+_stdlib = python_sqlite3.sqlite_version_info < (3, 42, 0)
+needs_old_stdlib = pytest.mark.skipif(not (_stdlib and SECURE_DELETE), reason="needs an older stdlib SQLite beside it")
+
+
+def vectors(n: int) -> np.ndarray:
+    rows = np.random.default_rng(n).normal(size=(n, 3)).astype(np.float32)
+    unit: np.ndarray = rows / np.linalg.norm(rows, axis=1, keepdims=True)
+    return unit
+
+
+def add(store: SQLiteStore, *texts: str, key: str | None = None, replace: bool = False) -> list[int]:
+    memories = [NewMemory(text, key=key) for text in texts]
+    return store.insert(memories, vectors(len(texts)), MODEL, T0, replace=replace)
+
+
+def holding(db_path: Path, word: str) -> list[str]:
+    """The store's files (database, WAL) whose bytes hold `word` (any case: the index lowercases)."""
+    files = [db_path, Path(f"{db_path}-wal")]
+    return [p.name for p in files if p.exists() and word.lower().encode() in p.read_bytes().lower()]
+
+
+def found(store: SQLiteStore, word: str) -> list[int]:
+    return [memory_id for memory_id, _ in store.lexical_search(LexicalQuery.of(word), Scope(), 10)]
+
+
+def in_stdlib(db_path: Path, code: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """`code` in a process whose store runs on Python's own sqlite3 (MEMSEARCH_SQLITE=sqlite3)."""
+    prelude = (
+        "import json, sys\nfrom pathlib import Path\nfrom memsearch.store.sqlite import SQLiteStore\n"
+        "from memsearch.store import Scope\nfrom memsearch.text import LexicalQuery\n"
+        f"path = Path({str(db_path)!r})\n"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", prelude + code], capture_output=True, text=True, timeout=120, cwd=ROOT,
+        env={**os.environ, "MEMSEARCH_SQLITE": "sqlite3", **env},
+    )  # fmt: skip
+
+
+def test_every_module_opens_sqlite_through_the_driver_module() -> None:
+    """sqlean's exceptions and connections are not the standard module's: one module that opened
+    SQLite on its own would miss the store's errors and its SQLite."""
+    for path in sorted((ROOT / "memsearch").rglob("*.py")):
+        if path.name == "sqlite_driver.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom):
+                names = [node.module or ""]
+            for name in names:
+                assert name.split(".")[0] not in ("sqlite3", "sqlean", "pysqlite3"), (path.name, name)
+
+
+def test_the_format_steps_suit_the_sqlite() -> None:
+    assert fts_format({"version": 4}, secure_delete=True) == (SECURE_DELETE_ON,)
+    assert fts_format({"version": 5, "secure-delete": 1}, secure_delete=True) == ()
+    assert fts_format({"version": 4}, secure_delete=False) == ()
+    assert fts_format({"version": 4, "secure-delete": 1}, secure_delete=False) == ()  # read and written as it is
+    assert fts_format({"version": 5, "secure-delete": 1}, secure_delete=False) == BACK_TO_FORMAT_4
+    assert fts_format({"version": 5, "secure-delete": 0}, secure_delete=False) == BACK_TO_FORMAT_4
+
+
+@needs_secure_delete
+def test_a_delete_removes_the_words_in_place_without_merging_the_index(db_path: Path) -> None:
+    store = SQLiteStore.open(db_path, create=True)
+    for n in range(3):  # a write, a segment of the full-text index
+        add(store, f"ordinary note {n} about the garden", f"another note {n} about the shed")
+    secret = add(store, f"the vault password is {SECRET}")[0]
+    segments = store._db.execute(SEGMENTS).fetchone()[0]
+    assert segments >= 3 and holding(db_path, SECRET)
+    statements: list[str] = []
+    store._db.set_trace_callback(statements.append)
+    store.delete([secret])
+    store._db.set_trace_callback(None)
+    assert not any("optimize" in statement for statement in statements), statements
+    assert store._db.execute(SEGMENTS).fetchone()[0] == segments  # the merge would leave one
+    assert not holding(db_path, SECRET), "deleted text left in the open store's files"
+    assert found(store, SECRET) == [] and len(found(store, "note")) == 6
+    store._db.execute("INSERT INTO memories_fts (memories_fts) VALUES ('integrity-check')")
+    store.close()
+    assert not holding(db_path, SECRET)
+
+
+@needs_secure_delete
+def test_a_replace_removes_the_old_words_in_place(db_path: Path) -> None:
+    store = SQLiteStore.open(db_path, create=True)
+    add(store, "a first note", "a second note")
+    add(store, f"the vault password is {SECRET}", key="vault")
+    segments = store._db.execute(SEGMENTS).fetchone()[0]
+    add(store, "the vault password was changed", key="vault", replace=True)
+    assert store._db.execute(SEGMENTS).fetchone()[0] > 1 and segments > 1  # not merged into one
+    assert not holding(db_path, SECRET)
+    assert found(store, "changed") and not found(store, SECRET)
+    store.close()
+
+
+@needs_secure_delete
+def test_an_older_stores_table_gets_secure_delete_on_open(db_path: Path) -> None:
+    store = SQLiteStore.open(db_path, create=True)
+    add(store, "a note")
+    store._db.execute("INSERT INTO memories_fts (memories_fts, rank) VALUES ('secure-delete', 0)")  # as before
+    store.close()
+    with SQLiteStore.open(db_path) as store:
+        config = dict(store._db.execute("SELECT k, v FROM memories_fts_config").fetchall())
+    assert config["secure-delete"] == 1
+
+
+@needs_secure_delete
+def test_a_memsearch_from_before_format_5_says_upgrade_not_damaged(
+    db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store whose full-text table is at FTS5's format 5 carries schema 10 or later, so a
+    memsearch of schema 9 (which knows no format 5) refuses it by its version before any query
+    would take the table for a damaged one."""
+    store = SQLiteStore.open(db_path, create=True)
+    ids = add(store, "a note", "another note")
+    store.delete(ids[:1])  # the first delete with secure-delete moves the table to format 5
+    assert store._db.execute("SELECT v FROM memories_fts_config WHERE k = 'version'").fetchone()[0] == 5
+    store.close()
+    monkeypatch.setattr("memsearch.store.sqlite.SCHEMA_VERSION", 9)
+    with pytest.raises(StoreCorruptError, match="newer than this memsearch's 9; upgrade memsearch"):
+        SQLiteStore.open(db_path)
+
+
+@needs_old_stdlib
+def test_an_older_sqlite_rebuilds_a_newer_ones_table_from_the_stored_text(db_path: Path) -> None:
+    store = SQLiteStore.open(db_path, create=True)
+    ids = add(store, "alpha note about the garden", "beta note about the shed", f"gamma {SECRET}")
+    store.delete([ids[1]])  # the table's first write with secure-delete: FTS5's format 5
+    assert store._db.execute("SELECT v FROM memories_fts_config WHERE k = 'version'").fetchone() == (5,)
+    store.close()
+    plain = python_sqlite3.connect(db_path)
+    with pytest.raises(python_sqlite3.OperationalError, match="invalid fts5 file format"):  # what the rebuild is for
+        plain.execute("SELECT count(*) FROM memories_fts")
+    plain.close()
+    done = in_stdlib(
+        db_path,
+        "with SQLiteStore.open(path) as store:\n"
+        "    hits = [i for i, _ in store.lexical_search(LexicalQuery.of('note'), Scope(), 10)]\n"
+        f"    store.delete([{ids[2]}])\n"
+        "    config = dict(store._db.execute('SELECT k, v FROM memories_fts_config').fetchall())\n"
+        "print(json.dumps([hits, config]))\n",
+    )
+    assert done.returncode == 0, done.stderr
+    hits, config = json.loads(done.stdout)
+    assert hits == [ids[0]] and config == {"version": 4, "secure-delete": 1}  # the stored text is all there
+    assert not holding(db_path, SECRET)
+    with SQLiteStore.open(db_path) as store:  # back on the newer SQLite: secure-delete again
+        assert found(store, "note") == [ids[0]]
+        assert store._db.execute("SELECT v FROM memories_fts_config WHERE k = 'secure-delete'").fetchone() == (1,)
+
+
+@needs_old_stdlib
+def test_an_older_sqlite_that_cannot_write_the_store_says_so_in_one_line(db_path: Path) -> None:
+    store = SQLiteStore.open(db_path, create=True)
+    ids = add(store, "alpha note", "beta note")
+    store.delete([ids[1]])
+    store.close()
+    done = in_stdlib(
+        db_path,
+        "from memsearch.errors import MemsearchError\n"
+        "try:\n    SQLiteStore.open(path)\nexcept MemsearchError as error:\n"
+        "    print(type(error).__name__, str(error), sep='|')\n",
+        MEMSEARCH_READ_ONLY="1",
+    )
+    assert done.returncode == 0 and not done.stderr, done.stderr
+    kind, message = done.stdout.strip().split("|")
+    assert kind == "StoreUnavailableError" and "\n" not in message
+    assert "SQLite 3.42 or newer" in message and "pip install sqlean.py" in message
+
+
+def test_a_table_changed_by_a_newer_sqlite_under_an_open_store_is_a_typed_error(db_path: Path) -> None:
+    error = sqlite3.OperationalError("invalid fts5 file format (found 5, expected 4) - run 'rebuild'")
+    translated = store_error(db_path, error)
+    assert isinstance(translated, StoreUnavailableError) and "pip install sqlean.py" in str(translated)
+
+
+@pytest.mark.skipif(DRIVER != "sqlean", reason="the store runs on sqlean.py only where it is installed")
+def test_sqleans_extensions_are_off_and_loading_extensions_is_refused(db_path: Path) -> None:
+    store = SQLiteStore.open(db_path, create=True)
+    names = {row[0] for row in store._db.execute("SELECT name FROM pragma_function_list")}
+    assert not names & {"readfile", "writefile", "fileio_read", "fileio_write", "eval", "define", "regexp"}
+    with pytest.raises(sqlite3.OperationalError, match="not authorized"):
+        store._db.execute("SELECT load_extension('/nonexistent')")
+    store.close()
+
+
+@pytest.mark.skipif(DRIVER != "sqlean", reason="the store runs on sqlean.py only where it is installed")
+def test_a_store_file_cannot_call_sqleans_file_functions_even_when_they_are_on(db_path: Path) -> None:
+    """A store file is input: its triggers and views run when memsearch writes and reads it."""
+    target = db_path.parent / "written-by-the-store-file"
+    store = SQLiteStore.open(db_path, create=True)
+    add(store, "a note")
+    store.close()
+    holder = sqlite3.connect(db_path)
+    holder.execute(
+        f"CREATE TRIGGER t AFTER UPDATE ON memories BEGIN SELECT writefile('{target}', 'x'); END"
+    )  # made without the function: a trigger is checked when it runs
+    holder.commit()
+    holder.close()
+    code = (
+        "from memsearch.store.sqlite_driver import DRIVER\n"
+        "store = SQLiteStore.open(path)\n"
+        "try:\n    store._db.execute('UPDATE memories SET importance = 0.9')\n"
+        "except Exception as error:\n    print(DRIVER, error)\n"
+    )
+    done = in_stdlib(db_path, code, MEMSEARCH_SQLITE="sqlean", SQLEAN_ENABLE="1")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "sqlean unsafe use of writefile()" and not target.exists()
