@@ -85,6 +85,7 @@ def test_the_first_search_of_a_store_without_a_file_is_answered_by_fts5_and_asks
     current = store._impact[None][1]
     assert current is not None and current.base_generation == store.generation()  # swapped in
     assert len(impact_files(db_path)) == 1
+    assert len(store._connections) == 1  # the builder's own connection closed with its thread
     store.close()
 
 

@@ -61,6 +61,9 @@ class ImpactLexical:
     _impact_made: int | None = None  # the generation of a file made in the current snapshot
 
     if TYPE_CHECKING:  # what the store provides
+        _local: threading.local  # this thread's connection
+        _lock: threading.Lock
+        _connections: builtins.list[sqlite3.Connection]
         lexical: Fts5Index
 
         @property
@@ -229,7 +232,22 @@ class ImpactLexical:
     ) -> None:
         """Make the view's file (in the builder's thread: its own connection and snapshot, its own
         records of the file, written once the file is whole), then swap it in for the next search,
-        unless a newer one is there already, and shorten the change log."""
+        unless a newer one is there already, and shorten the change log. The thread's connection
+        is closed after (each file is made by a thread of its own)."""
+        try:
+            self._make_in_background(view, columns, seen)
+        finally:
+            connection = getattr(self._local, "connection", None)
+            if connection is not None:
+                self._local.connection = None
+                with self._lock:
+                    if connection in self._connections:
+                        self._connections.remove(connection)
+                connection.close()
+
+    def _make_in_background(
+        self, view: str | None, columns: tuple[str, ...], seen: Callable[[sqlite3.Connection], None]
+    ) -> None:
         files = self._files()
         if files is None:
             return
