@@ -41,11 +41,8 @@ from memsearch.errors import (
     StoreNotFoundError,
 )
 from memsearch.fields import AFTER, BEFORE, FACETS, IMPORT_FORMAT, REPLACE, SESSIONS, Field, parse_ref
-from memsearch.ingest import importing
-from memsearch.ingest.embed import embed_memories, near_duplicates
 from memsearch.models import EmbeddingModelInfo, Memory, NewMemory, check_changes, check_text, shown
 from memsearch.note_folders import NoteFolders
-from memsearch.outcomes import KIND_NAMES, AddOutcome, Consolidation, ImportOutcome, ProfileInfo, Timeline
 from memsearch.paths import resolve_db_path, shown_location
 from memsearch.store import EVERYTHING, Scope, Store, open_store
 
@@ -53,7 +50,15 @@ if TYPE_CHECKING:  # imported by the use cases that need them: a search loads no
     # starts loading its encoder before it imports numpy, the pipeline and the profiles (see `search_many`)
 
     from memsearch.doctor import DoctorReport
+    from memsearch.ingest.embed import embed_memories as embed_memories
+    from memsearch.ingest.embed import near_duplicates as near_duplicates
     from memsearch.llm import LLM
+    from memsearch.outcomes import KIND_NAMES as KIND_NAMES
+    from memsearch.outcomes import AddOutcome as AddOutcome
+    from memsearch.outcomes import Consolidation as Consolidation
+    from memsearch.outcomes import ImportOutcome as ImportOutcome
+    from memsearch.outcomes import ProfileInfo as ProfileInfo
+    from memsearch.outcomes import Timeline as Timeline
     from memsearch.profiles import Profile
     from memsearch.retrieval.pipeline import SearchOutcome, SearchRequest
 
@@ -61,6 +66,22 @@ __all__ = [
     "IMPORT_FORMATS", "KIND_NAMES", "AddOutcome", "Consolidation", "ImportOutcome", "Memsearch", "ProfileInfo",
     "Timeline", "embed_memories", "near_duplicates",
 ]  # fmt: skip
+
+# Names this module offers whose modules only some use cases need (a search imports neither the
+# ingestion nor the outcomes of writes): imported on first use.
+_LAZY = {
+    "KIND_NAMES": "memsearch.outcomes", "AddOutcome": "memsearch.outcomes", "Consolidation": "memsearch.outcomes",
+    "ImportOutcome": "memsearch.outcomes", "ProfileInfo": "memsearch.outcomes", "Timeline": "memsearch.outcomes",
+    "embed_memories": "memsearch.ingest.embed", "near_duplicates": "memsearch.ingest.embed",
+}  # fmt: skip
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        from importlib import import_module
+
+        return getattr(import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class Memsearch(NoteFolders):
@@ -204,6 +225,8 @@ class Memsearch(NoteFolders):
         check_progress(progress)
         if not memories:
             return []
+        from memsearch.ingest import importing
+
         return importing.add_memories(self, memories, replace=replace, profile=profile, progress=progress)
 
     def import_text(
@@ -234,6 +257,8 @@ class Memsearch(NoteFolders):
         check_name("conversation", conversation)
         check_profile(profile)
         check_progress(progress)
+        from memsearch.ingest import importing
+
         outcome = importing.import_text(
             self, content, source=source, fmt=fmt, sessions=sessions, facets=facets, replace=replace,
             profile=profile, conversation=conversation, progress=progress,
@@ -399,16 +424,22 @@ class Memsearch(NoteFolders):
         """The turns around a memory in order (for a note: the memories around it in time)."""
         before, after = _given(BEFORE, before), _given(AFTER, after)
         memory = self.get(ref)
+        from memsearch.outcomes import Timeline
+
         return Timeline(self.store().around(memory, before, after), memory.id)
 
     @staticmethod
     def profiles() -> builtins.list[ProfileInfo]:
         """Every ranking profile found, by name; one that cannot be loaded is listed with its error."""
+        from memsearch.outcomes import ProfileInfo
+
         return ProfileInfo.every()
 
     @staticmethod
     def profile(name: str) -> ProfileInfo:
         """One ranking profile with its resolved parameters."""
+        from memsearch.outcomes import ProfileInfo
+
         return ProfileInfo.named(str(check_name("name", name, optional=False)))
 
     def search(self, request: SearchRequest) -> SearchOutcome:

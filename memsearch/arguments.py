@@ -15,15 +15,15 @@ from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from memsearch.checks import check_text, shown
 from memsearch.choices import KINDS
 from memsearch.errors import InvalidInputError
 from memsearch.fields import Field
-from memsearch.models import check_text, shown
 
 if TYPE_CHECKING:
     from memsearch.embedding import Progress
     from memsearch.profiles import Profile
-    from memsearch.store.base import Scope
+    from memsearch.scope import Scope
 
 MAX_ROWS = 2**62  # a limit or offset past this cannot be a row count (SQLite's integers are 64-bit)
 
@@ -117,7 +117,7 @@ def check_profile(profile: object, field: str = "profile") -> Profile | str | No
 def check_scope(scope: object, field: str = "scope") -> Scope:
     """A `Scope` whose fields have the types the stores read: strings of valid Unicode, tuples of
     them (a lone string would be read letter by letter), times with their UTC offset."""
-    from memsearch.store.base import Scope
+    from memsearch.scope import Scope
 
     if not isinstance(scope, Scope):
         raise InvalidInputError(f"must be a Scope, not {shown(scope)}", field=field)

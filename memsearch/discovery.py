@@ -19,12 +19,12 @@ the server imports nothing heavy.
 
 from __future__ import annotations
 
-import hashlib
 import ipaddress
 import json
 import logging
 import os
 import stat
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -37,6 +37,7 @@ HEALTH_TIMEOUT_S = 0.5
 SUFFIX = ".server.json"
 SUFFIXES = {"serve": SUFFIX, "mcp": ".mcp.json"}  # each server kind's discovery file
 _log = logging.getLogger("memsearch")
+RUNTIME_NAME = "memsearch"  # the runtime dir's own folder
 
 
 class Untrusted(Exception):
@@ -82,6 +83,8 @@ def same_store(a: Path | str, b: Path | str) -> bool:
 
 
 def _hashed(location: Path | str, suffix: str = SUFFIX) -> str:
+    import hashlib  # (OpenSSL's start) by a lookup that gets this far: most find their file beside the store
+
     key = str(location.resolve()) if isinstance(location, Path) else location
     return hashlib.sha256(key.encode("utf-8", "surrogateescape")).hexdigest()[:16] + suffix
 
@@ -97,7 +100,7 @@ def runtime_dir() -> Path | None:
     with warnings.catch_warnings():  # "XDG_RUNTIME_DIR is not set": the fallback is checked like any folder
         warnings.simplefilter("ignore")
         try:
-            return Path(platformdirs.user_runtime_dir("memsearch", appauthor=False))
+            return Path(platformdirs.user_runtime_dir(RUNTIME_NAME, appauthor=False))
         except PermissionError as error:
             _log.debug("no runtime folder: %s", error)
             return None
@@ -124,7 +127,9 @@ def _place_problem(folder: Path) -> str | None:
     The runtime dir's parent too must be safe: without XDG_RUNTIME_DIR it is /tmp/runtime-UID,
     a name any user can take first."""
     problem = folder_problem(folder)
-    if problem is None and folder == runtime_dir():
+    # The runtime dir is named after the app (platformdirs appends it): a folder of another name
+    # is not it, and a client that found its file beside the store never imports platformdirs.
+    if problem is None and folder.name == RUNTIME_NAME and folder == runtime_dir():
         problem = folder_problem(folder.parent)
     return problem
 
@@ -219,11 +224,19 @@ def verify(advertised: Advertised, db: Path | str, token: str | None) -> None:
         raise Untrusted(f"the server at {advertised.url} serves {served}, another store")
 
 
+def _each_place(db: Path | str, kind: str = "serve") -> Iterator[Path]:
+    """`discovery_paths`, the runtime dir's found only once the first is passed over (a server
+    advertised beside its store is found without platformdirs or a hash)."""
+    yield discovery_path(db, kind)
+    if (runtime := runtime_dir()) is not None:
+        yield runtime / _hashed(db, SUFFIXES[kind])
+
+
 def discover(db: Path | str, token: str | None) -> Advertised | None:
     """The trusted server of `db`, if one runs, with the token to send it (the one it made at
     start, else `token`). Each file passed over is said why under --debug; a server that wants a
     token this process lacks is said on stderr (the call works in-process)."""
-    for path in discovery_paths(db):
+    for path in _each_place(db):
         try:
             advertised = read_advertised(path)
             if advertised.token is None:

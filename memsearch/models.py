@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 from collections.abc import Callable, Iterable, Mapping
@@ -11,8 +10,10 @@ from dataclasses import fields as dataclass_fields
 from datetime import datetime
 from typing import Any, get_origin, get_type_hints
 
+from memsearch.checks import check_text as check_text  # re-exported: models' own words
+from memsearch.checks import shown as shown
 from memsearch.choices import KINDS
-from memsearch.errors import InvalidInputError, TextTooLongError, short_repr
+from memsearch.errors import InvalidInputError, TextTooLongError
 from memsearch.fields import IMPORTANCE, MAX_TEXT_CHARS, MEMORY_NAMES, PRIORITY
 from memsearch.timeutil import parse_time, to_iso
 
@@ -80,6 +81,8 @@ def default_view_text(kind: str, view: str, text: str) -> str:
 
 def content_hash(text: str) -> str:
     """Hash of the text with white space folded, so re-adds of the same note are recognised."""
+    import hashlib  # by the writes: OpenSSL's start is not a read's to pay
+
     return hashlib.sha256(" ".join(text.split()).encode("utf-8")).hexdigest()
 
 
@@ -288,28 +291,6 @@ def check_range(field: str, value: float, low: float, high: float) -> float:
     if not low <= value <= high:
         raise InvalidInputError(f"must be from {low:g} to {high:g}, not {value:g}", field=field)
     return float(value)
-
-
-def check_text(name: str, value: object) -> str:
-    """`value` if it is a string SQLite and the encoder can take: one without lone surrogates
-    (what Python makes of invalid UTF-8 in arguments and stdin, or of a `\\ud800` JSON escape)."""
-    if not isinstance(value, str):
-        raise InvalidInputError(f"{name} must be a string, not {shown(value)}")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as error:
-        raise InvalidInputError(
-            f"is not valid Unicode: a lone surrogate {value[error.start]!r} at character {error.start + 1} "
-            "(invalid UTF-8 input or an unpaired \\ud800-style escape)",
-            field=name,
-        ) from None
-    return value
-
-
-def shown(value: object) -> str:
-    """A value for a one-line error message: its type, and the value itself when short."""
-    text = short_repr(value)
-    return f"{type(value).__name__} {text}" if text is not None else f"a {type(value).__name__}"
 
 
 def normalise_tags(tags: Iterable[str] | str) -> tuple[str, ...]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -18,10 +19,16 @@ print(json.dumps(sorted(sys.modules)))
 """
 
 
-def modules_imported_by(*args: str, check: bool = False) -> set[str]:
-    """Run `memsearch ARGS` in a fresh interpreter; the names of every module it had imported."""
+def modules_imported_by(*args: str, check: bool = False, env: dict[str, str] | None = None) -> set[str]:
+    """Run `memsearch ARGS` in a fresh interpreter (with `env` added to the environment); the
+    names of every module it had imported."""
     done = subprocess.run(
-        [sys.executable, "-c", _PROBE, *args], capture_output=True, text=True, check=check, timeout=120
+        [sys.executable, "-c", _PROBE, *args],
+        capture_output=True,
+        text=True,
+        check=check,
+        timeout=120,
+        env=None if env is None else {**os.environ, **env},
     )
     lines = done.stdout.strip().splitlines()
     assert lines, done.stderr

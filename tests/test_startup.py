@@ -134,6 +134,28 @@ def test_a_lexical_search_imports_no_numpy_ann_library_or_model_runtime(
         assert heavy not in modules, heavy
 
 
+# What a lexical search in this process never runs (issue 32, the fresh-shell goals): the writes'
+# ingestion and outcomes, the LLM client and its prompts (no LLM stage without an endpoint), the
+# legs' thread pool (one leg), CSV (a table or JSON), a temporary file (no index saved), and
+# OpenSSL's hashes (hashlib, hmac, secrets: a store's first open, a model's files, a cache file's
+# check). Their modules are imported where they are used.
+LEXICAL_SEARCH_IMPORTS_NONE_OF = (
+    "memsearch.ingest.importing", "memsearch.ingest.embed", "memsearch.outcomes", "memsearch.llm",
+    "memsearch.retrieval.llm_prompts", "concurrent.futures", "csv", "tempfile", "hashlib", "hmac", "secrets",
+)  # fmt: skip
+
+
+def test_a_lexical_search_imports_nothing_it_does_not_run(tmp_path: Path, encoder: Encoder) -> None:
+    db = tmp_path / "m.db"
+    with Memsearch(db, encoder=encoder) as ms:
+        ms.add(NewMemory("the deploy key is in the vault"))
+    home = tmp_path / "home"  # (without MEMSEARCH_HOME, platformdirs names the config's folder)
+    args = ("search", "deploy key", "--mode", "lexical", "--no-server", "--db", str(db))
+    modules = modules_imported_by(*args, check=True, env={"MEMSEARCH_HOME": str(home)})
+    assert "memsearch.store.sqlite" in modules and "memsearch.retrieval.pipeline" in modules  # it did search
+    assert [name for name in LEXICAL_SEARCH_IMPORTS_NONE_OF if name in modules] == []
+
+
 # Patterns compiled on first use: what a search for plain English words never needs.
 LAZY_PATTERNS = """
 import json
@@ -175,6 +197,37 @@ def test_a_search_through_the_server_imports_no_numpy_encoder_or_store(tmp_path:
     for heavy in ("numpy", "onnxruntime", "tokenizers", "sqlite3", "sqlean", "memsearch.api", "memsearch.store.sqlite",
                   "rich", "pydantic", "tomllib", "http.client", "email", "ssl"):  # fmt: skip
         assert heavy not in modules, heavy
+
+
+# What a search through a server never needs (issue 32): it checks its request, sends it and
+# renders the JSON that comes back. No store (memsearch.scope holds the request's Scope), no
+# memory model (memsearch.checks holds the text check), no ranking, profiles or config parser,
+# and, with the server's file beside its store, neither OpenSSL's hashes nor, under MEMSEARCH_HOME,
+# platformdirs (the runtime dir's place is worked out only when that file is passed over; without
+# MEMSEARCH_HOME the config's folder is platformdirs').
+CLIENT_SEARCH_IMPORTS_NONE_OF = (
+    "memsearch.store", "memsearch.store.base", "memsearch.models", "memsearch.text", "memsearch.retrieval.pipeline",
+    "memsearch.retrieval.ranking", "memsearch.profiles", "memsearch.embedding", "memsearch.outcomes", "csv",
+    "hashlib", "platformdirs", "tempfile",
+)  # fmt: skip
+
+
+@pytest.mark.parametrize("fmt", ["table", "json"])
+def test_a_search_through_the_server_imports_only_what_a_request_needs(
+    tmp_path: Path, encoder: Encoder, fmt: str
+) -> None:
+    db = tmp_path / "m.db"
+    with Memsearch(db, encoder=encoder) as ms:
+        ms.add(NewMemory("the deploy key is in the vault"))
+    home = tmp_path / "home"
+    server = start_server(db)
+    try:
+        args = ("--debug", "search", "deploy key", "-f", fmt, "--db", str(db))
+        modules = modules_imported_by(*args, check=True, env={"MEMSEARCH_HOME": str(home)})
+    finally:
+        assert server.stop() == 0
+    assert "memsearch.http_exchange" in modules  # it did go through the server
+    assert [name for name in CLIENT_SEARCH_IMPORTS_NONE_OF if name in modules] == []
 
 
 class _Recording:

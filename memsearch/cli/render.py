@@ -8,7 +8,6 @@ terminal only through `literal` (as literal text, control characters visible), n
 
 from __future__ import annotations
 
-import csv
 import json
 import sys
 from collections.abc import Iterable, Mapping, Sequence
@@ -17,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 from memsearch.cli.consoles import is_terminal, messages, stdout_console
 from memsearch.cli.grid import Column, print_grid
 from memsearch.cli.literal import literal, one_line, visible
-from memsearch.models import CSV_FIELDS
 
 if TYPE_CHECKING:  # Rich is imported where a table is drawn: machine output never loads it
     from memsearch.api import Consolidation, ProfileInfo, Timeline
@@ -63,6 +61,8 @@ def write_output(
         for line in [document] if chosen is None else chosen:
             write_json(line, compact=True)
     elif fmt == "csv":
+        import csv
+
         writer = csv.writer(sys.stdout)
         writer.writerow(columns)
         writer.writerows([_cell(row.get(column)) for column in columns] for row in rows)
@@ -76,7 +76,6 @@ def short_time(iso: str | None) -> str:
 
 # -- memories (get, list) ------------------------------------------------------------------
 
-MEMORY_CSV_COLUMNS = CSV_FIELDS
 MEMORY_COLUMNS = (
     Column("id", "key", "right"),
     Column("created", min_width=16),
@@ -90,12 +89,14 @@ NAME_VALUE = (Column("name", "key"), Column("value", "text"))
 
 def render_memories(memories: Sequence[Memory], fmt: str, *, single: bool = False) -> None:
     if fmt != "table":
+        from memsearch.models import CSV_FIELDS  # (a search's rendering needs no memory model)
+
         documents = [m.to_dict() for m in memories]
         write_output(
             fmt,
             document=documents[0] if single else documents,
             lines=documents,
-            columns=MEMORY_CSV_COLUMNS,
+            columns=CSV_FIELDS,
             rows=documents,
         )
     elif single:

@@ -13,7 +13,6 @@ memsearch never installs (see bench/models.py).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from collections.abc import Sequence
@@ -202,6 +201,8 @@ def recorded_spec(model: EmbeddingModelInfo) -> ModelSpec:
 def content_version(folder: Path) -> str:
     """A hash of the model files' relative paths and content (hidden files aside). Hashing reads
     every byte once; the result is kept in the cache dir by the files' sizes and times."""
+    import hashlib  # OpenSSL's start: paid by what loads a model, not by a lexical search
+
     files = sorted(p for p in folder.rglob("*") if p.is_file() and not _hidden(p.relative_to(folder)))
     stamp = hashlib.sha256()
     for file in files:

@@ -4,7 +4,6 @@ candidates they make."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, date, datetime, timedelta
 from functools import cache
@@ -22,6 +21,8 @@ from memsearch.store.base import Scope, SearchBackend
 from memsearch.text import WORD
 
 if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
+
     import numpy as np
 
 
@@ -251,6 +252,8 @@ def _beside(work: Callable[[], T], meanwhile: Callable[[], U]) -> tuple[T, U]:
 def _leg_threads() -> ThreadPoolExecutor:
     """The threads that run searches' lexical legs beside their other legs (a threaded server's
     searches share them; each thread keeps its own store connections)."""
+    from concurrent.futures import ThreadPoolExecutor
+
     return ThreadPoolExecutor(8, thread_name_prefix="memsearch-legs")
 
 

@@ -18,10 +18,9 @@ from memsearch.embedding import Encoder, encode_queries
 from memsearch.embedding.registry import held_model
 from memsearch.errors import InvalidInputError, ModelVectorsMissingError
 from memsearch.fields import MAX_K
-from memsearch.llm import LLM
 from memsearch.models import EmbeddingModelInfo
 from memsearch.profiles import Profile, leg_kind, leg_models, load_profile, with_environment
-from memsearch.retrieval import llm_prompts, ranking, rerank
+from memsearch.retrieval import ranking, rerank
 from memsearch.retrieval.candidates import Candidate, LegHit, Ranked, rank_hits
 from memsearch.retrieval.explain import SCHEMA_VERSION, Expansion, SearchOutcome
 from memsearch.retrieval.fusion import fuse
@@ -47,6 +46,8 @@ from memsearch.timeutil import utc_now
 
 if TYPE_CHECKING:
     import numpy as np
+
+    from memsearch.llm import LLM
 
 __all__ = ["GRANULARITIES", "MAX_K", "MODES", "SCHEMA_VERSION", "SearchOutcome", "SearchRequest", "run_search"]
 
@@ -79,6 +80,12 @@ def run_search(
         return _run_search(store, request, query_vector, profile, llm, embed_with)
 
 
+def _intent_cached(llm: LLM, query: str) -> bool:
+    from memsearch.retrieval import llm_prompts
+
+    return llm.is_cached(llm_prompts.intent_prompt(query))
+
+
 def _run_search(
     store: SearchBackend,
     request: SearchRequest,
@@ -89,12 +96,12 @@ def _run_search(
 ) -> SearchOutcome:
     check_models_held(store, profile)
     stages = StageRunner(llm, llm_stages(request, profile), request.max_ms)
-    stages.plan(
-        lambda stage: stage == "intent" and llm is not None and llm.is_cached(llm_prompts.intent_prompt(request.query))
-    )
+    stages.plan(lambda stage: stage == "intent" and llm is not None and _intent_cached(llm, request.query))
     query = with_lexical_words(store, parse_query(request.query))  # the one reading of the query's text
     route, legs_to_run = choose_route(request_route(request, query), profile)
     if stages.wants("intent"):
+        from memsearch.retrieval import llm_prompts  # a search with an LLM stage imports the prompts
+
         intent = stages.ask("intent", llm_prompts.intent_prompt(request.query), llm_prompts.parse_intent)
         if intent is not None:
             reason = f"LLM intent: complexity {intent.complexity}, {len(intent.domains)} domain(s)" + (
@@ -249,6 +256,8 @@ class SearchRun:
                 if stages.wants(stage):
                     stages.skip(stage, f"the {self.route.strategy} strategy runs no expansion")
         elif wants_expansion:
+            from memsearch.retrieval import llm_prompts
+
             kind = llm_prompts.query_type(intents)
             context: list[str] = []
             if kind == "preference":  # the user's own memories: the offline search's best
@@ -277,6 +286,8 @@ class SearchRun:
     def expand(self, scope: Scope, kind: str, context: list[str]) -> dict[str, dict[int, LegHit]]:
         """CEMS's query synthesis and HyDE: each expansion's text runs the legs (HyDE, a
         hypothetical memory, the vector legs only), as named legs `synth1.lexical`, `hyde.vector`…"""
+        from memsearch.retrieval import llm_prompts
+
         query, stages = self.request.query, self.stages
         texts: list[tuple[str, str, str]] = []  # (name, stage, text)
         if stages.wants("synthesis"):
@@ -315,6 +326,8 @@ class SearchRun:
             order = rerank.coverage_order(self.query.content_words, texts)
             self.stages.note("rerank", f"deterministic (query-word coverage), top {len(head)}")
         else:
+            from memsearch.retrieval import llm_prompts
+
             answer = self.stages.ask(
                 "rerank",
                 llm_prompts.rerank_prompt(self.request.query, texts),

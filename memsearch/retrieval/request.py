@@ -8,11 +8,11 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from memsearch.arguments import check_scope
+from memsearch.checks import check_text, shown
 from memsearch.choices import GRANULARITIES, MODES
 from memsearch.errors import InvalidInputError
 from memsearch.fields import MAX_K, QUERY, REQUEST_FIELDS, REQUEST_NAMES, SCOPE_FIELDS, SCOPE_NAMES
-from memsearch.models import check_text, shown
-from memsearch.store.base import EVERYTHING, Scope
+from memsearch.scope import EVERYTHING, Scope
 from memsearch.timeutil import parse_moment, to_iso, utc_now
 
 if TYPE_CHECKING:

@@ -13,9 +13,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from memsearch.llm import LLM, LLMFailure, Message, repeats_prompt
+if TYPE_CHECKING:  # imported by a search that asks an endpoint (most have none configured)
+    from memsearch.llm import LLM, Message
 
 T = TypeVar("T")
 
@@ -99,6 +100,8 @@ class StageRunner:
                 self.skip(stage, f"--max-ms {self.max_ms}: the budget is spent")
                 return None
             timeout = min(timeout, max(left, 1.0) / 1000)
+        from memsearch.llm import LLMFailure, repeats_prompt
+
         try:
             answer = self.llm.complete(messages, max_tokens=MAX_TOKENS[stage], timeout_s=timeout)
         except LLMFailure as failure:

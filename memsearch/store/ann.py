@@ -19,7 +19,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -63,6 +62,8 @@ def private_temporary(path: Path) -> Path:
     """A new empty file beside `path`, readable by the owner only (as the store), to be renamed to
     `path`: threads of one process, or processes, that write the same file at once each write
     their own and rename a whole file into place."""
+    import tempfile  # by what saves an index, not by every search
+
     descriptor, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(descriptor)
     return Path(name)

@@ -7,7 +7,6 @@ import contextlib
 import json
 import logging
 import os
-import secrets
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
@@ -82,6 +81,8 @@ _NEW_CACHE_IDENTITY = "INSERT OR IGNORE INTO meta (key, value) VALUES ('store_id
 
 
 def _new_cache_identity(db: sqlite3.Connection) -> None:
+    import secrets  # by the store's first open: its start (OpenSSL's hashes) is not every open's
+
     db.execute(_NEW_CACHE_IDENTITY, (secrets.token_hex(8), secrets.token_hex(32)))
 
 

@@ -23,8 +23,6 @@ maps one keeps reading it: unlinking does not unmap).
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import hmac
 import logging
 import mmap
 import os
@@ -53,6 +51,8 @@ def cache_folder(store_path: Path) -> Path:
 
 def private_cache_folder(store_path: Path) -> Path:
     """The store's cache folder in the user's cache dir, under a hash of the store's path."""
+    import hashlib  # hashlib and hmac start OpenSSL: imported by what uses them, not by every search
+
     digest = hashlib.sha256(str(store_path.resolve()).encode("utf-8", "surrogateescape")).hexdigest()[:16]
     return cache_dir() / "vectors" / digest
 
@@ -127,6 +127,8 @@ class VectorCache:
             if problem is None and info.st_size == 0:
                 problem = f"{path} is empty"
             digest = "" if problem is not None else self._digest(descriptor)
+            import hmac
+
             if problem is None and expected is not None and not hmac.compare_digest(digest, expected):
                 problem = f"{path} does not hold what the store recorded"
             if problem is not None:
