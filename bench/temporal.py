@@ -320,10 +320,11 @@ def variants() -> dict[str, Callable[[], Profile]]:
     found: dict[str, Callable[[], Profile]] = {
         "default": lambda: base,
         "no_when": lambda: named("no_when", with_adjustment(base, "when", remove=True)),
-        "time_w1": lambda: named(
-            "time_w1", replace(base, fusion=replace(base.fusion, weights={**base.fusion.weights, "time": 1.0}))
-        ),
     }
+    for weight in (1.0, 1.75, 2.0, 2.5):  # the time leg's RRF weight (1.5 in the default)
+        found[f"time_w{weight:g}"] = lambda w=weight: named(
+            f"time_w{w:g}", replace(base, fusion=replace(base.fusion, weights={**base.fusion.weights, "time": w}))
+        )
     for weight in (0.5, 1.0):  # BM25 over the turn's own text beside the context legs
         found[f"own_lexical{weight:g}"] = lambda w=weight: named(
             f"own_lexical{w:g}",
@@ -333,7 +334,7 @@ def variants() -> dict[str, Callable[[], Profile]]:
                 fusion=replace(base.fusion, weights={**base.fusion.weights, "lexical_own": w}),
             ),
         )
-    for factor in (1.1, 1.3):
+    for factor in (1.05, 1.1, 1.15, 1.3):
         found[f"when{factor:g}"] = lambda f=factor: named(f"when{f:g}", with_adjustment(base, "when", factor=f))
     return found
 

@@ -98,6 +98,10 @@ class Memsearch(NoteFolders):
     """
 
     _UNSET: Any = object()
+    # Whether this object's process lives on after a call (a server, a library user): a large
+    # store's search may then ask for its full-text impact index to be made anew in a background
+    # thread. The CLI (a process a command) sets it False: a command that wrote makes it at its end.
+    background_work = True
 
     def __init__(
         self,
@@ -128,6 +132,8 @@ class Memsearch(NoteFolders):
     def store(self, *, create: bool = False) -> Store:
         if self._opened is None:
             self._opened = open_store(self.path, create=create)
+            if not self.background_work and hasattr(self._opened, "impact_background"):
+                setattr(self._opened, "impact_background", False)  # noqa: B010 - a SQLite store's
         return self._opened
 
     def encoder(self) -> Encoder:

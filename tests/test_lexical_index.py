@@ -82,6 +82,14 @@ def fts5(
     return store.lexical._fts5_query(LexicalQuery.of(query), scope, k, view)
 
 
+def searched_once(store: SQLiteStore, view: str | None = None) -> None:
+    """A first search (FTS5 answers it: there is no file yet), and the file it asks for made in the
+    background, waited for (an event, with a timeout)."""
+    hits = store.lexical_search(LexicalQuery.of("deploy"), Scope(), 10, view)
+    assert same_answer(list(hits), fts5(store, "deploy", view=view))
+    assert store.wait_for_impact_builds(60)
+
+
 def impact_files(path: Path) -> list[Path]:
     return sorted(cache_folder(path).glob("*.impact"))
 
@@ -89,6 +97,7 @@ def impact_files(path: Path) -> list[Path]:
 @pytest.mark.parametrize("k", [1, 5, 10, 50])
 def test_the_index_gives_fts5s_answers(db_path: Path, k: int) -> None:
     store = filled(db_path)
+    searched_once(store)
     for query in QUERIES:
         hits = store.lexical_search(LexicalQuery.of(query), Scope(), k)
         want = fts5(store, query, k=k)
@@ -114,6 +123,7 @@ def test_the_lexical_views_legs_are_answered_too(db_path: Path, differ: bool) ->
         for query in QUERIES:
             hits = store.lexical_search(LexicalQuery.of(query), Scope(), 10, view)
             assert same_answer(list(hits), fts5(store, query, view=view if differ else "context")), (view, query)
+    assert store.wait_for_impact_builds(60)  # asked for by the first searches, made in the background
     assert len(impact_files(db_path)) == (2 if differ else 1)
 
 
@@ -140,7 +150,7 @@ def test_every_write_is_seen_by_the_next_search(db_path: Path) -> None:
     next search answers for the store as it is now, and only the current generation's file stays."""
     store = filled(db_path)
     query = "zebra deploy"
-    store.lexical_search(LexicalQuery.of(query), Scope(), 10)
+    searched_once(store)
     other = SQLiteStore.open(db_path)
     (added,) = other.insert([NewMemory("zebra zebra deploy")], vectors(1, 7), MODEL, T0)
     hits = store.lexical_search(LexicalQuery.of(query), Scope(), 10)
@@ -184,7 +194,7 @@ def test_a_file_the_store_did_not_record_is_not_used(db_path: Path, planted: str
     """A well-formed index of another state of the store under the current name (or a damaged
     file, or a link) is not read: its digest is not the one recorded; the index is built again."""
     store = filled(db_path)
-    store.lexical_search(LexicalQuery.of("deploy"), Scope(), 10)
+    searched_once(store)
     older = impact_files(db_path)[0].read_bytes()
     store.delete([1, 2, 3])
     store.close()
@@ -209,6 +219,7 @@ def test_a_file_the_store_did_not_record_is_not_used(db_path: Path, planted: str
     hits = store.lexical_search(LexicalQuery.of("deploy"), Scope(), 50)
     assert {1, 2, 3}.isdisjoint(i for i, _ in hits)
     assert same_answer(list(hits), fts5(store, "deploy", k=50))
+    assert store.wait_for_impact_builds(60)  # FTS5 answered; the file asked for is made in the background
     assert not current.is_symlink() and current.read_bytes() != older  # built again
 
 
@@ -287,7 +298,7 @@ def test_a_search_tokenizes_the_query_once(db_path: Path, monkeypatch: pytest.Mo
     from memsearch.store.fts import FTS_TOKENIZER
 
     store = filled(db_path)
-    store.lexical_search(LexicalQuery.of("deploy config"), Scope(), 10)  # the file made
+    searched_once(store)  # the file made
     calls: list[object] = []
     phrases = FTS_TOKENIZER.phrases
 
@@ -354,7 +365,7 @@ def test_after_any_writes_the_answers_are_fts5s(
     (scores to the last bits, ids in the same order), for every query, k and scope."""
     path = tmp_path_factory.mktemp("writes") / "store" / "memsearch.db"
     store = filled(path, 80, seed)
-    store.lexical_search(LexicalQuery.of("deploy"), Scope(), 10)  # the file of the first generation
+    searched_once(store)  # the file of the first generation
     writer = SQLiteStore.open(path)
     writer.lexical_threshold = 1
     try:
@@ -375,7 +386,7 @@ def test_after_any_writes_the_answers_are_fts5s(
 
 def test_a_single_write_is_searched_beside_the_file_not_rebuilt(db_path: Path) -> None:
     store = filled(db_path)
-    store.lexical_search(LexicalQuery.of("deploy"), Scope(), 10)
+    searched_once(store)
     (first,) = impact_files(db_path)
     store.insert([NewMemory("zebra zebra")], vectors(1, 3), MODEL, T0)
     store.delete([5])
@@ -386,12 +397,14 @@ def test_a_single_write_is_searched_beside_the_file_not_rebuilt(db_path: Path) -
     assert current is not None and current.base_generation == 1 and current.changed.size == 2
 
 
-def test_a_search_makes_a_new_file_when_the_changed_rows_are_too_many(db_path: Path) -> None:
+def test_a_search_asks_for_a_new_file_when_the_changed_rows_are_too_many(db_path: Path) -> None:
+    """Made in the background (tests/test_impact_builds.py: what the searches answer meanwhile)."""
     store = filled(db_path)
-    store.lexical_search(LexicalQuery.of("deploy"), Scope(), 10)
+    searched_once(store)
     store.insert([NewMemory("zebra zebra")], vectors(1, 3), MODEL, T0)
     with _every_change_rebuilds(searching=True):
         hits = store.lexical_search(LexicalQuery.of("zebra"), Scope(), 10)
+        assert store.wait_for_impact_builds(60)
     assert same_answer(list(hits), fts5(store, "zebra"))
     generation = store.generation()
     (file,) = impact_files(db_path)
@@ -406,7 +419,7 @@ def test_a_bulk_writes_end_makes_a_new_file_over_the_share(db_path: Path) -> Non
     text): kept while the changed rows are few, made anew over the share, progress told."""
     store = filled(db_path)
     for view in (None, "context"):
-        store.lexical_search(LexicalQuery.of("deploy"), Scope(), 10, view)
+        searched_once(store, view)
     store.insert([NewMemory("zebra zebra")], vectors(1, 3), MODEL, T0)
     told: list[tuple[int, int]] = []
     assert store.prepare_impact_indexes(lambda done, total: told.append((done, total))) == 0  # 1 changed: kept
@@ -432,7 +445,7 @@ def test_a_file_older_than_the_log_reaches_is_not_brought_up_to_date(db_path: Pa
     """A searcher holding the first file while another process writes twice and makes a new file
     (the log's older entries dropped): it takes the new file, and misses none of the writes."""
     store = filled(db_path)
-    store.lexical_search(LexicalQuery.of("deploy"), Scope(), 10)
+    searched_once(store)
     writer = SQLiteStore.open(db_path)
     writer.lexical_threshold = 1
     added = [writer.insert([NewMemory(f"zebra zebra {w}")], vectors(1, 3), MODEL, T0)[0] for w in ("one", "two")]
@@ -449,10 +462,11 @@ def test_a_write_the_log_missed_is_noticed_and_the_file_made_again(db_path: Path
     """A full-text row removed without its log entry (as a writer that does not keep the log would):
     the counts FTS5 keeps do not add up, so the file is made anew rather than read."""
     store = filled(db_path)
-    store.lexical_search(LexicalQuery.of("deploy"), Scope(), 10)
+    searched_once(store)
     store._write(lambda db: db.execute("DELETE FROM memories_fts WHERE rowid = 7"))
     hits = store.lexical_search(LexicalQuery.of("deploy config"), Scope(), 50)
     assert 7 not in {i for i, _ in hits} and same_answer(list(hits), fts5(store, "deploy config", k=50))
+    assert store.wait_for_impact_builds(60)  # FTS5 answered; the file is made anew in the background
     (file,) = impact_files(db_path)
     assert f"-g{store.generation()}-" in file.name
 
@@ -471,10 +485,11 @@ def test_a_new_file_of_one_leg_keeps_the_log_another_legs_file_needs(db_path: Pa
     what the older file needs, so the view leg is still answered from it and the changes."""
     store = filled(db_path)
     for view in (None, "context"):
-        store.lexical_search(LexicalQuery.of("deploy"), Scope(), 10, view)
+        searched_once(store, view)
     store.insert([NewMemory("zebra zebra")], vectors(1, 3), MODEL, T0)
     with _every_change_rebuilds(searching=True):
         store.lexical_search(LexicalQuery.of("zebra"), Scope(), 10)
+        assert store.wait_for_impact_builds(60)
     names = sorted(file.name for file in impact_files(db_path))
     assert "-g1-fts-context" in names[0] and f"-g{store.generation()}-fts-text-tags" in names[1]
     hits = store.lexical_search(LexicalQuery.of("zebra deploy"), Scope(), 10, "context")

@@ -24,6 +24,7 @@ def open_memsearch(db: str | None, model: str | None = None) -> Iterator[Memsear
     from memsearch.api import Memsearch
 
     with Memsearch(db, model=model) as ms:
+        ms.background_work = False  # a process a command: nothing is left to a thread (Memsearch.background_work)
         yield ms
 
 

@@ -8,10 +8,12 @@ A file serves every later generation the store's change log reaches back to: the
 or deleted since are searched beside it (memsearch.store.lexical_delta), so a write never makes
 the lexical leg disagree with the store, and never makes the next search rebuild the file. A new
 file is made at a bulk write's end (index, import, reindex, copy: prepare_search_indexes) when
-the changed rows are over REBUILD_SHARE of the store, by a search when they are over
-SEARCH_REBUILD_SHARE, or when there is no file the log reaches back to (a store that just grew
-past the threshold). A search that cannot have one (a store only read here, no trusted place, a
-disk that refuses the file) asks FTS5, which gives the same answers more slowly.
+the changed rows are over REBUILD_SHARE of the store, or when there is no file the log reaches
+back to (a store that just grew past the threshold). A search never makes one: over
+SEARCH_REBUILD_SHARE (or without a file) it asks for one to be made in the background
+(memsearch.store.lexical_builds; a one-shot process makes it at the end of a command that
+wrote). A search that cannot have one (a store only read here, no trusted place, a disk that
+refuses the file) asks FTS5, which gives the same answers more slowly.
 """
 
 from __future__ import annotations
@@ -46,10 +48,14 @@ DEFAULT_THRESHOLD = 50_000
 # (~0.1–0.3 s) would cost it more than the index saves.
 WARM_THRESHOLD = 10_000
 # The share of the store's rows changed since its file was made above which a bulk write's end
-# (prepare_search_indexes) makes a new file, and above which a search does (the changed rows are
-# searched beside the file: their cost grows with them).
+# (prepare_search_indexes) makes a new file, and above which a search asks for one to be made in
+# the background (the changed rows are searched beside the file: their cost grows with them).
 REBUILD_SHARE = 0.01
 SEARCH_REBUILD_SHARE = 0.05
+# In a long-lived process, while a new file is made in the background, searches answer from the
+# file and the rows changed since up to this share of the store (the changed rows are copied into
+# memory once, as they come); past it FTS5 answers until the new file is swapped in.
+HOLD_SHARE = 0.2
 _FEWEST_CHANGES = 1_000  # changed rows a store of any size may keep before a new file is made
 
 _NAME = re.compile(r"^(?P<store>[0-9a-f]+)-g(?P<generation>\d+)-fts-(?P<columns>[\w-]+)\.impact$")
@@ -78,6 +84,22 @@ def rebuild_after(rows: int, *, searching: bool) -> int:
     at a bulk write's end (`searching` False) or by a search."""
     share = SEARCH_REBUILD_SHARE if searching else REBUILD_SHARE
     return max(_FEWEST_CHANGES, int(share * rows))
+
+
+# Once a new file is due, the most rows written since its last look that a search of a long-lived
+# process copies beside the file (at about 6,000 rows a second, bench/lexical_rebuild.py); a
+# larger batch is answered by FTS5 until the new file is swapped in.
+SEARCH_STEP = 1_000
+
+
+def search_step() -> int:
+    return SEARCH_STEP
+
+
+def hold_after(rows: int) -> int:
+    """How many changed rows a search of a long-lived process reads beside the file while a new
+    one is made (HOLD_SHARE)."""
+    return max(4 * _FEWEST_CHANGES, int(HOLD_SHARE * rows))
 
 
 class LexicalCache:
@@ -122,7 +144,8 @@ class LexicalCache:
         for generation in found:
             if oldest <= generation <= newest:
                 index = self.load(generation)
-                return None if index is None else (generation, index)
+                if index is not None:  # (a newer one not recorded: a process killed while making it)
+                    return generation, index
         return None
 
     def load(self, generation: int) -> ImpactIndex | None:

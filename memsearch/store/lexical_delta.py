@@ -18,7 +18,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 from memsearch.store.fts import FTS_COLUMNS, TOKENIZER
-from memsearch.store.lexical_index import ImpactIndex, Part, _varint_sum, read_varints
+from memsearch.store.lexical_index import ImpactIndex, Part, _varint_sum, assemble, read_varints
 from memsearch.store.sqlite_driver import sqlite3
 from memsearch.store.vectors import locate
 
@@ -62,19 +62,35 @@ class ChangedRows:
         self._live: np.ndarray | None = None
         self._base_tokens = base.total_tokens
 
-    def update(self, store: sqlite3.Connection, generation: int) -> int:
+    def update(
+        self,
+        store: sqlite3.Connection,
+        generation: int,
+        most: int | None = None,
+        step: tuple[int, int] | None = None,
+    ) -> tuple[int, bool]:
         """Read the log's entries since the last update, in the caller's snapshot of the store at
         `generation`, and copy the rows they name as they are now (the cost grows with the
         entries read, not with the rows changed before). Returns how many rows have changed
-        since the base was made."""
+        since the base was made, and whether they were copied: not when that is over `most`, nor
+        (`step`: changed rows, entries) over the first of `step` with more new entries than its
+        second (this object is then no longer to be used)."""
         import numpy as np
 
         ids = [row[0] for row in store.execute(
             "SELECT memory_id FROM lexical_changes WHERE generation >= ? ORDER BY memory_id", (self.seen,)
         )]  # fmt: skip
-        self.seen = generation
         if not ids:
-            return int(self.changed.size)
+            self.seen = generation
+            return int(self.changed.size), True
+        limit = most
+        if step is not None and len(ids) > step[1]:
+            limit = step[0] if limit is None else min(limit, step[0])
+        if limit is not None and int(self.changed.size) + len(ids) > limit:
+            changed = int(np.union1d(self.changed, np.asarray(ids, np.int64)).size)
+            if changed > limit:
+                return changed, False
+        self.seen = generation
         db = self._table()
         columns = ", ".join(FTS_COLUMNS)
         copied: list[int] = []
@@ -119,7 +135,7 @@ class ChangedRows:
         if self._dead.size:
             self._live = np.ones(self.base.ids.size, bool)
             self._live[self._dead] = False
-        return int(self.changed.size)
+        return int(self.changed.size), True
 
     def totals(self) -> tuple[int, int]:
         """The table's row count and token count (all columns) as they are now: the base's less its
@@ -138,32 +154,21 @@ class ChangedRows:
         db = self._table()
         named = ", ".join("?" * len(columns))
         vocabulary = sorted(set(tokens), key=lambda token: token.encode("utf-8"))
-        rows: list[np.ndarray] = []
-        counts: list[np.ndarray] = []
-        for token in vocabulary:
-            found = db.execute(
+        terms: list[int] = []
+        docs: list[int] = []
+        counts: list[int] = []
+        for term, token in enumerate(vocabulary):
+            for doc, count in db.execute(
                 f"SELECT doc, count(*) FROM temp.{_TABLE}_instances WHERE term = ? AND col IN ({named}) "
                 "GROUP BY doc ORDER BY doc",
                 (token, *columns),
-            ).fetchall()
-            rows.append(np.searchsorted(self._ids, np.fromiter((row[0] for row in found), np.int64, len(found))))
-            counts.append(np.fromiter((row[1] for row in found), np.int64, len(found)))
-        sizes = np.asarray([r.size for r in rows], np.int64)
-        starts = np.zeros(len(vocabulary) + 1, np.int64)
-        np.cumsum(sizes, out=starts[1:])
-        encoded = [token.encode("utf-8") for token in vocabulary]
-        vocabulary_starts = np.zeros(len(vocabulary) + 1, np.int64)
-        np.cumsum([len(term) for term in encoded], out=vocabulary_starts[1:])
-        index = ImpactIndex(
-            ids=self._ids,
-            lengths=self._lengths,
-            starts=starts,
-            max_counts=np.asarray([int(c.max()) if c.size else 0 for c in counts], np.int64),
-            min_lengths=np.asarray([int(self._lengths[r].min()) if r.size else 0 for r in rows], np.int64),
-            rows=np.concatenate(rows) if rows else np.zeros(0, np.int64),
-            counts=np.concatenate(counts) if counts else np.zeros(0, np.int64),
-            vocabulary=np.frombuffer(b"".join(encoded), np.uint8),
-            vocabulary_starts=vocabulary_starts,
+            ):
+                terms.append(term)
+                docs.append(doc)
+                counts.append(count)
+        rows = np.searchsorted(self._ids, np.asarray(docs, np.int64))
+        index = assemble(
+            self._ids, self._lengths, vocabulary, np.asarray(terms, np.int64), rows, np.asarray(counts, np.int64)
         )
         parts.append(Part(index, np.zeros(0, np.int64)))
         return parts

@@ -483,18 +483,36 @@ def build_from_connection(
         np.not_equal(key[1:], key[:-1], out=new[1:])
     firsts = np.flatnonzero(new)
     counts = np.diff(np.append(firsts, key.size))
-    posting_rows = rows[firsts].astype(np.int32)
+    posting_rows = rows[firsts]
     posting_terms = term_ids[firsts]
     del key, new, rows, term_ids
+    return assemble(ids, lengths, vocabulary, posting_terms, posting_rows, counts)
+
+
+def assemble(
+    ids: np.ndarray,
+    lengths: np.ndarray,
+    vocabulary: Sequence[str],
+    terms: np.ndarray,
+    rows: np.ndarray,
+    counts: np.ndarray,
+) -> ImpactIndex:
+    """The impact index of rows `ids` (ascending) of `lengths` tokens, over `vocabulary` (FTS5's
+    byte order) and its postings: term `terms[i]` is `counts[i]` times in row `rows[i]`, by term
+    then row. A term may have no postings (it is then bounded by nothing: 0)."""
+    import numpy as np
+
     term_count = len(vocabulary)
-    starts = np.searchsorted(posting_terms, np.arange(term_count + 1)).astype(np.int64)
+    starts = np.searchsorted(terms, np.arange(term_count + 1)).astype(np.int64)
     max_counts = np.zeros(term_count, np.int64)
     min_lengths = np.zeros(term_count, np.int64)
-    if posting_rows.size:
-        begins = starts[:-1]
-        max_counts = np.maximum.reduceat(counts, begins)
-        min_lengths = np.minimum.reduceat(lengths[posting_rows].astype(np.int64), begins)
+    held = starts[1:] > starts[:-1]  # terms with postings: each reduced over its own postings only
+    if bool(held.any()):
+        begins = starts[:-1][held]
+        max_counts[held] = np.maximum.reduceat(counts, begins)
+        min_lengths[held] = np.minimum.reduceat(lengths[rows].astype(np.int64), begins)
     count_type = np.uint16 if counts.size == 0 or int(counts.max()) < 2**16 else np.uint32
+    row_type = np.int32 if ids.size < 2**31 else np.int64
     encoded = [term.encode("utf-8") for term in vocabulary]  # in FTS5's order: by bytes
     vocabulary_starts = np.zeros(term_count + 1, np.int64)
     np.cumsum([len(term) for term in encoded], out=vocabulary_starts[1:])
@@ -504,7 +522,7 @@ def build_from_connection(
         starts=starts,
         max_counts=max_counts.astype(count_type),
         min_lengths=min_lengths.astype(lengths.dtype),
-        rows=posting_rows,
+        rows=rows.astype(row_type),
         counts=counts.astype(count_type),
         vocabulary=np.frombuffer(b"".join(encoded), np.uint8),
         vocabulary_starts=vocabulary_starts,
@@ -580,6 +598,7 @@ __all__ = [
     "Stats",
     "answer",
     "answer_parts",
+    "assemble",
     "build_from_connection",
     "query_phrases",
     "read",

@@ -149,6 +149,10 @@ class SQLiteStore(ImpactLexical, InProcessVectors, SQLiteReads, SQLiteCopy, SQLS
                 "nothing was changed"
             )
 
+    def close(self) -> None:
+        self._close_impact()  # (a file being made in the background stops first)
+        super().close()
+
     @property
     def _db(self) -> sqlite3.Connection:
         connection: sqlite3.Connection | None = getattr(self._local, "connection", None)

@@ -78,12 +78,14 @@ class Fts5Index:
         self._file = file
         self._faster = faster  # answers as FTS5 would, sooner, where it can (a large store's impact index)
         self._memo: tuple[tuple[Any, ...], Hits] | None = None  # the last lexical view query
+        self.rows_written = 0  # full-text rows written or deleted through this object (committed or not)
 
     def index_text(self, memory_id: int, row: Sequence[str]) -> None:
         """Write a memory's full-text row; one whose lexical views differ marks the store so (see
         `_lexical_views_alike`)."""
         self._file._db.execute(_FTS_INSERT, (memory_id, *row))
         self._file._db.execute(_LOG_CHANGE, (memory_id,))
+        self.rows_written += 1
         views = [row[FTS_COLUMNS.index(view)] for view in LEXICAL_VIEWS]
         if any(text != views[0] for text in views) and self._file._meta(LEXICAL_VIEWS_STATE) != "differ":
             self._file._set_meta(LEXICAL_VIEWS_STATE, "differ")
@@ -92,6 +94,7 @@ class Fts5Index:
         """Remove a memory's full-text row (its memory deleted, or about to be indexed anew)."""
         self._file._db.execute("DELETE FROM memories_fts WHERE rowid = ?", (memory_id,))
         self._file._db.execute(_LOG_CHANGE, (memory_id,))
+        self.rows_written += 1
 
     def _lexical_views_alike(self) -> bool:
         """Whether every memory's lexical views hold the same text (a store of notes, which are
