@@ -17,13 +17,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memsearch.errors import StoreCorruptError, StoreUnavailableError
+from memsearch.errors import StoreCorruptError
 from memsearch.models import EmbeddingModelInfo, NewMemory
 from memsearch.store import Scope
 from memsearch.store.migrations import BACK_TO_FORMAT_4, SECURE_DELETE_ON, fts_format
 from memsearch.store.sqlite import SQLiteStore
 from memsearch.store.sqlite_driver import DRIVER, SECURE_DELETE, sqlite3
-from memsearch.store.sqlite_errors import store_error
 from memsearch.text import LexicalQuery
 from tests.conftest import T0
 
@@ -203,10 +202,56 @@ def test_an_older_sqlite_that_cannot_write_the_store_says_so_in_one_line(db_path
     assert "SQLite 3.42 or newer" in message and "pip install sqlean.py" in message
 
 
-def test_a_table_changed_by_a_newer_sqlite_under_an_open_store_is_a_typed_error(db_path: Path) -> None:
-    error = sqlite3.OperationalError("invalid fts5 file format (found 5, expected 4) - run 'rebuild'")
-    translated = store_error(db_path, error)
-    assert isinstance(translated, StoreUnavailableError) and "pip install sqlean.py" in str(translated)
+def delete_under_an_open_stdlib_store(db_path: Path, **env: str) -> list[str]:
+    """A store held open by a process on Python's own sqlite3 (older than 3.42) across a delete in
+    this one (sqlean: its secure-delete writes FTS5's format 5), then searched there again: that
+    process's lines (its hits, or its typed error)."""
+    store = SQLiteStore.open(db_path, create=True)
+    ids = add(store, "alpha note about the garden", "beta note about the shed", "gamma note")
+    store.close()
+    code = (
+        "import json, sys\nfrom pathlib import Path\nfrom memsearch.errors import MemsearchError\n"
+        "from memsearch.store.sqlite import SQLiteStore\nfrom memsearch.store import Scope\n"
+        "from memsearch.text import LexicalQuery\n"
+        f"store = SQLiteStore.open(Path({str(db_path)!r}))\n"
+        "def search():\n"
+        "    try:\n        hits = store.lexical_search(LexicalQuery.of('note'), Scope(), 10)\n"
+        "        print(json.dumps(sorted(i for i, _ in hits)))\n"
+        "    except MemsearchError as error:\n        print(type(error).__name__, str(error), sep='|')\n"
+        "    sys.stdout.flush()\n"
+        "search()\nsys.stdin.readline()\nsearch()\nsearch()\n"
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, cwd=ROOT, env={**os.environ, "MEMSEARCH_SQLITE": "sqlite3", **env},
+    )  # fmt: skip
+    try:
+        assert child.stdout is not None and sorted(json.loads(child.stdout.readline())) == ids  # read at format 4
+        with SQLiteStore.open(db_path) as newer:
+            newer.delete([ids[1]])
+            assert newer._db.execute("SELECT v FROM memories_fts_config WHERE k = 'version'").fetchone() == (5,)
+        out, err = child.communicate("go\n", timeout=120)
+    finally:
+        child.kill()
+        child.wait(timeout=30)
+    assert child.returncode == 0 and not err, err
+    return [json.dumps([ids[0], ids[2]]), *out.splitlines()]
+
+
+@needs_old_stdlib
+def test_an_older_sqlite_rebuilds_a_table_a_newer_one_changed_under_its_open_store(db_path: Path) -> None:
+    expected, *searches = delete_under_an_open_stdlib_store(db_path)
+    assert searches == [expected, expected]  # rebuilt once, from the stored text, and searched
+    with SQLiteStore.open(db_path) as store:
+        assert store._db.execute("INSERT INTO memories_fts (memories_fts) VALUES ('integrity-check')").rowcount >= 0
+
+
+@needs_old_stdlib
+def test_an_older_sqlite_only_reading_a_store_a_newer_one_changed_says_so_in_one_line(db_path: Path) -> None:
+    _, *searches = delete_under_an_open_stdlib_store(db_path, MEMSEARCH_READ_ONLY="1")
+    for line in searches:
+        kind, message = line.split("|")
+        assert kind == "StoreUnavailableError" and "pip install sqlean.py" in message
 
 
 @pytest.mark.skipif(DRIVER != "sqlean", reason="the store runs on sqlean.py only where it is installed")

@@ -322,6 +322,14 @@ class SQLiteStore(ImpactLexical, InProcessVectors, SQLiteReads, SQLiteCopy, SQLS
             return ()
         return fts_format(config, SECURE_DELETE)
 
+    def _refit_fts(self) -> None:
+        """Rebuild the full-text table a newer SQLite's process wrote since this store opened, as
+        an open does (_migrate); where the store is only read, the typed error says so."""
+        if self.read_only or self._write_refusal is not None:
+            raise newer_fts_error(self.path)
+        with self.transaction():
+            self._run(self._fts_format())
+
     def _suit_fts_format(self) -> None:
         """Turn FTS5's secure-delete on where this SQLite has it and the table has not (a store
         made or last opened by an older SQLite). Best effort: a store only read here, or held by

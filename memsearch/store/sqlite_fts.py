@@ -6,7 +6,8 @@ from __future__ import annotations
 import builtins
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import Any, Protocol
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
 
 from memsearch.errors import StoreUnavailableError
 from memsearch.models import LEXICAL_VIEWS, Memory
@@ -21,7 +22,7 @@ from memsearch.store.fts import (
     match_expression,
 )
 from memsearch.store.sqlite_driver import sqlite3
-from memsearch.store.sqlite_errors import ACCESS_TIMEOUT_MS
+from memsearch.store.sqlite_errors import ACCESS_TIMEOUT_MS, newer_fts_error
 from memsearch.text import LexicalQuery
 
 # Meta key: "same" while every memory's lexical views hold the same text, "differ" once one does not.
@@ -31,6 +32,10 @@ _TERMS_A_QUERY = 500  # bound parameters of one vocabulary query (SQLite allows 
 _FTS_INSERT = (
     f"INSERT INTO memories_fts (rowid, {', '.join(FTS_COLUMNS)}) VALUES ({', '.join('?' * (len(FTS_COLUMNS) + 1))})"
 )
+# What an SQLite before 3.42 says of a full-text table a newer one wrote (FTS5's format 5: migrations).
+NEWER_FORMAT = "invalid fts5 file format"
+T = TypeVar("T")
+
 # Every write or delete of a full-text row names the memory in the change log, with the generation
 # its write began at, in the write's transaction (the impact index's files of older generations
 # stay usable for the rows not named: memsearch.store.sqlite_lexical).
@@ -44,6 +49,8 @@ _LOG_CHANGE = (
 class SQLiteFile(Protocol):
     """What the SQLite store's parts need of the store file they live in: this thread's
     connection, the meta rows, a write transaction and the write generation."""
+
+    path: Path
 
     @property
     def read_only(self) -> bool: ...
@@ -63,6 +70,8 @@ class SQLiteFile(Protocol):
     def generation(self) -> int: ...
 
     def get(self, memory_id: int) -> Memory: ...
+
+    def _refit_fts(self) -> None: ...  # rebuild a newer SQLite's full-text table, or raise the typed error
 
 
 # FTS5's top k of a query over text and tags (or a view's column) by another route, or None when
@@ -128,9 +137,30 @@ class Fts5Index:
         row = fts_row(text, memory.tags if tags is None else tags, memory.kind, {**kept, **named})
         self.index_text(memory_id, row)
 
+    def _reading(self, read: Callable[[], T]) -> T:
+        """`read` of the full-text table. A newer SQLite's process may have written the table since
+        this store opened (FTS5's format 5, which an SQLite before 3.42 refuses): it is rebuilt once
+        as an open does (the store's `_refit_fts`) and read again, or, where the store is only
+        read, the typed error says so."""
+        try:
+            return read()
+        except sqlite3.OperationalError as error:
+            if NEWER_FORMAT not in str(error):
+                raise
+        self._file._refit_fts()
+        try:
+            return read()
+        except sqlite3.OperationalError as error:
+            if NEWER_FORMAT not in str(error):
+                raise
+            raise newer_fts_error(self._file.path) from None
+
     def lexical_search(self, query: LexicalQuery, scope: Scope, limit: int, view: str | None = None) -> LexicalHits:
         """FTS5 BM25, best first, as (id, score) with higher scores better: over text and tags, or
         over one view's column (`context`, `prev`) only. Always exact."""
+        return self._reading(lambda: self._lexical_search(query, scope, limit, view))
+
+    def _lexical_search(self, query: LexicalQuery, scope: Scope, limit: int, view: str | None) -> LexicalHits:
         if view is not None and view not in LEXICAL_VIEWS:
             raise ValueError(f"no full-text view {view!r}")
         if view is not None and self._lexical_views_alike():
@@ -180,6 +210,9 @@ class Fts5Index:
     def word_documents(self, words: Sequence[str]) -> tuple[int, builtins.list[int]]:
         """See SearchBackend.word_documents: FTS5's per-column document counts (fts5vocab, a
         table of this connection's own temp schema, which even a read-only store can hold)."""
+        return self._reading(lambda: self._word_documents(words))
+
+    def _word_documents(self, words: Sequence[str]) -> tuple[int, builtins.list[int]]:
         phrases = FTS_TOKENIZER.phrases(words)
         terms = sorted({term for phrase in phrases for term in phrase})
         self._file._db.execute(
@@ -201,6 +234,9 @@ class Fts5Index:
     def document_frequency(self, word: str, scope: Scope, at_most: int) -> int:
         """How many memories in scope hold `word` in their text or tags, counting no further than
         `at_most` (enough to tell a common word; a rare one answers at once)."""
+        return self._reading(lambda: self._document_frequency(word, scope, at_most))
+
+    def _document_frequency(self, word: str, scope: Scope, at_most: int) -> int:
         match = '"' + word.replace('"', '""') + '"'
         if scope.is_everything:
             sql = "SELECT count(*) FROM (SELECT 1 FROM memories_fts WHERE memories_fts MATCH ? LIMIT ?)"
