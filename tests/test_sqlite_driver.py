@@ -176,7 +176,7 @@ def test_an_older_sqlite_rebuilds_a_newer_ones_table_from_the_stored_text(db_pat
     )
     assert done.returncode == 0, done.stderr
     hits, config = json.loads(done.stdout)
-    assert hits == [ids[0]] and config == {"version": 4, "secure-delete": 1}  # the stored text is all there
+    assert hits == [ids[0]] and config == {"version": 4, "secure-delete": 1, "automerge": 4}
     assert not holding(db_path, SECRET)
     with SQLiteStore.open(db_path) as store:  # back on the newer SQLite: secure-delete again
         assert found(store, "note") == [ids[0]]
@@ -286,3 +286,22 @@ def test_a_store_file_cannot_call_sqleans_file_functions_even_when_they_are_on(d
     done = in_stdlib(db_path, code, MEMSEARCH_SQLITE="sqlean", SQLEAN_ENABLE="1")
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "sqlean unsafe use of writefile()" and not target.exists()
+
+
+@needs_old_stdlib
+def test_a_newer_sqlite_store_open_across_an_older_ones_rebuild_writes_format_5_again(db_path: Path) -> None:
+    """The older SQLite's rebuild ends with a settings write of FTS5's own, so a newer SQLite's
+    connection that had the table open reloads its settings: its next (bulk) delete moves the
+    table to format 5 again, where it wrote format-5 pages under a setting that said 4 (damaged)."""
+    store = SQLiteStore.open(db_path, create=True)
+    ids = add(store, *(f"common w{i % 50} z{i}" for i in range(600)))
+    store.delete(ids[::7])  # format 5
+    done = in_stdlib(db_path, "SQLiteStore.open(path).close()\n")  # the rebuild, back to format 4
+    assert done.returncode == 0, done.stderr
+    assert store._db.execute("SELECT v FROM memories_fts_config WHERE k = 'version'").fetchone() == (4,)
+    store.delete([memory_id for memory_id in ids[1::3] if memory_id not in ids[::7]])
+    config = dict(store._db.execute("SELECT k, v FROM memories_fts_config").fetchall())
+    assert config["version"] == 5 and config["secure-delete"] == 1
+    store._db.execute("INSERT INTO memories_fts (memories_fts) VALUES ('integrity-check')")
+    assert len(found(store, "common")) == 10
+    store.close()
