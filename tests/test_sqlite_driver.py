@@ -305,3 +305,46 @@ def test_a_newer_sqlite_store_open_across_an_older_ones_rebuild_writes_format_5_
     store._db.execute("INSERT INTO memories_fts (memories_fts) VALUES ('integrity-check')")
     assert len(found(store, "common")) == 10
     store.close()
+
+
+# The newest sqlean.py release with a wheel for each platform and Python, as `pip install --dry-run
+# --only-binary :all: --platform … --python-version …` found on PyPI (2026-12-02); None: none has.
+_WHEELS: dict[tuple[str, str], dict[str, str | None]] = {
+    ("linux", "x86_64"): {"3.11": "3.50.4.4", "3.13": "3.50.4.4", "3.14": "3.50.4.5"},  # glibc 2.17; 2.28 for 3.14
+    ("linux", "aarch64"): {"3.11": "3.50.4.4", "3.13": "3.50.4.4", "3.14": "3.50.4.5"},
+    ("linux", "armv7l"): {"3.11": None},
+    ("win32", "AMD64"): {"3.11": "3.49.1", "3.13": "3.49.1", "3.14": None},
+    ("win32", "ARM64"): {"3.11": "3.49.1", "3.13": "3.49.1", "3.14": None},
+    ("darwin", "arm64"): {"3.11": "3.50.4.5", "3.14": "3.50.4.5"},
+    ("darwin", "x86_64"): {"3.11": "3.50.4.5", "3.14": "3.50.4.5"},
+}
+_NEWEST = "3.50.4.5"  # with an sdist, which pip builds where this release has no wheel
+
+
+def test_pyproject_asks_for_sqlean_only_where_pip_picks_a_wheel() -> None:
+    """pip takes the newest release a requirement allows, and builds its sdist where it has no
+    wheel (a C compiler, or a failed install): each platform's requirement allows at most the
+    newest release with its wheel, and none where there is none."""
+    import tomllib
+
+    from packaging.requirements import Requirement
+
+    wanted = [
+        Requirement(line) for line in tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    ]
+    wanted = [requirement for requirement in wanted if requirement.name == "sqlean.py"]
+    for (platform, machine), pythons in _WHEELS.items():
+        for python, wheel in pythons.items():
+            environment = {"sys_platform": platform, "platform_machine": machine, "python_version": python}
+            asked = [
+                requirement.specifier
+                for requirement in wanted
+                if requirement.marker and requirement.marker.evaluate(environment)
+            ]
+            where = f"{platform} {machine} Python {python}"
+            if wheel is None:
+                assert not asked, where
+                continue
+            assert len(asked) == 1, where
+            allowed = [version for version in ("3.45.1", "3.49.1", "3.50.4.4", _NEWEST) if version in asked[0]]
+            assert allowed and allowed[-1] == wheel, where
