@@ -114,6 +114,43 @@ def test_a_delete_removes_the_words_in_place_without_merging_the_index(db_path: 
     assert not holding(db_path, SECRET)
 
 
+@pytest.mark.parametrize("in_batch", [False, True])
+@pytest.mark.parametrize("share", ["few", "bulk"])
+def test_deleted_words_leave_the_files_whether_few_or_many_are_deleted(
+    db_path: Path, share: str, in_batch: bool
+) -> None:
+    """A delete of more than BULK_DELETE_SHARE of the store (and _BULK_FLOOR rows) deletes without
+    FTS5's secure-delete and merges once, in the same transaction, then has secure-delete on again;
+    a few deletes go in place. In a `batch` as in one call, no deleted word is left in the files."""
+    store = SQLiteStore.open(db_path, create=True)
+    for n in range(4):
+        add(store, *(f"ordinary note {n} {i} about the garden" for i in range(150)))
+    secret = add(store, f"the vault password is {SECRET}")[0]
+    count = 5 if share == "few" else 200  # of 601: under the floor, or a third
+    doomed = [secret, *range(1, count)]
+    segments = store._db.execute(SEGMENTS).fetchone()[0]
+    statements: list[str] = []
+    store._db.set_trace_callback(statements.append)
+    if in_batch:
+        with store.batch():
+            for memory_id in doomed:
+                store.delete([memory_id])
+    else:
+        store.delete(doomed)
+    store._db.set_trace_callback(None)
+    merged = any("'optimize'" in statement for statement in statements)
+    config = dict(store._db.execute("SELECT k, v FROM memories_fts_config").fetchall())
+    if SECURE_DELETE:
+        assert merged == (share == "bulk") and config["secure-delete"] == 1
+        assert store._db.execute(SEGMENTS).fetchone()[0] == (1 if share == "bulk" else segments)
+    assert not holding(db_path, SECRET), "deleted text left in the open store's files"
+    assert found(store, SECRET) == [] and len(found(store, "note")) == 10
+    assert store.count() == 601 - count
+    store._db.execute("INSERT INTO memories_fts (memories_fts) VALUES ('integrity-check')")
+    store.close()
+    assert not holding(db_path, SECRET)
+
+
 @needs_secure_delete
 def test_a_replace_removes_the_old_words_in_place(db_path: Path) -> None:
     store = SQLiteStore.open(db_path, create=True)
@@ -299,7 +336,7 @@ def test_a_newer_sqlite_store_open_across_an_older_ones_rebuild_writes_format_5_
     done = in_stdlib(db_path, "SQLiteStore.open(path).close()\n")  # the rebuild, back to format 4
     assert done.returncode == 0, done.stderr
     assert store._db.execute("SELECT v FROM memories_fts_config WHERE k = 'version'").fetchone() == (4,)
-    store.delete([memory_id for memory_id in ids[1::3] if memory_id not in ids[::7]])
+    store.delete([memory_id for memory_id in ids[1:141] if memory_id not in ids[::7]])  # under the bulk floor
     config = dict(store._db.execute("SELECT k, v FROM memories_fts_config").fetchall())
     assert config["version"] == 5 and config["secure-delete"] == 1
     store._db.execute("INSERT INTO memories_fts (memories_fts) VALUES ('integrity-check')")

@@ -361,6 +361,7 @@ class SQLiteStore(ImpactLexical, InProcessVectors, SQLiteReads, SQLiteCopy, SQLS
             with transaction:
                 yield
         finally:
+            self.lexical.transaction_ended()
             self._count_write()
 
     @contextlib.contextmanager
@@ -374,10 +375,10 @@ class SQLiteStore(ImpactLexical, InProcessVectors, SQLiteReads, SQLiteCopy, SQLS
             self._local.batched, self._local.forget = True, False
             try:
                 yield
-                if self._local.forget:
-                    self._forget_deleted_text()
             finally:
                 self._local.batched = False
+            if self._local.forget:  # (outside `batched`, where it would wait for the batch's end again)
+                self._forget_deleted_text()
         self._checkpoint_if_due()
 
     def _write(self, work: Callable[[sqlite3.Connection], T]) -> T:
@@ -426,6 +427,7 @@ class SQLiteStore(ImpactLexical, InProcessVectors, SQLiteReads, SQLiteCopy, SQLS
         return int(db.execute(sql, values).lastrowid or 0)
 
     def _unindex(self, db: sqlite3.Connection, memory_id: int, batch: NewBatch, index: int) -> None:
+        self.lexical.deleting(1)
         self.lexical.unindex(memory_id)
         access_file.restart_clock(db, memory_id)
         self._delete_views(memory_id)
@@ -455,6 +457,7 @@ class SQLiteStore(ImpactLexical, InProcessVectors, SQLiteReads, SQLiteCopy, SQLS
     def delete(self, ids: Sequence[int], rewrites: Sequence[Rewrite] = ()) -> None:
         """Delete all of the memories and apply the rewrites or, if any id is unknown, do nothing."""
         with self.transaction():
+            self.lexical.deleting(len(ids))  # a large share: secure-delete off, one merge (sqlite_fts)
             for memory_id in ids:
                 if not fits_sqlite(memory_id):
                     raise MemoryNotFoundError(f"no memory with id {memory_id}; nothing was deleted")
@@ -482,6 +485,7 @@ class SQLiteStore(ImpactLexical, InProcessVectors, SQLiteReads, SQLiteCopy, SQLS
             return
         if not (SECURE_DELETE and secure_delete_on(dict(self._db.execute(FTS_FORMAT).fetchall()))):
             self._db.execute("INSERT INTO memories_fts (memories_fts) VALUES ('optimize')")
+        self.lexical.deletes_merged()
         self._wal_holds_deleted_text = True
 
     def _checkpoint_if_due(self) -> None:
