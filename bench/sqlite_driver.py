@@ -81,9 +81,24 @@ def durable(path: Path) -> None:
         os.fsync(file.fileno())
 
 
+def on_pysqlite3() -> None:
+    """memsearch runs on sqlean.py or Python's sqlite3 (MEMSEARCH_SQLITE knows no other); to
+    measure its store on pysqlite3-binary too, put that module in the driver module's place before
+    any store module imports it."""
+    os.environ.pop("MEMSEARCH_SQLITE")
+    from pysqlite3 import dbapi2  # type: ignore[import-not-found]
+
+    import memsearch.store.sqlite_driver as driver
+
+    driver.sqlite3, driver.DRIVER = dbapi2, "pysqlite3"
+    driver.SECURE_DELETE = dbapi2.sqlite_version_info >= (3, 42, 0)
+
+
 def delete_worker(db: str, runs: int) -> None:
     """In a process of its own (the driver chosen by MEMSEARCH_SQLITE): delete `runs` memories one
     by one from a copy of `db`; print the times and what the full-text table looked like."""
+    if os.environ.get("MEMSEARCH_SQLITE") == "pysqlite3":
+        on_pysqlite3()
     from memsearch.store.sqlite import SQLiteStore
     from memsearch.store.sqlite_driver import DRIVER, sqlite3
 

@@ -385,3 +385,19 @@ def test_pyproject_asks_for_sqlean_only_where_pip_picks_a_wheel() -> None:
             assert len(asked) == 1, where
             allowed = [version for version in ("3.45.1", "3.49.1", "3.50.4.4", _NEWEST) if version in asked[0]]
             assert allowed and allowed[-1] == wheel, where
+
+
+def test_a_driver_memsearch_does_not_know_is_refused_in_one_line(tmp_path: Path) -> None:
+    from memsearch.store.sqlite_driver import driver_problem
+
+    assert driver_problem("", "sqlean") is None and driver_problem("sqlite3", "sqlite3") is None
+    assert driver_problem("sqlean", "sqlean") is None
+    assert "pip install sqlean.py" in (driver_problem("sqlean", "sqlite3") or "")
+    for value in ("pysqlite3", "bogus"):
+        done = subprocess.run(
+            [sys.executable, "-m", "memsearch", "--db", str(tmp_path / "m.db"), "add", "a note"],
+            capture_output=True, text=True, timeout=120, cwd=ROOT, env={**os.environ, "MEMSEARCH_SQLITE": value},
+        )  # fmt: skip
+        assert done.returncode != 0 and done.stderr.count("\n") == 1, done.stderr
+        assert f"MEMSEARCH_SQLITE={value} is not a driver memsearch knows" in done.stderr
+        assert not (tmp_path / "m.db").exists()

@@ -51,7 +51,7 @@ from memsearch.store.migrations import (
 from memsearch.store.sql import NewBatch, SQLStore
 from memsearch.store.sql_search_state import META_STATE_SQL
 from memsearch.store.sqlite_copy import SQLiteCopy
-from memsearch.store.sqlite_driver import SECURE_DELETE, sqlite3
+from memsearch.store.sqlite_driver import PROBLEM, SECURE_DELETE, sqlite3
 from memsearch.store.sqlite_errors import (
     ACCESS_TIMEOUT_MS,
     BUSY_TIMEOUT_MS,
@@ -240,6 +240,8 @@ class SQLiteStore(ImpactLexical, InProcessVectors, SQLiteReads, SQLiteCopy, SQLS
         """Open the store at `path`, creating it when `create` is set, migrating it to the latest
         schema. A store that cannot be written (the file or its folder; or MEMSEARCH_READ_ONLY)
         opens read-only: searches answer, writes fail with StoreUnavailableError."""
+        if PROBLEM is not None:  # MEMSEARCH_SQLITE names no driver there is
+            raise StoreUnavailableError(PROBLEM)
         created = False
         try:
             exists = path.exists()
