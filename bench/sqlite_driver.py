@@ -13,7 +13,13 @@ memsearch's dependency) and `pysqlite3` (pysqlite3-binary). Taking turns, round 
    merge of the whole index otherwise. Also the index's segment count before and after the deletes
    (a merge leaves 1) and whether the table stays readable by this machine's `sqlite3` module.
 
-Run: python bench/sqlite_driver.py [--sizes 10000,100000] [--rounds 21] [--deletes 7]
+3. bulk (--bulk 0.25,0.5,1,2,5: percent of the store): one SQLiteStore.delete of that many
+   memories (commit and WAL checkpoint included) on a fresh copy, on the driver this process runs
+   on, two ways taking turns: FTS5's secure-delete for every row, or secure-delete off for the
+   transaction and one merge ('optimize') at its end (what memsearch does past
+   sqlite_fts.BULK_DELETE_SHARE). The crossover says where that share belongs.
+
+Run: python bench/sqlite_driver.py [--sizes 10000,100000] [--rounds 21] [--deletes 7] [--bulk 1,2]
 """
 
 from __future__ import annotations
@@ -75,9 +81,24 @@ def durable(path: Path) -> None:
         os.fsync(file.fileno())
 
 
+def on_pysqlite3() -> None:
+    """memsearch runs on sqlean.py or Python's sqlite3 (MEMSEARCH_SQLITE knows no other); to
+    measure its store on pysqlite3-binary too, put that module in the driver module's place before
+    any store module imports it."""
+    os.environ.pop("MEMSEARCH_SQLITE")
+    from pysqlite3 import dbapi2  # type: ignore[import-not-found]
+
+    import memsearch.store.sqlite_driver as driver
+
+    driver.sqlite3, driver.DRIVER = dbapi2, "pysqlite3"
+    driver.SECURE_DELETE = dbapi2.sqlite_version_info >= (3, 42, 0)
+
+
 def delete_worker(db: str, runs: int) -> None:
     """In a process of its own (the driver chosen by MEMSEARCH_SQLITE): delete `runs` memories one
     by one from a copy of `db`; print the times and what the full-text table looked like."""
+    if os.environ.get("MEMSEARCH_SQLITE") == "pysqlite3":
+        on_pysqlite3()
     from memsearch.store.sqlite import SQLiteStore
     from memsearch.store.sqlite_driver import DRIVER, sqlite3
 
@@ -133,6 +154,32 @@ def summary(times: Sequence[float]) -> dict[str, float]:
     return {"median": round(statistics.median(times), 2), "min": round(min(times), 2), "max": round(max(times), 2)}
 
 
+def bulk_time(db: Path, count: int, merge: bool) -> float:
+    """Seconds of one delete of `count` memories from a fresh copy of `db`: by secure-delete, or by
+    secure-delete off and one merge (`merge`)."""
+    import memsearch.store.sqlite_fts as fts
+    from memsearch.store.sqlite import SQLiteStore
+
+    copy = db.with_name(f"{db.stem}-bulk.db")
+    shutil.copyfile(db, copy)
+    durable(copy)
+    for suffix in ("-wal", "-shm", "-access"):
+        Path(f"{copy}{suffix}").unlink(missing_ok=True)
+    share, floor = fts.BULK_DELETE_SHARE, fts._BULK_FLOOR
+    fts.BULK_DELETE_SHARE, fts._BULK_FLOOR = (0.0, 0) if merge else (2.0, 1 << 62)
+    try:
+        with SQLiteStore.open(copy) as store:
+            store.delete([1])  # the table at format 5 with secure-delete on, as in use
+            started = time.perf_counter()
+            store.delete(list(range(2, count + 2)))
+            return time.perf_counter() - started
+    finally:
+        fts.BULK_DELETE_SHARE, fts._BULK_FLOOR = share, floor
+        for suffix in ("", "-wal", "-shm", "-access"):
+            Path(f"{copy}{suffix}").unlink(missing_ok=True)
+        shutil.rmtree(Path(f"{copy}.vectors"), ignore_errors=True)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default="10000,100000")
@@ -141,6 +188,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--delete-rounds", type=int, default=2, help="processes per driver and size, taking turns")
     parser.add_argument("--out", type=Path, default=HERE / "out")
     parser.add_argument("--skip", default="", help="comma-separated: start, delete")
+    parser.add_argument("--bulk", default="", help="comma-separated percents of the store for one delete")
+    parser.add_argument("--bulk-rounds", type=int, default=2)
     args = parser.parse_args(argv)
     from shared_store import NOW
 
@@ -185,6 +234,20 @@ def main(argv: Sequence[str] | None = None) -> int:
                 entry["ratio_to_sqlite3"] = round(entry["median"] / floor, 4) if floor else None
             report[f"delete_ms_{size}"] = figures
             print(json.dumps({size: figures}, indent=1), flush=True)
+    for size in (int(s) for s in args.sizes.split(",")) if args.bulk else ():
+        db, _ = bench.build_generated_store(size, 42, args.out, NOW)
+        for percent in (float(p) for p in args.bulk.split(",")):
+            count = round(size * percent / 100)
+            times: dict[str, list[float]] = {"secure_delete": [], "merge": []}
+            for n in range(args.bulk_rounds):
+                for way in ("secure_delete", "merge") if n % 2 == 0 else ("merge", "secure_delete"):
+                    times[way].append(bulk_time(db, count, way == "merge"))
+            secure, merged = statistics.median(times["secure_delete"]), statistics.median(times["merge"])
+            row = {"size": size, "percent": percent, "rows": count, "secure_delete_s": round(secure, 3),
+                   "merge_s": round(merged, 3), "merge_over_secure": round(merged / secure, 3),
+                   "load": Path("/proc/loadavg").read_text().split()[0]}  # fmt: skip
+            report.setdefault("bulk", []).append(row)
+            print(json.dumps(row), flush=True)
     report["load_after"] = Path("/proc/loadavg").read_text().split()[:3]
     print(json.dumps(report))
     return 0

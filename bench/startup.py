@@ -236,7 +236,7 @@ def main() -> None:
     parser.add_argument(
         "--sqlite",
         help="Also run the searches with MEMSEARCH_SQLITE=THIS (this memsearch on another SQLite driver: "
-        "sqlite3, sqlean, pysqlite3), taking turns with these.",
+        "sqlite3, sqlean), taking turns with these.",
     )
     args = parser.parse_args()
 

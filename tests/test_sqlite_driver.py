@@ -17,13 +17,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memsearch.errors import StoreCorruptError, StoreUnavailableError
+from memsearch.errors import StoreCorruptError
 from memsearch.models import EmbeddingModelInfo, NewMemory
 from memsearch.store import Scope
 from memsearch.store.migrations import BACK_TO_FORMAT_4, SECURE_DELETE_ON, fts_format
 from memsearch.store.sqlite import SQLiteStore
 from memsearch.store.sqlite_driver import DRIVER, SECURE_DELETE, sqlite3
-from memsearch.store.sqlite_errors import store_error
 from memsearch.text import LexicalQuery
 from tests.conftest import T0
 
@@ -115,6 +114,43 @@ def test_a_delete_removes_the_words_in_place_without_merging_the_index(db_path: 
     assert not holding(db_path, SECRET)
 
 
+@pytest.mark.parametrize("in_batch", [False, True])
+@pytest.mark.parametrize("share", ["few", "bulk"])
+def test_deleted_words_leave_the_files_whether_few_or_many_are_deleted(
+    db_path: Path, share: str, in_batch: bool
+) -> None:
+    """A delete of more than BULK_DELETE_SHARE of the store (and _BULK_FLOOR rows) deletes without
+    FTS5's secure-delete and merges once, in the same transaction, then has secure-delete on again;
+    a few deletes go in place. In a `batch` as in one call, no deleted word is left in the files."""
+    store = SQLiteStore.open(db_path, create=True)
+    for n in range(4):
+        add(store, *(f"ordinary note {n} {i} about the garden" for i in range(150)))
+    secret = add(store, f"the vault password is {SECRET}")[0]
+    count = 5 if share == "few" else 200  # of 601: under the floor, or a third
+    doomed = [secret, *range(1, count)]
+    segments = store._db.execute(SEGMENTS).fetchone()[0]
+    statements: list[str] = []
+    store._db.set_trace_callback(statements.append)
+    if in_batch:
+        with store.batch():
+            for memory_id in doomed:
+                store.delete([memory_id])
+    else:
+        store.delete(doomed)
+    store._db.set_trace_callback(None)
+    merged = any("'optimize'" in statement for statement in statements)
+    config = dict(store._db.execute("SELECT k, v FROM memories_fts_config").fetchall())
+    if SECURE_DELETE:
+        assert merged == (share == "bulk") and config["secure-delete"] == 1
+        assert store._db.execute(SEGMENTS).fetchone()[0] == (1 if share == "bulk" else segments)
+    assert not holding(db_path, SECRET), "deleted text left in the open store's files"
+    assert found(store, SECRET) == [] and len(found(store, "note")) == 10
+    assert store.count() == 601 - count
+    store._db.execute("INSERT INTO memories_fts (memories_fts) VALUES ('integrity-check')")
+    store.close()
+    assert not holding(db_path, SECRET)
+
+
 @needs_secure_delete
 def test_a_replace_removes_the_old_words_in_place(db_path: Path) -> None:
     store = SQLiteStore.open(db_path, create=True)
@@ -177,7 +213,7 @@ def test_an_older_sqlite_rebuilds_a_newer_ones_table_from_the_stored_text(db_pat
     )
     assert done.returncode == 0, done.stderr
     hits, config = json.loads(done.stdout)
-    assert hits == [ids[0]] and config == {"version": 4, "secure-delete": 1}  # the stored text is all there
+    assert hits == [ids[0]] and config == {"version": 4, "secure-delete": 1, "automerge": 4}
     assert not holding(db_path, SECRET)
     with SQLiteStore.open(db_path) as store:  # back on the newer SQLite: secure-delete again
         assert found(store, "note") == [ids[0]]
@@ -203,10 +239,56 @@ def test_an_older_sqlite_that_cannot_write_the_store_says_so_in_one_line(db_path
     assert "SQLite 3.42 or newer" in message and "pip install sqlean.py" in message
 
 
-def test_a_table_changed_by_a_newer_sqlite_under_an_open_store_is_a_typed_error(db_path: Path) -> None:
-    error = sqlite3.OperationalError("invalid fts5 file format (found 5, expected 4) - run 'rebuild'")
-    translated = store_error(db_path, error)
-    assert isinstance(translated, StoreUnavailableError) and "pip install sqlean.py" in str(translated)
+def delete_under_an_open_stdlib_store(db_path: Path, **env: str) -> list[str]:
+    """A store held open by a process on Python's own sqlite3 (older than 3.42) across a delete in
+    this one (sqlean: its secure-delete writes FTS5's format 5), then searched there again: that
+    process's lines (its hits, or its typed error)."""
+    store = SQLiteStore.open(db_path, create=True)
+    ids = add(store, "alpha note about the garden", "beta note about the shed", "gamma note")
+    store.close()
+    code = (
+        "import json, sys\nfrom pathlib import Path\nfrom memsearch.errors import MemsearchError\n"
+        "from memsearch.store.sqlite import SQLiteStore\nfrom memsearch.store import Scope\n"
+        "from memsearch.text import LexicalQuery\n"
+        f"store = SQLiteStore.open(Path({str(db_path)!r}))\n"
+        "def search():\n"
+        "    try:\n        hits = store.lexical_search(LexicalQuery.of('note'), Scope(), 10)\n"
+        "        print(json.dumps(sorted(i for i, _ in hits)))\n"
+        "    except MemsearchError as error:\n        print(type(error).__name__, str(error), sep='|')\n"
+        "    sys.stdout.flush()\n"
+        "search()\nsys.stdin.readline()\nsearch()\nsearch()\n"
+    )
+    child = subprocess.Popen(
+        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, cwd=ROOT, env={**os.environ, "MEMSEARCH_SQLITE": "sqlite3", **env},
+    )  # fmt: skip
+    try:
+        assert child.stdout is not None and sorted(json.loads(child.stdout.readline())) == ids  # read at format 4
+        with SQLiteStore.open(db_path) as newer:
+            newer.delete([ids[1]])
+            assert newer._db.execute("SELECT v FROM memories_fts_config WHERE k = 'version'").fetchone() == (5,)
+        out, err = child.communicate("go\n", timeout=120)
+    finally:
+        child.kill()
+        child.wait(timeout=30)
+    assert child.returncode == 0 and not err, err
+    return [json.dumps([ids[0], ids[2]]), *out.splitlines()]
+
+
+@needs_old_stdlib
+def test_an_older_sqlite_rebuilds_a_table_a_newer_one_changed_under_its_open_store(db_path: Path) -> None:
+    expected, *searches = delete_under_an_open_stdlib_store(db_path)
+    assert searches == [expected, expected]  # rebuilt once, from the stored text, and searched
+    with SQLiteStore.open(db_path) as store:
+        assert store._db.execute("INSERT INTO memories_fts (memories_fts) VALUES ('integrity-check')").rowcount >= 0
+
+
+@needs_old_stdlib
+def test_an_older_sqlite_only_reading_a_store_a_newer_one_changed_says_so_in_one_line(db_path: Path) -> None:
+    _, *searches = delete_under_an_open_stdlib_store(db_path, MEMSEARCH_READ_ONLY="1")
+    for line in searches:
+        kind, message = line.split("|")
+        assert kind == "StoreUnavailableError" and "pip install sqlean.py" in message
 
 
 @pytest.mark.skipif(DRIVER != "sqlean", reason="the store runs on sqlean.py only where it is installed")
@@ -241,3 +323,81 @@ def test_a_store_file_cannot_call_sqleans_file_functions_even_when_they_are_on(d
     done = in_stdlib(db_path, code, MEMSEARCH_SQLITE="sqlean", SQLEAN_ENABLE="1")
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "sqlean unsafe use of writefile()" and not target.exists()
+
+
+@needs_old_stdlib
+def test_a_newer_sqlite_store_open_across_an_older_ones_rebuild_writes_format_5_again(db_path: Path) -> None:
+    """The older SQLite's rebuild ends with a settings write of FTS5's own, so a newer SQLite's
+    connection that had the table open reloads its settings: its next (bulk) delete moves the
+    table to format 5 again, where it wrote format-5 pages under a setting that said 4 (damaged)."""
+    store = SQLiteStore.open(db_path, create=True)
+    ids = add(store, *(f"common w{i % 50} z{i}" for i in range(600)))
+    store.delete(ids[::7])  # format 5
+    done = in_stdlib(db_path, "SQLiteStore.open(path).close()\n")  # the rebuild, back to format 4
+    assert done.returncode == 0, done.stderr
+    assert store._db.execute("SELECT v FROM memories_fts_config WHERE k = 'version'").fetchone() == (4,)
+    store.delete([memory_id for memory_id in ids[1:141] if memory_id not in ids[::7]])  # under the bulk floor
+    config = dict(store._db.execute("SELECT k, v FROM memories_fts_config").fetchall())
+    assert config["version"] == 5 and config["secure-delete"] == 1
+    store._db.execute("INSERT INTO memories_fts (memories_fts) VALUES ('integrity-check')")
+    assert len(found(store, "common")) == 10
+    store.close()
+
+
+# The newest sqlean.py release with a wheel for each platform and Python, as `pip install --dry-run
+# --only-binary :all: --platform … --python-version …` found on PyPI (2026-12-02); None: none has.
+_WHEELS: dict[tuple[str, str], dict[str, str | None]] = {
+    ("linux", "x86_64"): {"3.11": "3.50.4.4", "3.13": "3.50.4.4", "3.14": "3.50.4.5"},  # glibc 2.17; 2.28 for 3.14
+    ("linux", "aarch64"): {"3.11": "3.50.4.4", "3.13": "3.50.4.4", "3.14": "3.50.4.5"},
+    ("linux", "armv7l"): {"3.11": None},
+    ("win32", "AMD64"): {"3.11": "3.49.1", "3.13": "3.49.1", "3.14": None},
+    ("win32", "ARM64"): {"3.11": "3.49.1", "3.13": "3.49.1", "3.14": None},
+    ("darwin", "arm64"): {"3.11": "3.50.4.5", "3.14": "3.50.4.5"},
+    ("darwin", "x86_64"): {"3.11": "3.50.4.5", "3.14": "3.50.4.5"},
+}
+_NEWEST = "3.50.4.5"  # with an sdist, which pip builds where this release has no wheel
+
+
+def test_pyproject_asks_for_sqlean_only_where_pip_picks_a_wheel() -> None:
+    """pip takes the newest release a requirement allows, and builds its sdist where it has no
+    wheel (a C compiler, or a failed install): each platform's requirement allows at most the
+    newest release with its wheel, and none where there is none."""
+    import tomllib
+
+    from packaging.requirements import Requirement
+
+    wanted = [
+        Requirement(line) for line in tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    ]
+    wanted = [requirement for requirement in wanted if requirement.name == "sqlean.py"]
+    for (platform, machine), pythons in _WHEELS.items():
+        for python, wheel in pythons.items():
+            environment = {"sys_platform": platform, "platform_machine": machine, "python_version": python}
+            asked = [
+                requirement.specifier
+                for requirement in wanted
+                if requirement.marker and requirement.marker.evaluate(environment)
+            ]
+            where = f"{platform} {machine} Python {python}"
+            if wheel is None:
+                assert not asked, where
+                continue
+            assert len(asked) == 1, where
+            allowed = [version for version in ("3.45.1", "3.49.1", "3.50.4.4", _NEWEST) if version in asked[0]]
+            assert allowed and allowed[-1] == wheel, where
+
+
+def test_a_driver_memsearch_does_not_know_is_refused_in_one_line(tmp_path: Path) -> None:
+    from memsearch.store.sqlite_driver import driver_problem
+
+    assert driver_problem("", "sqlean") is None and driver_problem("sqlite3", "sqlite3") is None
+    assert driver_problem("sqlean", "sqlean") is None
+    assert "pip install sqlean.py" in (driver_problem("sqlean", "sqlite3") or "")
+    for value in ("pysqlite3", "bogus"):
+        done = subprocess.run(
+            [sys.executable, "-m", "memsearch", "--db", str(tmp_path / "m.db"), "add", "a note"],
+            capture_output=True, text=True, timeout=120, cwd=ROOT, env={**os.environ, "MEMSEARCH_SQLITE": value},
+        )  # fmt: skip
+        assert done.returncode != 0 and done.stderr.count("\n") == 1, done.stderr
+        assert f"MEMSEARCH_SQLITE={value} is not a driver memsearch knows" in done.stderr
+        assert not (tmp_path / "m.db").exists()

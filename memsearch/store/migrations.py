@@ -179,9 +179,15 @@ def split_statements(script: str) -> builtins.list[str]:
 # the option stays: the next newer SQLite deletes in place again without a write of its own.
 FTS_FORMAT = "SELECT k, v FROM memories_fts_config WHERE k IN ('version', 'secure-delete')"
 SECURE_DELETE_ON = "INSERT INTO memories_fts (memories_fts, rank) VALUES ('secure-delete', 1)"
+# The back step ends with a settings write of FTS5's own (its automerge, to the value it has):
+# that one moves the table's settings cookie, so a newer SQLite's connection that has the table
+# open reloads its settings (format 4 now) and its next delete writes format 5 again; the direct
+# UPDATE alone left it writing format-5 pages under a setting that said 4, a damaged index.
 BACK_TO_FORMAT_4 = (
     "UPDATE memories_fts_config SET v = 4 WHERE k = 'version'",
     "INSERT INTO memories_fts (memories_fts) VALUES ('rebuild')",
+    "INSERT INTO memories_fts (memories_fts, rank) "
+    "VALUES ('automerge', coalesce((SELECT v FROM memories_fts_config WHERE k = 'automerge'), 4))",
 )
 
 

@@ -51,7 +51,7 @@ from memsearch.store.migrations import (
 from memsearch.store.sql import NewBatch, SQLStore
 from memsearch.store.sql_search_state import META_STATE_SQL
 from memsearch.store.sqlite_copy import SQLiteCopy
-from memsearch.store.sqlite_driver import SECURE_DELETE, sqlite3
+from memsearch.store.sqlite_driver import PROBLEM, SECURE_DELETE, sqlite3
 from memsearch.store.sqlite_errors import (
     ACCESS_TIMEOUT_MS,
     BUSY_TIMEOUT_MS,
@@ -240,6 +240,8 @@ class SQLiteStore(ImpactLexical, InProcessVectors, SQLiteReads, SQLiteCopy, SQLS
         """Open the store at `path`, creating it when `create` is set, migrating it to the latest
         schema. A store that cannot be written (the file or its folder; or MEMSEARCH_READ_ONLY)
         opens read-only: searches answer, writes fail with StoreUnavailableError."""
+        if PROBLEM is not None:  # MEMSEARCH_SQLITE names no driver there is
+            raise StoreUnavailableError(PROBLEM)
         created = False
         try:
             exists = path.exists()
@@ -322,6 +324,14 @@ class SQLiteStore(ImpactLexical, InProcessVectors, SQLiteReads, SQLiteCopy, SQLS
             return ()
         return fts_format(config, SECURE_DELETE)
 
+    def _refit_fts(self) -> None:
+        """Rebuild the full-text table a newer SQLite's process wrote since this store opened, as
+        an open does (_migrate); where the store is only read, the typed error says so."""
+        if self.read_only or self._write_refusal is not None:
+            raise newer_fts_error(self.path)
+        with self.transaction():
+            self._run(self._fts_format())
+
     def _suit_fts_format(self) -> None:
         """Turn FTS5's secure-delete on where this SQLite has it and the table has not (a store
         made or last opened by an older SQLite). Best effort: a store only read here, or held by
@@ -353,6 +363,7 @@ class SQLiteStore(ImpactLexical, InProcessVectors, SQLiteReads, SQLiteCopy, SQLS
             with transaction:
                 yield
         finally:
+            self.lexical.transaction_ended()
             self._count_write()
 
     @contextlib.contextmanager
@@ -366,10 +377,10 @@ class SQLiteStore(ImpactLexical, InProcessVectors, SQLiteReads, SQLiteCopy, SQLS
             self._local.batched, self._local.forget = True, False
             try:
                 yield
-                if self._local.forget:
-                    self._forget_deleted_text()
             finally:
                 self._local.batched = False
+            if self._local.forget:  # (outside `batched`, where it would wait for the batch's end again)
+                self._forget_deleted_text()
         self._checkpoint_if_due()
 
     def _write(self, work: Callable[[sqlite3.Connection], T]) -> T:
@@ -418,6 +429,7 @@ class SQLiteStore(ImpactLexical, InProcessVectors, SQLiteReads, SQLiteCopy, SQLS
         return int(db.execute(sql, values).lastrowid or 0)
 
     def _unindex(self, db: sqlite3.Connection, memory_id: int, batch: NewBatch, index: int) -> None:
+        self.lexical.deleting(1)
         self.lexical.unindex(memory_id)
         access_file.restart_clock(db, memory_id)
         self._delete_views(memory_id)
@@ -447,6 +459,7 @@ class SQLiteStore(ImpactLexical, InProcessVectors, SQLiteReads, SQLiteCopy, SQLS
     def delete(self, ids: Sequence[int], rewrites: Sequence[Rewrite] = ()) -> None:
         """Delete all of the memories and apply the rewrites or, if any id is unknown, do nothing."""
         with self.transaction():
+            self.lexical.deleting(len(ids))  # a large share: secure-delete off, one merge (sqlite_fts)
             for memory_id in ids:
                 if not fits_sqlite(memory_id):
                     raise MemoryNotFoundError(f"no memory with id {memory_id}; nothing was deleted")
@@ -474,6 +487,7 @@ class SQLiteStore(ImpactLexical, InProcessVectors, SQLiteReads, SQLiteCopy, SQLS
             return
         if not (SECURE_DELETE and secure_delete_on(dict(self._db.execute(FTS_FORMAT).fetchall()))):
             self._db.execute("INSERT INTO memories_fts (memories_fts) VALUES ('optimize')")
+        self.lexical.deletes_merged()
         self._wal_holds_deleted_text = True
 
     def _checkpoint_if_due(self) -> None:

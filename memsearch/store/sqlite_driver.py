@@ -23,25 +23,42 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-# The variable that picks Python's own sqlite3 (`sqlite3`: a platform's own SQLite, and for comparing)
-# or pysqlite3 (`pysqlite3`, the pysqlite3-binary package: measured beside sqlean.py in bench/).
+# The variable that picks the driver: `sqlite3` (Python's own: a platform's own SQLite, and for
+# comparing) or `sqlean` (the default where sqlean.py is installed). Another value, or `sqlean`
+# where it is not installed, is said in one line when a store opens (PROBLEM: SQLiteStore.open
+# raises it as a StoreUnavailableError), the default serving the rest meanwhile.
 DRIVER_VARIABLE = "MEMSEARCH_SQLITE"
+CHOICES = ("sqlean", "sqlite3")
 _ASKED = os.environ.get(DRIVER_VARIABLE, "").strip().lower()
 
 # Type-checked against the standard module's stubs (the same API).
 if TYPE_CHECKING or _ASKED == "sqlite3":
     import sqlite3
-elif _ASKED == "pysqlite3":
-    from pysqlite3 import dbapi2 as sqlite3
 else:
     try:
         import sqlean as sqlite3
     except ImportError:  # a platform without sqlean.py's wheels
         import sqlite3
 
-# The module's name: "sqlean", "sqlite3" or "pysqlite3".
+# The module's name: "sqlean" or "sqlite3".
 DRIVER = sqlite3.__name__.split(".")[0]
 # FTS5's secure-delete option came in SQLite 3.42.0; a table that has it is read only by 3.42 on.
 SECURE_DELETE = sqlite3.sqlite_version_info >= (3, 42, 0)
 
-__all__ = ["DRIVER", "DRIVER_VARIABLE", "SECURE_DELETE", "sqlite3"]
+
+def driver_problem(asked: str, driver: str) -> str | None:
+    """What is wrong with MEMSEARCH_SQLITE=`asked` when the driver is `driver`, in one line; None
+    when nothing is."""
+    if asked and asked not in CHOICES:
+        return (
+            f"{DRIVER_VARIABLE}={asked} is not a driver memsearch knows: set it to sqlean (sqlean.py) or "
+            "sqlite3 (Python's own), or unset it (sqlean.py where it is installed)"
+        )
+    if asked == "sqlean" and driver != "sqlean":
+        return f"{DRIVER_VARIABLE}=sqlean: sqlean.py is not installed (pip install sqlean.py), or unset it"
+    return None
+
+
+PROBLEM = driver_problem(_ASKED, DRIVER)
+
+__all__ = ["CHOICES", "DRIVER", "DRIVER_VARIABLE", "PROBLEM", "SECURE_DELETE", "driver_problem", "sqlite3"]
