@@ -193,7 +193,7 @@ def synthetic_memories(n: int, vectors: np.ndarray, now: datetime) -> Iterator[o
     """N synthetic memories as exported ones (ids 1..N), for the bulk path of `copy` (restore)."""
     from memsearch.models import Memory, content_hash
     from memsearch.store.base import ExportedMemory
-    from memsearch.store.postgres.store import lexical_views_of
+    from memsearch.store.postgres.copy import lexical_views_of
 
     rng = np.random.default_rng(8)
     words = vocabulary()

@@ -27,6 +27,7 @@ from memsearch.arguments import (
     check_threshold,
     check_whole,
 )
+from memsearch.checks import check_text, shown
 from memsearch.choices import IMPORT_FORMATS
 from memsearch.embedding import Encoder, Progress, chosen_model, load_encoder, other_model, store_model
 from memsearch.embedding.loading import EncoderLoader
@@ -41,7 +42,7 @@ from memsearch.errors import (
     StoreNotFoundError,
 )
 from memsearch.fields import AFTER, BEFORE, FACETS, IMPORT_FORMAT, REPLACE, SESSIONS, Field, parse_ref
-from memsearch.models import EmbeddingModelInfo, Memory, NewMemory, check_changes, check_text, shown
+from memsearch.models import EmbeddingModelInfo, Memory, NewMemory, check_changes
 from memsearch.note_folders import NoteFolders
 from memsearch.paths import resolve_db_path, shown_location
 from memsearch.store import EVERYTHING, Scope, Store, open_store

@@ -10,8 +10,7 @@ from dataclasses import fields as dataclass_fields
 from datetime import datetime
 from typing import Any, get_origin, get_type_hints
 
-from memsearch.checks import check_text as check_text  # re-exported: models' own words
-from memsearch.checks import shown as shown
+from memsearch.checks import check_text, shown
 from memsearch.choices import KINDS
 from memsearch.errors import InvalidInputError, TextTooLongError
 from memsearch.fields import IMPORTANCE, MAX_TEXT_CHARS, MEMORY_NAMES, PRIORITY

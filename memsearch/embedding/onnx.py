@@ -26,10 +26,10 @@ from typing import Any
 
 import numpy as np
 
+from memsearch.checks import check_text
 from memsearch.embedding.base import INT8_VERSION_SUFFIX, QUANTIZED_SUFFIX, ModelSpec, Progress
 from memsearch.embedding.batching import encode_in_batches, usable_cpus
 from memsearch.errors import EmbeddingError
-from memsearch.models import check_text
 from memsearch.paths import (
     folder_problem,
     home_model_cache_dir,
