@@ -29,9 +29,7 @@ from memsearch.arguments import (
 )
 from memsearch.checks import check_text, shown
 from memsearch.choices import IMPORT_FORMATS
-from memsearch.embedding import Encoder, Progress, chosen_model, load_encoder, other_model, store_model
-from memsearch.embedding.loading import EncoderLoader
-from memsearch.embedding.registry import model_key
+from memsearch.encoder_loading import EncoderLoader
 from memsearch.errors import (
     EditConflictError,
     EmbeddingError,
@@ -48,9 +46,11 @@ from memsearch.paths import resolve_db_path, shown_location
 from memsearch.store import EVERYTHING, Scope, Store, open_store
 
 if TYPE_CHECKING:  # imported by the use cases that need them: a search loads no reader or doctor, and
-    # starts loading its encoder before it imports numpy, the pipeline and the profiles (see `search_many`)
+    # starts loading its encoder before it imports numpy, the pipeline and the profiles (see `search_many`);
+    # a search that does not embed imports no encoder, registry or model loading
 
     from memsearch.doctor import DoctorReport
+    from memsearch.embedding import Encoder, Progress
     from memsearch.ingest.embed import embed_memories as embed_memories
     from memsearch.ingest.embed import near_duplicates as near_duplicates
     from memsearch.llm import LLM
@@ -143,6 +143,8 @@ class Memsearch(NoteFolders):
     def _load_store_model(self) -> Encoder:
         """The model chosen (`model`, `MEMSEARCH_MODEL`), else the one the store recorded with its
         vectors, else (no store yet, or no vectors) the bundled one."""
+        from memsearch.embedding import chosen_model, load_encoder, store_model
+
         recorded = None
         if not chosen_model(self._model):
             with contextlib.suppress(StoreNotFoundError):  # no store yet: the bundled model
@@ -166,7 +168,8 @@ class Memsearch(NoteFolders):
     def model_encoder(self, model: EmbeddingModelInfo) -> Encoder:
         """The encoder of one of the store's other models (see `add_model`), loaded on first use
         and kept; one whose files are no longer that model's is refused (EmbeddingError)."""
-        from memsearch.embedding.registry import recorded_spec
+        from memsearch.embedding import load_encoder
+        from memsearch.embedding.registry import model_key, recorded_spec
         from memsearch.store.sql import described
 
         key = model_key(model.name)
@@ -337,6 +340,7 @@ class Memsearch(NoteFolders):
         is embedded afresh). From then on every write embeds with it too, and the profile legs
         that name it (`vector(NAME)`) search its vectors. Returns the model recorded."""
         from memsearch.curation import add_model
+        from memsearch.embedding import other_model, store_model
 
         spec = other_model(str(check_name("name", name, optional=False)))
         check_progress(progress)

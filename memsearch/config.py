@@ -63,7 +63,7 @@ def _autoserve(value: object) -> int | None:
     return value
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)  # internal: no eq, hash or frozen methods to make at import (test_startup)
 class Key:
     """A setting: its environment variable, how a value is checked, and its default."""
 
@@ -84,7 +84,7 @@ KEYS: Mapping[str, Key] = {
 }
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)  # internal: no eq, hash or frozen methods to make at import (test_startup)
 class Setting:
     """One effective value and where it came from: "env" (`origin` is the variable), "file"
     (`origin` is the file and line) or "default"."""
@@ -100,8 +100,10 @@ class Setting:
         return {"name": self.name, "value": shown, "source": self.source, "origin": self.origin}
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)  # internal: no eq, hash or frozen methods to make at import (test_startup)
 class Config:
+    """The effective settings and the config file they were read from."""
+
     path: Path  # the config file, whether it exists or not
     exists: bool
     settings: Mapping[str, Setting]

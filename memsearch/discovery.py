@@ -52,7 +52,7 @@ class WantsToken(Untrusted):
     """The server wants a bearer token this process does not have (or has another one)."""
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)  # internal: no eq, hash or frozen methods to make at import (test_startup)
 class Advertised:
     """A discovery file's document, from a file that passed the ownership checks."""
 

@@ -34,7 +34,7 @@ class NotConnected(OSError):
     """No connection could be made to the server (the OSError's errno, strerror and text kept)."""
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)  # internal: no eq, hash or frozen methods to make at import (test_startup)
 class Reply:
     status: int
     headers: dict[str, str]  # names in lower case; a repeated header keeps its last value
@@ -56,8 +56,12 @@ def ask(
     """Connect to `host`:`port` within `connect_timeout` seconds, send one request (its Host header
     made from the same `host` and `port`) and read its reply, as `exchange` does. NotConnected when
     the connection is not made; otherwise the errors of `exchange`."""
+    # An ASCII name or address goes as bytes: as a str, getaddrinfo would import the IDNA codec
+    # (encodings.idna, stringprep, unicodedata) to encode it, the same bytes. (getaddrinfo takes
+    # bytes; typeshed's create_connection says str.)
+    address = host.encode("ascii") if host.isascii() else host
     try:
-        connection = socket.create_connection((host, port), timeout=connect_timeout)
+        connection = socket.create_connection((address, port), timeout=connect_timeout)  # type: ignore[arg-type]
     except OSError as error:
         raise NotConnected(*error.args) from error
     with connection:

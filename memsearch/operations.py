@@ -83,7 +83,7 @@ def _document(request: Any, outcome: Any) -> Any:
     return outcome.to_dict() if hasattr(outcome, "to_dict") else outcome
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)  # internal: no eq, hash or frozen methods to make at import (test_startup)
 class HttpRoute:
     """Where an operation is served over HTTP, read by the server (its endpoint) and by
     `memsearch.Client` (what it sends): the method and path (`{name}`: that field, in the path),
@@ -224,7 +224,7 @@ class Operation:
 # -- search ------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)  # internal: no eq, hash or frozen methods to make at import (test_startup)
 class Search:
     """A search as a front end asks it: the library's request, and what its document keeps."""
 
@@ -256,8 +256,10 @@ SEARCH = Operation(
 # -- writes ------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)  # internal: no eq, hash or frozen methods to make at import (test_startup)
 class AddRequest:
+    """An add as a front end asks it: the memory, whether it replaces one, the profile for dedup."""
+
     memory: NewMemory
     replace: bool = False
     profile: str | None = None

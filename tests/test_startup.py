@@ -4,6 +4,8 @@ from an optimised copy of the export."""
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
 import os
 import threading
 from pathlib import Path
@@ -142,6 +144,8 @@ def test_a_lexical_search_imports_no_numpy_ann_library_or_model_runtime(
 LEXICAL_SEARCH_IMPORTS_NONE_OF = (
     "memsearch.ingest.importing", "memsearch.ingest.embed", "memsearch.outcomes", "memsearch.llm",
     "memsearch.retrieval.llm_prompts", "concurrent.futures", "csv", "tempfile", "hashlib", "hmac", "secrets",
+    # the encoders' package: its base, the model registry (a table of dataclasses), its loaders
+    "memsearch.embedding", "memsearch.embedding.base", "memsearch.embedding.registry",
 )  # fmt: skip
 
 
@@ -154,6 +158,32 @@ def test_a_lexical_search_imports_nothing_it_does_not_run(tmp_path: Path, encode
     modules = modules_imported_by(*args, check=True, env={"MEMSEARCH_HOME": str(home)})
     assert "memsearch.store.sqlite" in modules and "memsearch.retrieval.pipeline" in modules  # it did search
     assert [name for name in LEXICAL_SEARCH_IMPORTS_NONE_OF if name in modules] == []
+
+
+# The records of a search or a request that nothing compares, hashes or is handed outside
+# memsearch (the library's outcomes, requests, profiles and models keep every method): a
+# dataclass's generated methods are compiled (exec) when its module is imported, which made the
+# classes of a lexical search the largest part of its start that memsearch controls.
+INTERNAL_RECORDS = (
+    "memsearch.cli.running.Remote", "memsearch.cli.options.Filters", "memsearch.cli.grid.Marked",
+    "memsearch.cli.grid.Column", "memsearch.config.Key", "memsearch.config.Setting", "memsearch.config.Config",
+    "memsearch.operations.HttpRoute", "memsearch.operations.Search", "memsearch.operations.AddRequest",
+    "memsearch.discovery.Advertised", "memsearch.http_exchange.Reply", "memsearch.retrieval.stage_runner.StageTrace",
+    "memsearch.retrieval.stage_runner.StageRunner", "memsearch.retrieval.pipeline.SearchRun",
+    "memsearch.retrieval.legs.Recall", "memsearch.store.sql_search_state._SearchState",
+    "memsearch.retrieval.ranking.Columns", "memsearch.retrieval.ranking.Records",
+    "memsearch.retrieval.scoring.QueryFacts", "memsearch.retrieval.dates.NamedDates",
+    "memsearch.retrieval.routing.RouteFeatures", "memsearch.retrieval.query.WordSpan",
+    "memsearch.retrieval.query.ParsedQuery", "memsearch.store.fts.Tokenized",
+)  # fmt: skip
+
+
+@pytest.mark.parametrize("name", INTERNAL_RECORDS)
+def test_an_internal_record_makes_no_comparison_or_freezing_methods(name: str) -> None:
+    module, _, qualname = name.rpartition(".")
+    record = getattr(importlib.import_module(module), qualname)
+    assert dataclasses.is_dataclass(record)
+    assert {"__eq__", "__hash__", "__setattr__", "__delattr__"} & set(vars(record)) == set()
 
 
 # Patterns compiled on first use: what a search for plain English words never needs.
@@ -208,7 +238,7 @@ def test_a_search_through_the_server_imports_no_numpy_encoder_or_store(tmp_path:
 CLIENT_SEARCH_IMPORTS_NONE_OF = (
     "memsearch.store", "memsearch.store.base", "memsearch.models", "memsearch.text", "memsearch.retrieval.pipeline",
     "memsearch.retrieval.ranking", "memsearch.profiles", "memsearch.embedding", "memsearch.outcomes", "csv",
-    "hashlib", "platformdirs", "tempfile",
+    "hashlib", "platformdirs", "tempfile", "encodings.idna",  # (an ASCII host goes to getaddrinfo as bytes)
 )  # fmt: skip
 
 

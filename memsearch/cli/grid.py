@@ -27,7 +27,7 @@ Role = Literal["key", "text", "meta"]
 MATCH_STYLE = "bold red"  # the words a search matched, as rg and grep show them
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)  # internal: no eq, hash or frozen methods to make at import (test_startup)
 class Marked:
     """A stored text with ranges to highlight (offsets into `text`, see memsearch.store.matches):
     a table styles them MATCH_STYLE and previews the text around the first; plain text is the text."""
@@ -47,7 +47,7 @@ COLUMN_OVERHEAD = 3  # a column's padding (1 + 1) and the rule to its right
 EDGE = 1  # the table's left edge
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)  # internal: no eq, hash or frozen methods to make at import (test_startup)
 class Column:
     """`key` columns (id, rank, score) are never cut; `text` columns take the room left and wrap;
     `meta` columns are cut to no less than `min_width` first, and dropped from the right when

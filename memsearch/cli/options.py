@@ -204,7 +204,7 @@ def with_fields(
     return decorate
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)  # internal: no eq, hash or frozen methods to make at import (test_startup)
 class Filters:
     """The filter options a command was given, as the library's scope fields (`scope_from_fields`)."""
 

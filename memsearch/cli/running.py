@@ -28,7 +28,7 @@ def open_memsearch(db: str | None, model: str | None = None) -> Iterator[Memsear
         yield ms
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)  # internal: no eq, hash or frozen methods to make at import (test_startup)
 class Remote:
     """The running server a command goes through (memsearch.Client), and whether --server named
     it: an explicit server that does not answer is an error, a discovered one is passed over."""

@@ -87,7 +87,7 @@ def _range(kind: str, groups: tuple[str, ...]) -> tuple[date, date]:
     return date(year, 1, 1), date(year, 12, 31)
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)  # internal: no eq, hash or frozen methods to make at import (test_startup)
 class NamedDates:
     """The dates a text names: absolute ones as inclusive (first day, last day) ranges, each also
     shifted as the words before it say; and the months it names without a year, which a day

@@ -103,7 +103,7 @@ def dense_query_text(store: SearchBackend, query: ParsedQuery, scope: Scope, sha
 ModelQueryVector = Callable[[str, str], "np.ndarray"]
 
 
-@dataclass
+@dataclass(eq=False)  # internal: no eq, hash or frozen methods to make at import (test_startup)
 class Recall:
     """What the legs of one search share: the store, the scope, the pool, and the query vector
     (embedded once, on first use), and the query's vector of each other model a leg names."""

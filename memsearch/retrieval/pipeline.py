@@ -14,8 +14,6 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from memsearch.choices import GRANULARITIES, MODES
-from memsearch.embedding import Encoder, encode_queries
-from memsearch.embedding.registry import held_model
 from memsearch.errors import InvalidInputError, ModelVectorsMissingError
 from memsearch.fields import MAX_K
 from memsearch.models import EmbeddingModelInfo
@@ -44,9 +42,10 @@ from memsearch.store.base import Scope, SearchBackend, Store
 from memsearch.text import WORD
 from memsearch.timeutil import utc_now
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the encoders and the model registry: imported by the searches that embed
     import numpy as np
 
+    from memsearch.embedding import Encoder
     from memsearch.llm import LLM
 
 __all__ = ["GRANULARITIES", "MAX_K", "MODES", "SCHEMA_VERSION", "SearchOutcome", "SearchRequest", "run_search"]
@@ -139,7 +138,7 @@ def _run_search(
     return search.outcome(ranked)
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)  # internal: no eq, hash or frozen methods to make at import (test_startup)
 class SearchRun:
     """One search's fixed inputs; `ranked` and `sessions` run it at turn or session level."""
 
@@ -448,6 +447,8 @@ def encoder_query_vector(encoder_factory: Callable[[], Encoder], store: SearchBa
     cache: dict[str, Encoder] = {}
 
     def embed(query: str) -> np.ndarray:
+        from memsearch.embedding import encode_queries
+
         if "encoder" not in cache:
             encoder = encoder_factory()
             store.check_model(encoder.info)
@@ -461,6 +462,8 @@ def encoder_query_vector(encoder_factory: Callable[[], Encoder], store: SearchBa
 def check_models_held(store: SearchBackend, profile: Profile) -> None:
     """Refuse a profile whose legs name a model whose vectors the store does not hold."""
     if needed := leg_models(profile.legs):
+        from memsearch.embedding.registry import held_model
+
         held = store.extra_models()
         for model in needed:
             if held_model(held, model) is None:
@@ -475,6 +478,9 @@ def model_query_vector(
     held: dict[str, EmbeddingModelInfo] = {}
 
     def embed(model: str, query: str) -> np.ndarray:
+        from memsearch.embedding import encode_queries
+        from memsearch.embedding.registry import held_model
+
         if model not in held:
             found = held_model(store.extra_models(), model)
             if found is None:  # dropped since the profile was checked

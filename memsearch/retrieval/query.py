@@ -25,7 +25,7 @@ from memsearch.text import MAX_TERMS, STOPWORDS, WORD, LexicalQuery, idf, word_c
 _WORD_WITH_POSSESSIVE = re.compile(r"\b(\w+)(?:'s)?\b")
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)  # internal: no eq, hash or frozen methods to make at import (test_startup)
 class WordSpan:
     """Where a word (with its possessive 's, if any) stands in the query, and the word lower-cased."""
 
@@ -34,7 +34,7 @@ class WordSpan:
     word: str
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)  # internal: no eq, hash or frozen methods to make at import (test_startup)
 class ParsedQuery:
     """A query's text and what the stages read of it (see parse_query)."""
 

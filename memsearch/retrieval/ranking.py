@@ -119,7 +119,7 @@ def factor_values(
     return [cast(float, factor_value(row, adjustment, now, project, facts)) for row in rows]
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)  # internal: no eq, hash or frozen methods to make at import (test_startup)
 class Columns:
     """One search's candidates as columns, in id order: what their records are built from."""
 
@@ -230,7 +230,7 @@ def _take_top(order: Sequence[int], dropped: list[str | None], k: int, reason: s
                 dropped[at] = reason
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)  # internal: no eq, hash or frozen methods to make at import (test_startup)
 class Records:
     """Builds candidates' records from the columns as the reference stages do (fuse_rrf's fusion
     detail, factor_for's and boost_factors' factors), reading their whole rows."""

@@ -63,7 +63,7 @@ class Route:
     exact_tokens: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)  # internal: no eq, hash or frozen methods to make at import (test_startup)
 class RouteFeatures:
     """What routing reads of a query's first ROUTE_CHARS characters (see route_features)."""
 

@@ -38,7 +38,7 @@ class Scored(Protocol):
     def quality(self) -> float: ...
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)  # internal: no eq, hash or frozen methods to make at import (test_startup)
 class QueryFacts:
     """What the adjustments need to know about the query and the store around it."""
 

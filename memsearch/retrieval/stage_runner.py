@@ -26,8 +26,10 @@ STAGE_GROUP = {"intent": "expansion", "synthesis": "expansion", "hyde": "hyde", 
 MAX_TOKENS = {"intent": 120, "synthesis": 200, "hyde": 200, "rerank": 300}
 
 
-@dataclass
+@dataclass(eq=False)  # internal: no eq, hash or frozen methods to make at import (test_startup)
 class StageTrace:
+    """What one LLM stage did in a search (the trace --explain shows)."""
+
     stage: str  # intent | synthesis | hyde | rerank | diverse
     status: str  # ran | cached | skipped
     reason: str | None = None
@@ -45,8 +47,10 @@ class StageTrace:
         return f"{self.stage}: {timing}" + (f" ({self.reason})" if self.reason else "")
 
 
-@dataclass
+@dataclass(eq=False)  # internal: no eq, hash or frozen methods to make at import (test_startup)
 class StageRunner:
+    """Runs a search's LLM stages against the time budget, recording each one's trace."""
+
     llm: LLM | None
     stages: Sequence[str]  # the LLM stages the profile and request want, in order
     max_ms: int | None = None

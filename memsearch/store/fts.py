@@ -57,7 +57,7 @@ def gram_expression(query: LexicalQuery) -> str | None:
     return " OR ".join(terms) if terms else None
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)  # internal: no eq, hash or frozen methods to make at import (test_startup)
 class Tokenized:
     """One row's tokens: (column, term) → the term's offsets in that column; and its length,
     the token count of all columns (what bm25() calls D)."""

@@ -15,7 +15,6 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from memsearch.embedding.registry import model_key
 from memsearch.errors import ModelMismatchError, StoreUnavailableError
 from memsearch.models import EmbeddingModelInfo
 from memsearch.store.base import Rewrite, Scope, VectorHits
@@ -28,6 +27,16 @@ if TYPE_CHECKING:
 # The meta row listing the store's other models: a JSON list of EmbeddingModelInfo's fields.
 EXTRA_MODELS_KEY = "extra_models"
 _FIELDS = ("name", "dim", "version", "location")
+
+
+def model_key(name: str) -> str:
+    """`memsearch.embedding.registry.model_key`, its registry imported when a store's other models
+    are read or written: a search that names none (a lexical one) imports no model registry."""
+    from memsearch.embedding.registry import model_key as key
+
+    return key(name)
+
+
 T = TypeVar("T")
 
 

@@ -12,7 +12,6 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
 
-from memsearch.embedding.registry import model_key
 from memsearch.errors import DuplicateKeyError, MemoryNotFoundError, ModelMismatchError
 from memsearch.growth import added_per_period
 from memsearch.models import (
@@ -553,6 +552,8 @@ class SQLStore(SearchStateReads):
 
         def shown(moment: Any) -> str | None:
             return None if moment is None else to_iso(self.dialect.read_time(moment))
+
+        from memsearch.embedding.registry import model_key  # (a search imports no model registry)
 
         per_day = db.execute(f"SELECT {self.dialect.utc_day}, count(*) FROM memories GROUP BY 1").fetchall()
         extra_counts = self.model_vector_counts()

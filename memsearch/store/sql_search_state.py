@@ -19,7 +19,7 @@ META_STATE_SQL = f"SELECT key, value FROM meta WHERE key <> '{INDEX_STATE_KEY}'"
 SEARCH_STATE_SQL = f"{META_STATE_SQL} UNION ALL SELECT NULL, CAST(count(*) AS TEXT) FROM pending_vectors"
 
 
-@dataclass
+@dataclass(eq=False)  # internal: no eq, hash or frozen methods to make at import (test_startup)
 class _SearchState:
     """What one_search read (None: not yet, or to be read again) and the writes stamp then."""
 

@@ -1,14 +1,16 @@
-"""An encoder loaded when first wanted, or meanwhile in a thread for a search that will embed."""
+"""An encoder loaded when first wanted, or meanwhile in a thread for a search that will embed. Outside
+the embedding package, whose import (the model registry, the encoders' base) a search that does not
+embed does without."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from memsearch.embedding.base import Encoder
-
 if TYPE_CHECKING:
     from concurrent.futures import Future
+
+    from memsearch.embedding.base import Encoder
 
 
 class EncoderLoader:
