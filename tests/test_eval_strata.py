@@ -34,6 +34,12 @@ TINY = Path(__file__).parent / "data" / "locomo_tiny.json"
         ("In which month's game did John score most?", "which date"),
         ("Which week did Tim visit the UK?", "which date"),
         ("What did John attend with his colleagues in March 2023?", "other"),
+        # a time word that is not the question's frame (the `when` adjustment's reading, dates.ASKS_*)
+        ("How many days of PTO do I have left?", "how many"),
+        ("How many hours did the migration take?", "how long"),
+        ("Which weekend bag did I buy?", "other"),
+        ("Which time slot did we book?", "other"),
+        ("What is the time limit for the exam?", "other"),
         ("Where is the deploy key?", "other"),
         ("", "other"),
     ],

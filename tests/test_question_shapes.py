@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from memsearch.retrieval.dates import as_when
+from memsearch.retrieval.answers import asks_name
+from memsearch.retrieval.dates import as_when, asks_when
 from memsearch.retrieval.query import parse_query
 
 WHEN = "When did Melanie paint a sunrise?"
@@ -68,3 +69,63 @@ def test_what_a_query_asks_is_read_from_it_as_written() -> None:
     # a duration keeps its words: "for three years" answers it
     duration = parse_query("How long has Nate had his turtles?")
     assert duration.text == "How long has Nate had his turtles?" and "long" in duration.lexical.words
+
+
+# A time word asks when only as the question's frame: followed by an auxiliary, a preposition, a
+# possessive, a subject or the clause's end ("Which weekend did …", "which week in May", "in which
+# month?"), never as the first half of a noun ("which weekend bag", "what is the time limit"); a
+# count of time units is a span only before an auxiliary, "ago", "passed", "since" …, never "how
+# many days of PTO". Each row: the query, whether it asks when, whether it asks for a name.
+FRAMES = [
+    # the shape set's frames and other ways of asking when
+    (WHEN, True, False),
+    ("Which year did Melanie paint a sunrise?", True, False),
+    ("In which month did Melanie paint a sunrise?", True, False),
+    ("On what date did Melanie paint a sunrise?", True, False),
+    ("Around what time did Melanie paint a sunrise?", True, False),
+    ("what exact day did Melanie paint a sunrise?", True, False),
+    ("How long ago did Melanie paint a sunrise?", True, False),
+    ("How many weeks ago did Melanie paint a sunrise?", True, False),
+    ("What was the date when Melanie painted a sunrise?", True, False),
+    ("What was the date of the outage?", True, False),
+    ("Which weekend did Ana go camping?", True, False),
+    ("which week in May was the outage?", True, False),
+    ("The release shipped in which month?", True, False),
+    ("which weekends are free", True, False),
+    ("In which month's game did John score most?", True, False),
+    ("what year we moved the database", True, False),
+    ("what day of the week is trash pickup", True, False),
+    ("What time should I leave for the airport?", True, False),
+    ("How many weeks passed between adopting Coco and Shadow?", True, False),
+    ("After how many days did the build go green?", True, False),
+    ("how much time did the migration take", True, False),
+    ("How many hours did the migration take?", True, False),
+    ("How many days since the last deploy?", True, False),
+    ("The build took how many minutes?", True, False),
+    # ordinary questions of a notes folder: a time word that is not the frame
+    ("Which weekend bag did I buy?", False, True),
+    ("Which time slot did we book?", False, True),
+    ("What is the time limit for the exam?", False, False),
+    ("How many days of PTO do I have left?", False, False),
+    ("Which season ticket did Ana get?", False, True),
+    ("Which date format does the API use?", False, True),
+    ("what time zone is the server in", False, False),
+    ("Which day rate did the contractor quote?", False, True),
+    ("Which time period does the quarterly report cover?", False, True),
+    ("Which month-end checklist is current?", False, True),
+    ("What is the weekend schedule for the cabin?", False, False),
+    ("What was the date range of the export?", False, False),
+    ("How many hours of video did we record?", False, False),
+    ("How many years of experience does the new hire have?", False, False),
+    ("How many weeks of leave did Ana take?", False, False),
+    ("How many days a week is the gym open?", False, False),
+    ("how much time off is left", False, False),
+    ("What day care did Ana choose for Leo?", False, False),
+]
+
+
+@pytest.mark.parametrize(("query", "when", "name"), FRAMES)
+def test_a_time_word_asks_when_only_as_the_questions_frame(query: str, when: bool, name: bool) -> None:
+    assert (asks_when(query), asks_name(query)) == (when, name)
+    parsed = parse_query(query)
+    assert (parsed.asks_when, parsed.asks_name) == (when, name)

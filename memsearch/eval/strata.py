@@ -7,9 +7,10 @@ dataset whose questions name their evidence turns can be split the same way.
   "on Friday", a year …), else `undated` (its date is only its session's). Rules that favour
   memories which date something pay on the first and not on the second.
 - `shape`: `how long` (a span of time: "how long ago", "for how long", "how many weeks ago", "how
-  many days passed", "how much time"), `how many` (a count: how many, how much, how often),
-  `which date` (which or what year, month, week, day, date, season or time; "what was the date"),
-  `when`, or `other`, tried in that order.
+  many days passed", "how much time did it take"), `how many` (a count: how many, how much, how
+  often, "how many days of PTO"), `which date` (which or what year, month, week, day, date, season
+  or time as the question's frame: "which year did", "in which month?"; "what was the date"; not
+  "which time slot"), `when`, or `other`, tried in that order.
 """
 
 from __future__ import annotations
@@ -17,24 +18,18 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from memsearch.retrieval.dates import says_when
+from memsearch.retrieval.dates import ASKS_DATE, ASKS_SPAN, says_when
 
 EVIDENCE_VALUES = ("dated", "undated")
 SHAPES = ("when", "how long", "how many", "which date", "other")
 STRATA = {"evidence": EVIDENCE_VALUES, "shape": SHAPES}  # each breakdown's values, in the order reports show them
 
-_UNIT = r"(?:minutes?|hours?|days?|nights?|weeks?|weekends?|months?|years?)"
+# One source with the `when` adjustment's reading (dates.ASKS_SPAN, dates.ASKS_DATE): a time word
+# counts only as the question's frame ("how many days of PTO" is a count, "which time slot" other).
 _SHAPE_PATTERNS = (
-    ("how long", re.compile(rf"\bhow (?:long|(?:many|much) {_UNIT}|much time)\b", re.IGNORECASE)),
+    ("how long", ASKS_SPAN),
     ("how many", re.compile(r"\bhow (?:many|much|often)\b", re.IGNORECASE)),
-    (
-        "which date",
-        re.compile(
-            r"\b(?:(?:which|what) (?:year|month|week|weekend|day|date|season|time)s?"
-            r"|what (?:is|was) the (?:date|day|year|month|time))\b",
-            re.IGNORECASE,
-        ),
-    ),
+    ("which date", ASKS_DATE),
     ("when", re.compile(r"\bwhen\b", re.IGNORECASE)),
 )
 

@@ -6,11 +6,13 @@ from __future__ import annotations
 import re
 from collections.abc import Collection
 
+from memsearch.retrieval.dates import TIME_FRAME
 from memsearch.timeutil import MONTHS, WEEKDAYS
 
-# "Which year", "in which month", "which week": a time, not a name (the `when` adjustment's).
+# "Which year did", "in which month", "which week's": a time, not a name (the `when` adjustment's);
+# "which weekend bag", "which time slot" ask for a name (dates.TIME_FRAME).
 _ASKS_NAME = re.compile(
-    r"\b(?:who|whom|whose|where|which(?! (?:year|month|week|weekend|day|date|season|time)s?\b)"
+    rf"\b(?:who|whom|whose|where|which(?! {TIME_FRAME})"
     r"|what (?:\w+ )?(?:is|was|are|were) (?:the )?names?|name of|called)\b",
     re.IGNORECASE,
 )

@@ -155,11 +155,34 @@ _UNIT = r"(?:days?|nights?|weeks?|weekends?|months?|years?|hours?)"
 # long…", "which year…" more than "when…"): "when", "which/what year, month, week, weekend, day,
 # date, season, time" ("in which month", "around what time"), "what was the date", "how long
 # (ago)", "how many weeks (ago)", "how much time".
-_ASKS_WHEN = re.compile(
-    rf"\b(?:when|(?:what|which) (?:date|day|time|year|month|week|weekend|season)s?|how long"
-    rf"|how (?:many|much) {_UNIT}|how much time|what (?:is|was) the (?:date|day|time|year|month))\b",
-    re.IGNORECASE,
+#
+# A time word asks when only as the question's frame, never as the first half of a noun: "Which
+# weekend did …", "which week in May", "in which month?", not "which weekend bag", "which time
+# slot", "what is the time limit" (a folder of notes asks those as often as a conversation asks
+# "which year"). So the time noun must be followed by an auxiliary, a preposition, a possessive
+# ("which month's game"), a subject ("what year we moved") or the clause's end. A count of time
+# units is a span only before an auxiliary, "ago", "passed", "since" … or the end ("how many
+# weeks passed", "how many hours did it take"), not before a noun ("how many days of PTO").
+_AUX = r"(?:did|was|were|is|are|does|do|will|would|can|could|should|has|have|had)"
+_TIME_NOUN = r"(?:year|month|week|weekend|day|date|season|time)"
+_SPAN_UNIT = r"(?:minutes?|hours?|days?|nights?|weeks?|weekends?|months?|years?)"
+_CLAUSE_END = r"\s*(?:[?!.,;:]|$)"
+_SUBJECT = r"(?:i|we|you|he|she|they|it|the|a|an|my|our|your|his|her|their|its|this|that)"
+_FRAME_END = (
+    rf"(?=\s+(?:{_AUX}|{_SUBJECT}|when|of|in|on|at|during|between|after|before|since|until|to)\b"
+    rf"|['’]s\b|{_CLAUSE_END})"
 )
+_SPAN_END = (
+    rf"(?=\s+(?:{_AUX}|ago|passed|elapsed|went by|later|earlier|after|before|since|between|until|till)\b"
+    rf"|\s+it\s+(?:took|takes|will take)\b|{_CLAUSE_END})"
+)
+# A time noun as the frame of a question, after "which" or "what" (`asks_name` leaves it out too).
+TIME_FRAME = rf"(?:exact )?{_TIME_NOUN}s?{_FRAME_END}"
+# "how long", "how many weeks ago", "how many days passed", "how much time did it take".
+ASKS_SPAN = re.compile(rf"\bhow (?:long\b|(?:(?:many|much) {_SPAN_UNIT}|much time){_SPAN_END})", re.IGNORECASE)
+# "which year", "in what month", "what exact day", "what was the date of".
+ASKS_DATE = re.compile(rf"\b(?:what|which|what (?:is|was) the) {TIME_FRAME}", re.IGNORECASE)
+_ASKS_WHEN = re.compile(rf"\bwhen\b|{ASKS_SPAN.pattern}|{ASKS_DATE.pattern}", re.IGNORECASE)
 # Count words: how many units each means, at least and at most ("a few" days: 2 to 5).
 _NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
             "eight": 8, "nine": 9, "ten": 10}  # fmt: skip
@@ -197,12 +220,11 @@ def asks_when(query: str) -> bool:
 # ("how long has …", "how many years was …") keeps its words: "for three years" answers it.
 @cache
 def _when_frame() -> re.Pattern[str]:
-    aux = r"(?=(?:did|was|were|is|are|does|do|will|has|have|had)\b)"
+    aux = rf"(?={_AUX}\b)"
     return re.compile(
-        r"^\s*(?:(?:in|on|at|around|during|by)\s+)?(?:which|what)\s+(?:exact\s+)?"
-        rf"(?:year|month|week|weekend|day|date|season|time)\s+{aux}"
-        rf"|^\s*how\s+(?:long|many\s+{_UNIT}|much\s+time)\s+ago\s+{aux}"
-        r"|^\s*what\s+(?:was|is)\s+the\s+(?:date|day|time|year|month)\s+(?:when|that|on\s+which)\s+",
+        rf"^\s*(?:(?:in|on|at|around|during|by)\s+)?(?:which|what)\s+(?:exact\s+)?{_TIME_NOUN}\s+{aux}"
+        rf"|^\s*how\s+(?:long|many\s+{_SPAN_UNIT}|much\s+time)\s+ago\s+{aux}"
+        rf"|^\s*what\s+(?:was|is)\s+the\s+{_TIME_NOUN}\s+(?:when|that|on\s+which)\s+",
         re.IGNORECASE,
     )
 
