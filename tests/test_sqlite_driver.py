@@ -91,6 +91,26 @@ def test_the_format_steps_suit_the_sqlite() -> None:
     assert fts_format({"version": 4, "secure-delete": 1}, secure_delete=False) == ()  # read and written as it is
     assert fts_format({"version": 5, "secure-delete": 1}, secure_delete=False) == BACK_TO_FORMAT_4
     assert fts_format({"version": 5, "secure-delete": 0}, secure_delete=False) == BACK_TO_FORMAT_4
+    # a format this SQLite does not read (a later one, or a damaged record) is rebuilt from the stored text
+    for secure in (True, False):
+        assert fts_format({"version": 6, "secure-delete": 1}, secure_delete=secure) == BACK_TO_FORMAT_4
+        assert fts_format({"version": "x"}, secure_delete=secure) == BACK_TO_FORMAT_4
+        assert fts_format({"version": 3}, secure_delete=secure) == BACK_TO_FORMAT_4
+
+
+def test_a_damaged_format_record_is_rebuilt_not_an_internal_error(db_path: Path) -> None:
+    """The table's format record is input too: a value that is no format (a damaged or crafted
+    file) rebuilds the index from the stored text on open instead of failing every search."""
+    store = SQLiteStore.open(db_path, create=True)
+    ids = add(store, "alpha note about the garden", "beta note about the shed")
+    store.close()
+    raw = sqlite3.connect(db_path)
+    raw.execute("UPDATE memories_fts_config SET v = 'x' WHERE k = 'version'")
+    raw.commit()
+    raw.close()
+    with SQLiteStore.open(db_path) as store:
+        assert found(store, "garden") == [ids[0]] and found(store, "shed") == [ids[1]]
+        assert store._db.execute("SELECT v FROM memories_fts_config WHERE k = 'version'").fetchone()[0] in (4, 5)
 
 
 @needs_secure_delete

@@ -199,8 +199,13 @@ def secure_delete_on(config: Mapping[str, object]) -> bool:
 def fts_format(config: Mapping[str, object], secure_delete: bool) -> tuple[str, ...]:
     """The statements that suit the full-text table (its FTS_FORMAT rows) to an SQLite that has
     FTS5's secure-delete (`secure_delete`) or not; none when it suits it already."""
-    if secure_delete:
-        return () if secure_delete_on(config) else (SECURE_DELETE_ON,)
-    if int(str(config.get("version", 4))) > 4:
+    readable = 5 if secure_delete else 4  # the newest FTS5 file format this SQLite reads
+    try:
+        version: int | None = int(str(config.get("version", 4)))
+    except ValueError:
+        version = None
+    if version is None or not 4 <= version <= readable:  # a newer SQLite's format, or a damaged record
         return BACK_TO_FORMAT_4
+    if secure_delete and not secure_delete_on(config):
+        return (SECURE_DELETE_ON,)
     return ()
