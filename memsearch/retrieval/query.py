@@ -53,7 +53,9 @@ class ParsedQuery:
 
     @property
     def head(self) -> str:
-        """What is read as a question of a query that may be a whole document."""
+        """What is read as a question of a query that may be a whole document: of the searched
+        text (`text`, its time frame read as "When"), for the dates and names it holds; whether it
+        asks when or for a name is read from the query as written (parse_query)."""
         return self.text[:ROUTE_CHARS]
 
     @property
