@@ -207,7 +207,7 @@ def test_a_memsearch_from_before_format_5_says_upgrade_not_damaged(
     store.delete(ids[:1])  # the first delete with secure-delete moves the table to format 5
     assert store._db.execute("SELECT v FROM memories_fts_config WHERE k = 'version'").fetchone()[0] == 5
     store.close()
-    monkeypatch.setattr("memsearch.store.sqlite.SCHEMA_VERSION", 9)
+    monkeypatch.setattr("memsearch.store.sqlite_schema.SCHEMA_VERSION", 9)
     with pytest.raises(StoreCorruptError, match="newer than this memsearch's 9; upgrade memsearch"):
         SQLiteStore.open(db_path)
 

@@ -1,11 +1,11 @@
-"""The SQLite store: every SQL statement memsearch runs lives in this module."""
+"""The SQLite store: connections, transactions and writes; its reads, copy, schema, lexical and
+vector parts are modules of their own (sqlite_*.py)."""
 
 from __future__ import annotations
 
 import builtins
 import contextlib
 import json
-import logging
 import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -36,17 +36,13 @@ from memsearch.store.base import (
     VectorHits,
 )
 from memsearch.store.dialects import SQLITE
-from memsearch.store.fts import fts_row, gram_text
+from memsearch.store.fts import fts_row
 from memsearch.store.lexical_cache import lexical_threshold
 from memsearch.store.lexical_delta import ChangedRows
 from memsearch.store.migrations import (
-    BACK_TO_FORMAT_4,
     FTS_FORMAT,
-    MIGRATIONS,
     SCHEMA_VERSION,
-    fts_format,
     secure_delete_on,
-    split_statements,
 )
 from memsearch.store.sql import NewBatch, SQLStore
 from memsearch.store.sql_search_state import META_STATE_SQL
@@ -57,13 +53,13 @@ from memsearch.store.sqlite_errors import (
     BUSY_TIMEOUT_MS,
     disk_full,
     full_disk,
-    newer_fts_error,
     os_reason,
     store_error,
 )
-from memsearch.store.sqlite_fts import LEXICAL_VIEWS_STATE, Fts5Index
+from memsearch.store.sqlite_fts import Fts5Index
 from memsearch.store.sqlite_lexical import ImpactLexical
 from memsearch.store.sqlite_reads import SQLiteReads, fits_sqlite
+from memsearch.store.sqlite_schema import SQLiteSchema
 from memsearch.store.sqlite_transaction import Transaction
 from memsearch.store.sqlite_vectors import CacheRecords, InProcessVectors
 from memsearch.store.vectors import VectorIndex
@@ -73,8 +69,6 @@ if TYPE_CHECKING:
     import numpy as np
 
 T = TypeVar("T")
-# "MSRC" in the SQLite header marks the file as a memsearch store.
-APPLICATION_ID = 0x4D535243
 # The store's id names its vector cache files (with the generation): a file never serves another
 # store; the cache key (a secret: the store is its owner's alone) keys the digests of those files.
 _NEW_CACHE_IDENTITY = "INSERT OR IGNORE INTO meta (key, value) VALUES ('store_id', ?), ('cache_key', ?)"
@@ -84,9 +78,6 @@ def _new_cache_identity(db: sqlite3.Connection) -> None:
     import secrets  # by the store's first open: its start (OpenSSL's hashes) is not every open's
 
     db.execute(_NEW_CACHE_IDENTITY, (secrets.token_hex(8), secrets.token_hex(32)))
-
-
-log = logging.getLogger(__name__)
 
 
 def _create_private_file(path: Path) -> bool:
@@ -101,7 +92,7 @@ def _create_private_file(path: Path) -> bool:
     return True
 
 
-class SQLiteStore(ImpactLexical, InProcessVectors, SQLiteReads, SQLiteCopy, SQLStore):
+class SQLiteStore(ImpactLexical, InProcessVectors, SQLiteReads, SQLiteCopy, SQLiteSchema, SQLStore):
     """One memsearch store file. Open with `SQLiteStore.open`; close when done.
 
     Each thread gets its own connection (SQLite connections are not to be shared by threads that
@@ -272,77 +263,6 @@ class SQLiteStore(ImpactLexical, InProcessVectors, SQLiteReads, SQLiteCopy, SQLS
                 raise store_error(path, error) from None
             raise
         return store
-
-    def _migrate(self) -> None:
-        """Bring the schema up to date. The version is read inside the write transaction, so
-        processes opening a new or old store at once migrate it exactly once between them."""
-        (version,) = self._db.execute("PRAGMA user_version").fetchone()
-        rebuild = version > 0 and self._fts_format() == BACK_TO_FORMAT_4  # a newer SQLite's full-text table
-        if version == SCHEMA_VERSION and not rebuild:
-            self._suit_fts_format()
-            return
-        if self.read_only and 0 < version < SCHEMA_VERSION:
-            raise StoreUnavailableError(
-                f"{self.path} has schema version {version} and this memsearch reads {SCHEMA_VERSION}: it is "
-                "read-only here, so it cannot be upgraded; open it once where it can be written"
-            )
-        if self.read_only and rebuild:
-            raise newer_fts_error(self.path)
-        with self.transaction():
-            (app_id,) = self._db.execute("PRAGMA application_id").fetchone()
-            (version,) = self._db.execute("PRAGMA user_version").fetchone()
-            if app_id != APPLICATION_ID:
-                (tables,) = self._db.execute("SELECT count(*) FROM sqlite_schema").fetchone()
-                if app_id != 0 or tables:
-                    raise StoreCorruptError(f"{self.path} is an SQLite file of another program, not a memsearch store")
-            if version > SCHEMA_VERSION:
-                raise StoreCorruptError(
-                    f"{self.path} has schema version {version}, newer than this memsearch's {SCHEMA_VERSION}; "
-                    "upgrade memsearch"
-                )
-            self._db.create_function("memsearch_grams", 2, gram_text, deterministic=True)
-            if version > 0:  # an older SQLite rebuilds a newer one's full-text table before a migration reads it
-                self._run(self._fts_format())
-            for number in range(version + 1, SCHEMA_VERSION + 1):
-                self._run(split_statements(MIGRATIONS[number - 1]))
-                self._db.execute(f"PRAGMA user_version = {number}")
-            self._run(self._fts_format())
-            self._db.execute(f"PRAGMA application_id = {APPLICATION_ID}")
-            if version == 0:
-                self._set_meta(LEXICAL_VIEWS_STATE, "same")
-
-    def _run(self, statements: Sequence[str]) -> None:
-        for statement in statements:
-            self._db.execute(statement)
-
-    def _fts_format(self) -> tuple[str, ...]:
-        """What suits the full-text table to this SQLite (migrations.fts_format); nothing for a
-        file without the table (another program's: the migration says so)."""
-        try:
-            config = dict(self._db.execute(FTS_FORMAT).fetchall())
-        except sqlite3.OperationalError:
-            return ()
-        return fts_format(config, SECURE_DELETE)
-
-    def _refit_fts(self) -> None:
-        """Rebuild the full-text table a newer SQLite's process wrote since this store opened, as
-        an open does (_migrate); where the store is only read, the typed error says so."""
-        if self.read_only or self._write_refusal is not None:
-            raise newer_fts_error(self.path)
-        with self.transaction():
-            self._run(self._fts_format())
-
-    def _suit_fts_format(self) -> None:
-        """Turn FTS5's secure-delete on where this SQLite has it and the table has not (a store
-        made or last opened by an older SQLite). Best effort: a store only read here, or held by
-        another writer, deletes by merging the index until an open that can do it."""
-        if not SECURE_DELETE or self.read_only or self._write_refusal is not None or not self._fts_format():
-            return
-        try:
-            with self.transaction(ACCESS_TIMEOUT_MS):
-                self._run(self._fts_format())
-        except StoreUnavailableError as error:
-            log.debug("full-text secure-delete not turned on for %s: %s", self.path, error)
 
     # -- transactions and store facts -----------------------------------------------------
 
