@@ -40,6 +40,7 @@ from memsearch.ingest.conversations import conversation_memories
 from memsearch.ingest.readers import Conversation
 from memsearch.profiles import Adjustment, Profile, load_profile
 from memsearch.retrieval import dates
+from memsearch.retrieval.explain import SearchOutcome
 from memsearch.retrieval.request import SearchRequest
 from memsearch.store import Scope
 
@@ -148,34 +149,35 @@ def run_variant(
     return out
 
 
+def search_questions(
+    conversation: Conversation, questions: Sequence[Question], profile: Profile, store: Path
+) -> list[tuple[Question, SearchOutcome]]:
+    """Each scored question searched as the benchdata protocol does (turn level, the
+    conversation's scope, as of its last date, k K, no access recorded), with its outcome."""
+    scored = [q for q in questions if q.is_scored]
+    requests = [
+        SearchRequest(q.text, k=K, scope=Scope(conversation=conversation.id), as_of=last_date(conversation),
+                      touch=False, granularity="turn", profile=profile)
+        for q in scored
+    ]  # fmt: skip
+    with Memsearch(store) as ms:
+        outcomes = ms.search_many(requests)
+    return list(zip(scored, outcomes, strict=True))
+
+
 def _run_variant(
     profile: Profile, data: Sequence[tuple[Conversation, list[Question]]], stores: Mapping[str, Path]
 ) -> dict[str, list[Scored]]:
     out: dict[str, list[Scored]] = {}
     for conversation, questions in data:
-        scored = [q for q in questions if q.is_scored]
         turns = {t.key: t for t in conversation.turns}
-        with Memsearch(stores[conversation.id]) as ms:
-            requests = [
-                SearchRequest(
-                    q.text,
-                    k=K,
-                    scope=Scope(conversation=conversation.id),
-                    as_of=last_date(conversation),
-                    touch=False,
-                    granularity="turn",
-                    profile=profile,
-                )
-                for q in scored
-            ]
-            outcomes = ms.search_many(requests)
         out[conversation.id] = [
             Scored(
                 q,
                 question_strata(q.text, [turns[key].text for key in q.evidence_keys]),
                 tuple(turn_ranking(o.results, conversation.id)),
             )
-            for q, o in zip(scored, outcomes, strict=True)
+            for q, o in search_questions(conversation, questions, profile, stores[conversation.id])
         ]
     return out
 

@@ -41,14 +41,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import temporal as T  # bench/ is on the path when a script of it runs
 import temporal_shapes as S
 
-from memsearch.api import Memsearch
 from memsearch.embedding import load_encoder, resolve_model
 from memsearch.eval.datasets import load_locomo
-from memsearch.eval.scoring import last_date
 from memsearch.eval.strata import question_strata
 from memsearch.profiles import load_profile
-from memsearch.retrieval.request import SearchRequest
-from memsearch.store import Scope
 
 DUMP = T.CACHE / "top50-reweight.pickle"
 CATEGORIES = T.CATEGORIES
@@ -81,15 +77,8 @@ def dump() -> None:
     for tag, pairs in sets:
         for conversation, questions in pairs:
             turns = {t.key: t for t in originals[conversation.id].turns}  # strata from the evidence as written
-            scored = [q for q in questions if q.is_scored]
-            requests = [
-                SearchRequest(q.text, k=T.K, scope=Scope(conversation=conversation.id), as_of=last_date(conversation),
-                              touch=False, granularity="turn", profile=profile)
-                for q in scored
-            ]  # fmt: skip
-            with Memsearch(T.store_for(conversation, encoder.info.name)) as ms:
-                outcomes = ms.search_many(requests)
-            for q, outcome in zip(scored, outcomes, strict=True):
+            store = T.store_for(conversation, encoder.info.name)
+            for q, outcome in T.search_questions(conversation, questions, profile, store):
                 rows = [
                     {"key": c.memory.key.removeprefix(f"{conversation.id}/"), "final": c.final, "fusion": c.fusion,
                      "time": c.fusion_terms.get("time", 0.0),

@@ -32,13 +32,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import temporal as T  # bench/ is on the path when a script of it runs
 
-from memsearch.api import Memsearch
 from memsearch.embedding import load_encoder, resolve_model
-from memsearch.eval.scoring import last_date
 from memsearch.eval.strata import question_shape, question_strata
 from memsearch.retrieval.dates import asks_when, mentioned_ranges, says_when
-from memsearch.retrieval.request import SearchRequest
-from memsearch.store import Scope
 from memsearch.text import STOPWORDS, WORD
 
 DUMP = T.CACHE / "top50-default.pickle"
@@ -59,15 +55,8 @@ def dump() -> None:
                 conversation = T.dedated(conversation, questions)
                 questions = [q for q in questions if q.category == 2]
             turns = {t.key: t for t in conversation.turns}
-            scored = [q for q in questions if q.is_scored]
-            requests = [
-                SearchRequest(q.text, k=T.K, scope=Scope(conversation=conversation.id), as_of=last_date(conversation),
-                              touch=False, granularity="turn", profile=profile)
-                for q in scored
-            ]  # fmt: skip
-            with Memsearch(T.store_for(conversation, encoder.info.name)) as ms:
-                outcomes = ms.search_many(requests)
-            for q, outcome in zip(scored, outcomes, strict=True):
+            store = T.store_for(conversation, encoder.info.name)
+            for q, outcome in T.search_questions(conversation, questions, profile, store):
                 rows = [
                     {"key": c.memory.key.removeprefix(f"{conversation.id}/"), "final": c.final, "fusion": c.fusion,
                      "session": c.memory.session, "position": c.memory.position, "text": c.memory.text,
