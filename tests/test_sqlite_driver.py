@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memsearch.errors import StoreCorruptError
+from memsearch.errors import MemoryNotFoundError, StoreCorruptError
 from memsearch.models import EmbeddingModelInfo, NewMemory
 from memsearch.store import Scope
 from memsearch.store.migrations import BACK_TO_FORMAT_4, SECURE_DELETE_ON, fts_format
@@ -421,3 +421,21 @@ def test_a_driver_memsearch_does_not_know_is_refused_in_one_line(tmp_path: Path)
         assert done.returncode != 0 and done.stderr.count("\n") == 1, done.stderr
         assert f"MEMSEARCH_SQLITE={value} is not a driver memsearch knows" in done.stderr
         assert not (tmp_path / "m.db").exists()
+
+
+def test_a_failed_delete_inside_a_batch_leaves_nothing_of_itself(db_path: Path) -> None:
+    """A delete is all or nothing inside a batch too: one unknown id after 199 known ones (a bulk
+    delete, which turns secure-delete off until its merge) deletes none, leaves secure-delete as
+    it was, and the batch's other writes stand."""
+    store = SQLiteStore.open(db_path, create=True)
+    ids = add(store, *[f"garden note {n}" for n in range(200)])
+    with store.batch():
+        with pytest.raises(MemoryNotFoundError):
+            store.delete([*ids[:199], max(ids) + 1000])
+        later = add(store, "a later note about the shed")
+    assert store.count(Scope()) == 201 and found(store, "shed") == later
+    assert len(store.get_many(ids)) == 200
+    if SECURE_DELETE:
+        assert store._db.execute("SELECT v FROM memories_fts_config WHERE k = 'secure-delete'").fetchone()[0] == 1
+    store._db.execute("INSERT INTO memories_fts (memories_fts) VALUES ('integrity-check')")
+    store.close()

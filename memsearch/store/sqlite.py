@@ -60,7 +60,7 @@ from memsearch.store.sqlite_fts import Fts5Index
 from memsearch.store.sqlite_lexical import ImpactLexical
 from memsearch.store.sqlite_reads import SQLiteReads, fits_sqlite
 from memsearch.store.sqlite_schema import SQLiteSchema
-from memsearch.store.sqlite_transaction import Transaction
+from memsearch.store.sqlite_transaction import Savepoint, Transaction
 from memsearch.store.sqlite_vectors import CacheRecords, InProcessVectors
 from memsearch.store.vectors import VectorIndex
 from memsearch.timeutil import to_iso
@@ -268,12 +268,12 @@ class SQLiteStore(ImpactLexical, InProcessVectors, SQLiteReads, SQLiteCopy, SQLi
 
     def transaction(self, busy_timeout_ms: int | None = None) -> contextlib.AbstractContextManager[None]:
         """A write transaction; `busy_timeout_ms` waits less than BUSY_TIMEOUT_MS for another writer.
-        Inside a `batch`, the batch's own."""
+        Inside a `batch`, a savepoint of the batch's own: a write that fails there leaves nothing."""
         connection = self._db
         if self._write_refusal is not None:
             raise self._write_refusal
         if getattr(self._local, "batched", False):
-            return contextlib.nullcontext()
+            return Savepoint(connection)
         return self._counted(Transaction(connection, self.path, busy_timeout_ms))
 
     @contextlib.contextmanager

@@ -1,5 +1,6 @@
 """A write transaction on a SQLite store file: BEGIN IMMEDIATE … COMMIT, or a rollback that
-leaves nothing, with SQLite's errors said as memsearch's (sqlite_errors)."""
+leaves nothing, with SQLite's errors said as memsearch's (sqlite_errors); and a write inside a
+batch's transaction, which leaves nothing of itself when it fails (a savepoint)."""
 
 from __future__ import annotations
 
@@ -51,3 +52,26 @@ class Transaction:
         if self._db.in_transaction:
             with contextlib.suppress(sqlite3.Error):
                 self._db.execute("ROLLBACK")
+
+
+class Savepoint:
+    """A write inside a batch's transaction: SAVEPOINT … RELEASE, or, on any exception, ROLLBACK TO
+    it, so a write that fails (an unknown id among those deleted, say) leaves nothing of itself
+    and the batch, if its caller goes on, commits only the writes that succeeded."""
+
+    NAME = "memsearch_write"  # nested writes nest savepoints of one name: ROLLBACK TO takes the innermost
+
+    def __init__(self, connection: sqlite3.Connection) -> None:
+        self._db = connection
+
+    def __enter__(self) -> None:
+        self._db.execute(f"SAVEPOINT {self.NAME}")
+
+    def __exit__(self, exc_type: type[BaseException] | None, error: BaseException | None, *_: object) -> None:
+        if exc_type is None:
+            self._db.execute(f"RELEASE {self.NAME}")
+            return
+        if self._db.in_transaction:  # (after some errors SQLite has rolled the whole transaction back)
+            with contextlib.suppress(sqlite3.Error):
+                self._db.execute(f"ROLLBACK TO {self.NAME}")
+                self._db.execute(f"RELEASE {self.NAME}")
