@@ -8,6 +8,10 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from memsearch.store.sqlite_driver import sqlite3
 
 MIGRATIONS: tuple[str, ...] = (
     # 1: memories, their full-text index, their vectors, and store-level facts.
@@ -179,6 +183,7 @@ def split_statements(script: str) -> builtins.list[str]:
 # the option stays: the next newer SQLite deletes in place again without a write of its own.
 FTS_FORMAT = "SELECT k, v FROM memories_fts_config WHERE k IN ('version', 'secure-delete')"
 SECURE_DELETE_ON = "INSERT INTO memories_fts (memories_fts, rank) VALUES ('secure-delete', 1)"
+SECURE_DELETE_OFF = "INSERT INTO memories_fts (memories_fts, rank) VALUES ('secure-delete', 0)"
 # The back step ends with a settings write of FTS5's own (its automerge, to the value it has):
 # that one moves the table's settings cookie, so a newer SQLite's connection that has the table
 # open reloads its settings (format 4 now) and its next delete writes format 5 again; the direct
@@ -189,6 +194,11 @@ BACK_TO_FORMAT_4 = (
     "INSERT INTO memories_fts (memories_fts, rank) "
     "VALUES ('automerge', coalesce((SELECT v FROM memories_fts_config WHERE k = 'automerge'), 4))",
 )
+
+
+def fts_config(db: sqlite3.Connection) -> dict[str, object]:
+    """The full-text table's FTS_FORMAT rows, read in `db`."""
+    return dict(db.execute(FTS_FORMAT).fetchall())
 
 
 def secure_delete_on(config: Mapping[str, object]) -> bool:

@@ -40,8 +40,8 @@ from memsearch.store.fts import fts_row
 from memsearch.store.lexical_cache import lexical_threshold
 from memsearch.store.lexical_delta import ChangedRows
 from memsearch.store.migrations import (
-    FTS_FORMAT,
     SCHEMA_VERSION,
+    fts_config,
     secure_delete_on,
 )
 from memsearch.store.sql import NewBatch, SQLStore
@@ -405,7 +405,7 @@ class SQLiteStore(ImpactLexical, InProcessVectors, SQLiteReads, SQLiteCopy, SQLi
         if getattr(self._local, "batched", False):
             self._local.forget = True
             return
-        if not (SECURE_DELETE and secure_delete_on(dict(self._db.execute(FTS_FORMAT).fetchall()))):
+        if not (SECURE_DELETE and secure_delete_on(fts_config(self._db))):
             self._db.execute("INSERT INTO memories_fts (memories_fts) VALUES ('optimize')")
         self.lexical.deletes_merged()
         self._wal_holds_deleted_text = True

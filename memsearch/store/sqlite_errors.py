@@ -33,6 +33,10 @@ def os_reason(path: Path, error: OSError) -> str:
     return f"{error.strerror or error}; choose another folder"
 
 
+# What an SQLite before 3.42 says of a full-text table a newer one wrote (FTS5's format 5: migrations).
+NEWER_FORMAT = "invalid fts5 file format"
+
+
 def newer_fts_error(path: Path | str) -> StoreUnavailableError:
     """A store whose full-text table a newer SQLite wrote (FTS5 secure-delete, SQLite 3.42 on) met
     on an older one, where it cannot be rebuilt (migrations.fts_format)."""
@@ -70,7 +74,7 @@ def environment_error(path: Path | str, error: sqlite3.Error) -> MemsearchError 
     """The typed error for an SQLite failure caused by the store's file or disk, None for others."""
     code = getattr(error, "sqlite_errorcode", None)
     primary = code & 0xFF if isinstance(code, int) else None
-    if "invalid fts5 file format" in str(error):  # another process's newer SQLite wrote the table since this one opened
+    if NEWER_FORMAT in str(error):  # another process's newer SQLite wrote the table since this one opened
         return newer_fts_error(path)
     if primary == sqlite3.SQLITE_FULL:
         return full_disk(path)

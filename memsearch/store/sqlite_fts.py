@@ -22,9 +22,9 @@ from memsearch.store.fts import (
     gram_expression,
     match_expression,
 )
-from memsearch.store.migrations import FTS_FORMAT, SECURE_DELETE_ON, secure_delete_on
+from memsearch.store.migrations import SECURE_DELETE_OFF, SECURE_DELETE_ON, fts_config, secure_delete_on
 from memsearch.store.sqlite_driver import SECURE_DELETE, sqlite3
-from memsearch.store.sqlite_errors import ACCESS_TIMEOUT_MS, newer_fts_error
+from memsearch.store.sqlite_errors import ACCESS_TIMEOUT_MS, NEWER_FORMAT, newer_fts_error
 from memsearch.text import LexicalQuery
 
 # Meta key: "same" while every memory's lexical views hold the same text, "differ" once one does not.
@@ -42,10 +42,7 @@ _FTS_INSERT = (
 # 1 %: 0.61, 0.63; at 2 %: 0.37, 0.40); at 10k, 1.25 at 100 rows and 0.65 at 200.
 BULK_DELETE_SHARE = 0.005
 _BULK_FLOOR = 150
-_SECURE_DELETE_OFF = "INSERT INTO memories_fts (memories_fts, rank) VALUES ('secure-delete', 0)"
 
-# What an SQLite before 3.42 says of a full-text table a newer one wrote (FTS5's format 5: migrations).
-NEWER_FORMAT = "invalid fts5 file format"
 T = TypeVar("T")
 
 # Every write or delete of a full-text row names the memory in the change log, with the generation
@@ -129,8 +126,8 @@ class Fts5Index:
             (left,) = self._file._db.execute("SELECT count(*) FROM memories").fetchone()
             deletes.total = int(left) + deletes.rows - rows
         bulk = deletes.rows > BULK_DELETE_SHARE * deletes.total
-        if bulk and secure_delete_on(dict(self._file._db.execute(FTS_FORMAT).fetchall())):
-            self._file._db.execute(_SECURE_DELETE_OFF)
+        if bulk and secure_delete_on(fts_config(self._file._db)):
+            self._file._db.execute(SECURE_DELETE_OFF)
             deletes.merging = True
 
     def deletes_merged(self) -> None:

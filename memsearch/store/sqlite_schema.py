@@ -13,9 +13,9 @@ from memsearch.errors import MemsearchError, StoreCorruptError, StoreUnavailable
 from memsearch.store.fts import gram_text
 from memsearch.store.migrations import (
     BACK_TO_FORMAT_4,
-    FTS_FORMAT,
     MIGRATIONS,
     SCHEMA_VERSION,
+    fts_config,
     fts_format,
     split_statements,
 )
@@ -90,7 +90,7 @@ class SQLiteSchema:
         """What suits the full-text table to this SQLite (migrations.fts_format); nothing for a
         file without the table (another program's: the migration says so)."""
         try:
-            config = dict(self._db.execute(FTS_FORMAT).fetchall())
+            config = fts_config(self._db)
         except sqlite3.OperationalError:
             return ()
         return fts_format(config, SECURE_DELETE)
