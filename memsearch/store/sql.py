@@ -138,6 +138,18 @@ class SQLStore(SearchStateReads):
                     (key, value),
                 )
 
+    def _close_thread_connection(self) -> None:
+        """Close this thread's own connection, for a thread that ends before the store does (the
+        next use in this thread opens another)."""
+        connection = getattr(self._local, "connection", None)
+        if connection is None:
+            return
+        self._local.connection = None
+        with self._lock:
+            if connection in self._connections:
+                self._connections.remove(connection)
+        connection.close()
+
     def close(self) -> None:
         with self._lock:
             connections, self._connections = self._connections, []

@@ -61,9 +61,6 @@ class ImpactLexical:
     _impact_made: int | None = None  # the generation of a file made in the current snapshot
 
     if TYPE_CHECKING:  # what the store provides
-        _local: threading.local  # this thread's connection
-        _lock: threading.Lock
-        _connections: builtins.list[sqlite3.Connection]
         lexical: Fts5Index
 
         @property
@@ -82,6 +79,8 @@ class ImpactLexical:
         def _scoped_ids(self, scope: Scope) -> builtins.list[int]: ...
 
         def _ids_of_other_kinds(self, kinds: Sequence[str]) -> builtins.list[int]: ...
+
+        def _close_thread_connection(self) -> None: ...
 
     def _impact_search(self, query: LexicalQuery, scope: Scope, limit: int, view: str | None) -> Hits | None:
         """FTS5's top `limit` over text and tags (or the lexical view's column) through the impact
@@ -237,13 +236,7 @@ class ImpactLexical:
         try:
             self._make_in_background(view, columns, seen)
         finally:
-            connection = getattr(self._local, "connection", None)
-            if connection is not None:
-                self._local.connection = None
-                with self._lock:
-                    if connection in self._connections:
-                        self._connections.remove(connection)
-                connection.close()
+            self._close_thread_connection()
 
     def _make_in_background(
         self, view: str | None, columns: tuple[str, ...], seen: Callable[[sqlite3.Connection], None]
