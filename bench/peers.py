@@ -484,6 +484,11 @@ class Goal:
     where: str = ""  # why there is no figure: the script that measures it
 
     @property
+    def measured(self) -> bool:
+        """The figure, and for a goal judged beside a floor or peer (`beside_name`), that too."""
+        return self.figure is not None and (self.beside is not None or not self.beside_name)
+
+    @property
     def ratio(self) -> float | None:
         if self.figure is None or self.beside is None:
             return None
@@ -491,7 +496,7 @@ class Goal:
 
     @property
     def met(self) -> bool | None:
-        if self.limit is None or self.figure is None:
+        if self.limit is None or not self.measured:
             return None
         return (self.ratio if self.beside is not None else self.figure) <= self.limit  # type: ignore[operator]
 
@@ -615,7 +620,7 @@ def render_goals(goals: Sequence[Goal]) -> str:
         "|---|---|---|---|---|---|",
     ]
     for goal in goals:
-        if goal.figure is None:
+        if not goal.measured:
             lines.append(f"| {goal.goal} | not measured here: {goal.where} | | | | |")
             continue
         beside = f"{goal.beside_name} {_fmt(goal.beside, goal.unit)}" if goal.beside is not None else ""

@@ -134,3 +134,8 @@ def test_goals_from_figures_give_ratios_and_whether_each_is_met(peers: ModuleTyp
     legs = goals["hybrid within 1.5× of its vector and lexical legs' sum at 10k"]
     assert (legs.ratio, legs.met) == (1.5, True)
     assert goals["in-process hybrid ≤ 1.5× the stop-word floor at 100k"].met is None
+    # a figure whose floor was not measured (bench.py's startup part skipped) is not judged alone
+    cli = figure("CLI search --mode hybrid, 10k (process)", "s", [0.292])
+    fresh = next(g for g in peers.goal_rows([cli]) if g.goal.startswith("fresh `memsearch search`, hybrid"))
+    assert (fresh.figure, fresh.ratio, fresh.met) == (0.292, None, None)
+    assert "| fresh `memsearch search`, hybrid ≤ 1.5× `import numpy` | not measured here" in peers.render_goals([fresh])
